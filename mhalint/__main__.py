@@ -1,0 +1,5 @@
+"""`python -m mhalint` runs the command line."""
+
+from mhalint.cli import main
+
+main()

@@ -1,0 +1,105 @@
+"""The `mhalint` command line: thin click commands that parse options, call the engine and print.
+
+Exit codes follow ruff and flake8: 0 clean, 1 findings, 2 usage or internal error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from mhalint import __version__
+from mhalint.engine import ENGINE_CODES, Checker
+from mhalint.finding import Severity
+from mhalint.rule import PluginError, Rule, load_rules
+from mhalint.selection import Selection, SelectionError
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A mistake in how mhalint was called: reported in one line, exit code 2."""
+
+
+class _Group(click.Group):
+    """Turns usage and plugin errors into a one-line message and exit 2 instead of a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (UsageError, PluginError, SelectionError) as error:
+            click.echo(f"mhalint: error: {error}", err=True)
+            ctx.exit(EXIT_ERROR)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="mhalint")
+def main() -> None:
+    """mhalint: find the PyTorch attention mistakes that corrupt results without raising an error."""
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--select", multiple=True, metavar="CODES",
+              help="Comma-separated rule codes or prefixes to enable (default: all rules).")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Comma-separated rule codes or prefixes to disable.")
+@click.option("--respect-gitignore/--no-respect-gitignore", default=True, show_default=True,
+              help="Skip files that .gitignore excludes.")
+@click.option("--exclude", multiple=True, metavar="PATTERN", help="gitignore-style pattern of paths to skip.")
+@click.option("--min-severity", type=click.Choice([str(s) for s in Severity]), default="warning",
+              show_default=True, help="Hide findings below this severity (info: correct code relying on a default).")
+@click.option("--show-traceback", is_flag=True, help="Print the traceback of any internal error.")
+def check(paths: tuple[Path, ...], select: tuple[str, ...], ignore: tuple[str, ...], respect_gitignore: bool,
+          exclude: tuple[str, ...], min_severity: str, show_traceback: bool) -> None:
+    """Check PATHS (files or directories; default: the current directory)."""
+    missing = [str(path) for path in paths if not os.path.lexists(path)]
+    if missing:
+        raise UsageError(f"path {missing[0]!r} does not exist")
+    selection = Selection(load_rules(), _split(select), _split(ignore), engine_codes=ENGINE_CODES)
+    result = Checker(selection.rules).check_paths(paths or (Path("."),), respect_gitignore=respect_gitignore,
+                                                  exclude=exclude)
+    threshold = Severity.parse(min_severity)
+    findings = [f for f in result.findings if selection.reports(f.code) and f.severity >= threshold]
+    for finding in findings:
+        click.echo(f"{finding.path}:{finding.line}:{finding.column}: {finding.code} {finding.message}")
+    click.echo(_summary(len(findings), result.files_checked))
+    if show_traceback:
+        for text in result.tracebacks:
+            click.echo(text, err=True)
+    if result.internal_errors:
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
+
+
+@main.command()
+@click.argument("code", required=False)
+@click.option("--all", "show_all", is_flag=True, help="List every rule.")
+def rule(code: str | None, show_all: bool) -> None:
+    """Explain rule CODE, or list all rules with --all."""
+    rules = load_rules()
+    if show_all or code is None:
+        for rule_class in rules.values():
+            click.echo(f"{rule_class.code}  {rule_class.name:<28} {rule_class.summary}")
+        return
+    rule_class = rules.get(code.upper())
+    if rule_class is None:
+        raise UsageError(f"unknown rule code {code!r}; `mhalint rule --all` lists them")
+    click.echo(_rule_text(rule_class))
+
+
+def _rule_text(rule_class: type[Rule]) -> str:
+    return f"# {rule_class.name} ({rule_class.code})\n\n{rule_class.documentation()}"
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    return [part.strip().upper() for value in values for part in value.split(",") if part.strip()]
+
+
+def _summary(count: int, files: int) -> str:
+    checked = f"{files} file{'s' if files != 1 else ''} checked"
+    if count == 0:
+        return f"All checks passed! ({checked})"
+    return f"Found {count} finding{'s' if count != 1 else ''} ({checked})."

@@ -1,0 +1,292 @@
+"""Per-module facts every rule shares, built once per file in one walk over the statements.
+
+The walk records import aliases, the names each scope binds (module constants, function locals and parameters,
+`self.x = ...` attributes of a class) and the scope tree. It deliberately avoids libcst's QualifiedNameProvider and
+ScopeProvider, which cost about ten times the parse (DESIGN.md): a small table of our own is enough for the names
+attention code uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from mhalint import torchapi
+
+
+@dataclass(eq=False)
+class Binding:
+    """One place a name gets a value. `value` is None when the value cannot be expressed (e.g. `except E as e`)."""
+
+    name: str
+    value: cst.BaseExpression | None
+    scope: Scope  # where `value` must be evaluated
+    node: cst.CSTNode  # the statement or target that binds, for positions
+    kind: str = "assign"  # assign | unpack | for | with | param | import | def
+    index: int | None = None  # position in the target tuple, for `a, b = value`
+
+
+@dataclass(eq=False)
+class Scope:
+    kind: str  # module | class | function
+    node: cst.CSTNode
+    parent: Scope | None
+    name: str = ""
+    bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    params: dict[str, cst.Param] = field(default_factory=dict)
+    # class scopes only: `self.x = ...` in any method, and the methods themselves
+    attributes: dict[str, list[Binding]] = field(default_factory=dict)
+    methods: dict[str, Scope] = field(default_factory=dict)
+    bases: tuple[cst.BaseExpression, ...] = ()
+
+    def bind(self, binding: Binding) -> None:
+        self.bindings.setdefault(binding.name, []).append(binding)
+
+    @property
+    def enclosing_class(self) -> Scope | None:
+        """The class whose method this function is (directly), if any."""
+        if self.kind == "function" and self.parent is not None and self.parent.kind == "class":
+            return self.parent
+        return None
+
+    @property
+    def self_name(self) -> str | None:
+        """The name of the first parameter of a method (`self` by convention)."""
+        if self.enclosing_class is None or not isinstance(self.node, cst.FunctionDef):
+            return None
+        params = self.node.params.params or self.node.params.posonly_params
+        return params[0].name.value if params else None
+
+
+class ModuleContext:
+    """What a rule may ask about the module it is visiting."""
+
+    def __init__(self, module: cst.Module, path: str, wrapper: MetadataWrapper):
+        self.module = module
+        self.path = path
+        self._wrapper = wrapper
+        self._positions = None
+        self.imports: dict[str, str] = {}  # local name -> dotted name it refers to
+        self.star_imports: list[str] = []
+        self.root = Scope("module", module, None)
+        self.scopes: dict[cst.CSTNode, Scope] = {module: self.root}
+        self.classes: dict[str, Scope] = {}  # every class in the module, by name (last definition wins)
+        self.functions: dict[str, Scope] = {}  # module-level functions by name
+        self.scope = self.root  # the scope around the node the engine is visiting; moved by the engine
+        _ScopeBuilder(self).body(module.body, self.root)
+
+    # ---- positions (resolved lazily: only files with something to report pay for them) ----
+    def position(self, node: cst.CSTNode):
+        if self._positions is None:
+            self._positions = self._wrapper.resolve(PositionProvider)
+        return self._positions[node]
+
+    def line(self, node: cst.CSTNode) -> int:
+        return self.position(node).start.line
+
+    def code(self, node: cst.CSTNode) -> str:
+        """The source text of an expression, on one line, for messages."""
+        text = self.module.code_for_node(node)
+        return " ".join(text.split())
+
+    # ---- names ----
+    def qualified_name(self, expr: cst.BaseExpression, scope: Scope | None = None) -> str | None:
+        """The dotted name an expression refers to through the imports, canonicalised to torch's public name.
+
+        A name the module itself defines (a project class called MultiheadAttention) is not torch's: it resolves to
+        `<module>.Name`.
+        """
+        dotted = self._dotted(expr, scope or self.root, depth=0)
+        return torchapi.canonical(dotted)
+
+    def _dotted(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> str | None:
+        if depth > 8:
+            return None
+        if isinstance(expr, cst.Attribute):
+            base = self._dotted(expr.value, scope, depth + 1)
+            return f"{base}.{expr.attr.value}" if base else None
+        if not isinstance(expr, cst.Name):
+            return None
+        name = expr.value
+        for binding in self._lookup(name, scope):
+            if binding.kind == "import":
+                return self.imports.get(name)
+            if binding.kind == "def":
+                return f"<module>.{name}"
+            if binding.kind == "assign" and isinstance(binding.value, (cst.Name, cst.Attribute)):
+                # `MHA = nn.MultiheadAttention` at module level: an alias
+                return self._dotted(binding.value, binding.scope, depth + 1)
+            return None
+        if name in self.imports:
+            return self.imports[name]
+        for module in self.star_imports:
+            candidate = torchapi.canonical(f"{module}.{name}")
+            if candidate in torchapi.CALLS or candidate in torchapi.CONSTRUCTORS:
+                return candidate
+        return None
+
+    def _lookup(self, name: str, scope: Scope) -> Iterator[Binding]:
+        """Bindings of `name` visible from `scope`, innermost scope first (class bodies are skipped, as in Python)."""
+        current: Scope | None = scope
+        while current is not None:
+            if current.kind != "class" or current is scope:
+                if name in current.bindings:
+                    yield from reversed(current.bindings[name])
+                    return
+            current = current.parent
+
+    def bindings(self, name: str, scope: Scope) -> list[Binding]:
+        """The bindings of `name` in the innermost scope that binds it, in source order."""
+        return list(reversed(list(self._lookup(name, scope))))
+
+    def scope_of(self, node: cst.CSTNode) -> Scope | None:
+        return self.scopes.get(node)
+
+    def class_of(self, scope: Scope | None) -> Scope | None:
+        """The class a function scope belongs to, looking through nested functions."""
+        while scope is not None:
+            if scope.kind == "class":
+                return scope
+            scope = scope.parent
+        return None
+
+
+class _ScopeBuilder:
+    """Walks statements (not expressions) once and fills a ModuleContext."""
+
+    def __init__(self, ctx: ModuleContext):
+        self.ctx = ctx
+
+    def body(self, statements, scope: Scope) -> None:
+        for statement in statements:
+            self.statement(statement, scope)
+
+    def statement(self, node: cst.CSTNode, scope: Scope) -> None:
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                self.small_statement(small, scope)
+        elif isinstance(node, cst.FunctionDef):
+            self.function(node, scope)
+        elif isinstance(node, cst.ClassDef):
+            self.klass(node, scope)
+        else:
+            self.compound(node, scope)
+
+    def compound(self, node: cst.CSTNode, scope: Scope) -> None:
+        """if/for/while/with/try/match: their bodies belong to the enclosing scope."""
+        if isinstance(node, (cst.For,)):
+            self.target(node.target, node.iter, scope, node, kind="for")
+        elif isinstance(node, cst.With):
+            for item in node.items:
+                if item.asname is not None:
+                    self.target(item.asname.name, item.item, scope, node, kind="with")
+        for child in node.children:
+            if isinstance(child, cst.BaseSuite):
+                self.suite(child, scope)
+            elif isinstance(child, (cst.Else, cst.Finally, cst.If, cst.ExceptHandler, cst.ExceptStarHandler,
+                                    cst.MatchCase)):
+                self.compound(child, scope)
+
+    def suite(self, suite: cst.BaseSuite, scope: Scope) -> None:
+        if isinstance(suite, cst.SimpleStatementSuite):
+            for small in suite.body:
+                self.small_statement(small, scope)
+        else:
+            self.body(suite.body, scope)
+
+    def small_statement(self, node: cst.BaseSmallStatement, scope: Scope) -> None:
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                self.target(target.target, node.value, scope, node)
+        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            self.target(node.target, node.value, scope, node)
+        elif isinstance(node, cst.AugAssign):
+            self.target(node.target, None, scope, node, kind="augmented")
+        elif isinstance(node, cst.Import):
+            for alias in node.names:
+                dotted = self.ctx.module.code_for_node(alias.name)
+                if alias.asname is not None:
+                    local = alias.asname.name.value
+                    self.ctx.imports[local] = dotted
+                else:
+                    local = dotted.split(".")[0]
+                    self.ctx.imports[local] = local
+                scope.bind(Binding(local, None, scope, node, kind="import"))
+        elif isinstance(node, cst.ImportFrom):
+            self.import_from(node, scope)
+        elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
+            self.register_buffer(node.value, scope)
+
+    def import_from(self, node: cst.ImportFrom, scope: Scope) -> None:
+        if node.relative or node.module is None:
+            return  # a relative import is the project's own code, never torch
+        module = self.ctx.module.code_for_node(node.module)
+        if isinstance(node.names, cst.ImportStar):
+            self.ctx.star_imports.append(module)
+            return
+        for alias in node.names:
+            name = alias.name.value if isinstance(alias.name, cst.Name) else self.ctx.module.code_for_node(alias.name)
+            local = alias.asname.name.value if alias.asname is not None else name
+            self.ctx.imports[local] = f"{module}.{name}"
+            scope.bind(Binding(local, None, scope, node, kind="import"))
+
+    def register_buffer(self, call: cst.Call, scope: Scope) -> None:
+        """`self.register_buffer("mask", value)` binds the attribute `self.mask` like an assignment does."""
+        func = call.func
+        if (isinstance(func, cst.Attribute) and func.attr.value == "register_buffer"
+                and isinstance(func.value, cst.Name) and func.value.value == scope.self_name
+                and len(call.args) >= 2 and isinstance(call.args[0].value, cst.SimpleString)):
+            klass = scope.enclosing_class
+            name = call.args[0].value.evaluated_value
+            if klass is not None and isinstance(name, str):
+                klass.attributes.setdefault(name, []).append(Binding(name, call.args[1].value, scope, call))
+
+    def target(self, target: cst.BaseExpression, value, scope: Scope, node, kind: str = "assign",
+               index: int | None = None) -> None:
+        if isinstance(target, cst.Name):
+            scope.bind(Binding(target.value, value, scope, node, kind=kind if index is None else "unpack",
+                               index=index))
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for position, element in enumerate(target.elements):
+                inner = element.value
+                if isinstance(element, cst.StarredElement):
+                    self.target(inner, None, scope, node, kind="unpack")
+                else:
+                    self.target(inner, value, scope, node, kind=kind, index=position)
+        elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
+            klass = scope.enclosing_class
+            if klass is not None and target.value.value == scope.self_name:
+                attribute = target.attr.value
+                klass.attributes.setdefault(attribute, []).append(
+                    Binding(attribute, value, scope, node, kind=kind if index is None else "unpack", index=index))
+
+    def function(self, node: cst.FunctionDef, scope: Scope) -> None:
+        scope.bind(Binding(node.name.value, None, scope, node, kind="def"))
+        inner = Scope("function", node, scope, name=node.name.value)
+        self.ctx.scopes[node] = inner
+        if scope.kind == "class":
+            scope.methods[node.name.value] = inner
+        elif scope.kind == "module":
+            self.ctx.functions[node.name.value] = inner
+        parameters = node.params
+        for param in (*parameters.posonly_params, *parameters.params, *parameters.kwonly_params):
+            inner.params[param.name.value] = param
+            inner.bind(Binding(param.name.value, param.default, inner, param, kind="param"))
+        for star in (parameters.star_arg, parameters.star_kwarg):
+            if isinstance(star, cst.Param):
+                inner.bind(Binding(star.name.value, None, inner, star, kind="param"))
+        self.suite(node.body, inner)
+
+    def klass(self, node: cst.ClassDef, scope: Scope) -> None:
+        scope.bind(Binding(node.name.value, None, scope, node, kind="def"))
+        inner = Scope("class", node, scope, name=node.name.value, bases=tuple(arg.value for arg in node.bases))
+        self.ctx.scopes[node] = inner
+        self.ctx.classes[node.name.value] = inner
+        self.suite(node.body, inner)
+        # class-body assignments (`num_heads = 8`) are attributes too: `self.num_heads` reads them
+        for name, bindings in inner.bindings.items():
+            if name not in inner.methods:
+                inner.attributes.setdefault(name, [])[:0] = bindings

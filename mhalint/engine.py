@@ -1,0 +1,181 @@
+"""Files to findings: discover, prefilter, parse, run every enabled rule in one traversal, suppress, sort.
+
+The engine knows no rule: it gets rule classes from the caller (who loads them through entry points) and only
+uses what the Rule base class declares.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper
+
+from mhalint import noqa
+from mhalint.context import ModuleContext
+from mhalint.discovery import discover
+from mhalint.finding import Finding, Severity
+from mhalint.rule import Rule
+
+# Diagnostics of the engine itself, reported like findings so a run never stops at one bad file.
+PARSE_ERROR = "MHA900"
+READ_ERROR = "MHA901"
+INTERNAL_ERROR = "MHA902"
+ENGINE_CODES = {
+    PARSE_ERROR: "could not parse this file",
+    READ_ERROR: "could not read this file",
+    INTERNAL_ERROR: "a rule failed on this file (internal error)",
+}
+
+
+@dataclass
+class Result:
+    findings: list[Finding] = field(default_factory=list)
+    files_checked: int = 0
+    internal_errors: int = 0
+    tracebacks: list[str] = field(default_factory=list)
+
+
+def trigger_pattern(rules: Iterable[type[Rule]]) -> re.Pattern[bytes]:
+    """One compiled regex over bytes that matches any enabled rule's trigger word."""
+    words = sorted({word for rule in rules for word in rule.triggers})
+    return re.compile(b"|".join(re.escape(word.encode()) for word in words))
+
+
+class Checker:
+    """Runs a fixed set of rules over sources; reusable across files."""
+
+    def __init__(self, rules: Sequence[type[Rule]]):
+        self.rules = list(rules)
+        self.triggers = trigger_pattern(self.rules)
+
+    def check_paths(self, paths: Iterable[str | Path], *, respect_gitignore: bool = True,
+                    exclude: Sequence[str] = ()) -> Result:
+        result = Result()
+        found = discover(paths, respect_gitignore=respect_gitignore, exclude=exclude)
+        for path, reason in found.errors:
+            result.findings.append(_engine_finding(str(path), READ_ERROR, reason))
+        for path in found.files:
+            self._check_file(str(path), result)
+        result.findings.sort()
+        return result
+
+    def _check_file(self, path: str, result: Result) -> None:
+        try:
+            source = Path(path).read_bytes()
+        except OSError as error:
+            result.findings.append(_engine_finding(path, READ_ERROR, error.strerror or str(error)))
+            return
+        result.files_checked += 1
+        result.findings.extend(self.check_source(source, path, result))
+
+    def check_source(self, source: bytes, path: str, result: Result | None = None) -> list[Finding]:
+        """Findings for one file's bytes (noqa applied, sorted)."""
+        if not self.rules or not self.triggers.search(source):
+            return []
+        try:
+            module = cst.parse_module(source)
+        except cst.ParserSyntaxError:
+            return [_syntax_error(source, path)]
+        except (UnicodeDecodeError, LookupError, SyntaxError) as error:
+            return [_engine_finding(path, READ_ERROR, f"cannot decode the source: {error}")]
+        except RecursionError:
+            return [_engine_finding(path, PARSE_ERROR, "the code is nested too deeply for the parser")]
+        findings: list[Finding] = []
+        context = ModuleContext(module, path, MetadataWrapper(module, unsafe_skip_copy=True))
+        walker = _Walker(context, [rule(context, findings.append) for rule in self.rules], path,
+                         result or Result())
+        try:
+            module.visit(walker)
+        except RecursionError:
+            return [_engine_finding(path, PARSE_ERROR, "the code is nested too deeply to analyse")]
+        findings.extend(walker.failures)
+        kept = noqa.suppress(findings, module.code)
+        return sorted(kept)
+
+
+class _Walker(cst.CSTVisitor):
+    """One traversal for all rules: calls each rule's visit_<Node>/leave_<Node> and keeps the scope current.
+
+    A rule that raises is switched off for the rest of the file and reported as an internal error, so one bug in
+    one rule never stops the run.
+    """
+
+    def __init__(self, context: ModuleContext, rules: list[Rule], path: str, result: Result):
+        self.context = context
+        self.path = path
+        self.result = result
+        self.failures: list[Finding] = []
+        self.visitors: dict[str, list] = {}
+        self.leavers: dict[str, list] = {}
+        for rule in rules:
+            for attribute in dir(type(rule)):
+                if attribute.startswith("visit_"):
+                    self.visitors.setdefault(attribute[6:], []).append((rule, getattr(rule, attribute)))
+                elif attribute.startswith("leave_"):
+                    self.leavers.setdefault(attribute[6:], []).append((rule, getattr(rule, attribute)))
+        self.disabled: set[int] = set()
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        scope = self.context.scopes.get(node)
+        if scope is not None:
+            self.context.scope = scope
+        self._dispatch(self.visitors.get(type(node).__name__), node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self._dispatch(self.leavers.get(type(original_node).__name__), original_node)
+        scope = self.context.scopes.get(original_node)
+        if scope is not None and scope.parent is not None:
+            self.context.scope = scope.parent
+
+    def _dispatch(self, handlers, node: cst.CSTNode) -> None:
+        if not handlers:
+            return
+        for rule, handler in handlers:
+            if id(rule) in self.disabled:
+                continue
+            try:
+                handler(node)
+            except RecursionError:
+                raise
+            except Exception as error:  # contained: reported as MHA902 for this file and rule
+                self.disabled.add(id(rule))
+                self.result.internal_errors += 1
+                self.result.tracebacks.append(f"{self.path}: {rule.code}\n{traceback.format_exc()}")
+                line = _line_or_one(self.context, node)
+                self.failures.append(Finding(
+                    self.path, line, 1, INTERNAL_ERROR, name="internal-error", severity=Severity.ERROR,
+                    message=f"internal error in rule {rule.code} ({type(error).__name__}: {error}); the rest of "
+                            f"this file was not checked by {rule.code}. Run with --show-traceback and report it."))
+
+
+def _line_or_one(context: ModuleContext, node: cst.CSTNode) -> int:
+    try:
+        return context.line(node)
+    except Exception:  # positions themselves may be what failed
+        return 1
+
+
+def _syntax_error(source: bytes, path: str) -> Finding:
+    """Python's own compiler words a syntax error better than libcst's parser, so ask it for the message."""
+    try:
+        ast.parse(source, filename=path)
+    except SyntaxError as error:
+        line, column = error.lineno or 1, error.offset or 1
+        message = f"syntax error: {error.msg}; fix the syntax so mhalint can check this file"
+        return _engine_finding(path, PARSE_ERROR, message, line, column)
+    except (ValueError, RecursionError, MemoryError) as error:
+        return _engine_finding(path, PARSE_ERROR, f"the file cannot be compiled: {error}")
+    return _engine_finding(path, PARSE_ERROR, "Python accepts this file but libcst cannot parse it "
+                                              "(syntax newer than the installed libcst?); upgrade libcst")
+
+
+def _engine_finding(path: str, code: str, reason: str, line: int = 1, column: int = 1) -> Finding:
+    return Finding(path, line, column, code, message=f"{ENGINE_CODES[code]}: {reason}",
+                   name=ENGINE_CODES[code], severity=Severity.ERROR)

@@ -1,0 +1,55 @@
+"""The one data model every part of mhalint shares: what a rule found, where, and how sure it is."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Severity(enum.IntEnum):
+    """The tool's confidence that results are corrupted, not a style level (see DESIGN.md)."""
+
+    INFO = 0  # handled correctly, but relies on an implicit default
+    WARNING = 1  # the pitfall is possible and nothing shows it is handled
+    ERROR = 2  # evidence at the site shows results are corrupted
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        return cls[text.upper()]
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    """One problem at one place. Ordered by path, line, column, code: the order users read them in."""
+
+    path: str
+    line: int  # 1-based, where the offending call starts
+    column: int  # 1-based
+    code: str
+    message: str = field(compare=False)
+    name: str = field(default="", compare=False)
+    severity: Severity = field(default=Severity.WARNING, compare=False)
+    end_line: int = field(default=0, compare=False)
+    end_column: int = field(default=0, compare=False)
+    # Short sentences saying what the verdict rests on, e.g. "num_heads=5 from NUM_HEADS = 5 at line 3".
+    evidence: tuple[str, ...] = field(default=(), compare=False)
+    # Constructor/call arguments as far as they were resolved statically (for the probe and reports).
+    arguments: tuple[tuple[str, object], ...] = field(default=(), compare=False)
+
+    def to_dict(self) -> dict:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "severity": str(self.severity),
+            "message": self.message,
+            "evidence": list(self.evidence),
+            "arguments": dict(self.arguments),
+        }

@@ -1,0 +1,390 @@
+"""Mask provenance: what a mask expression means, read from how it was built.
+
+A mask has a dtype class (boolean, additive float, 0/1 float) and, when boolean or 0/1, a polarity: IGNORE (True
+marks positions to leave out, nn.MultiheadAttention's convention) or KEEP (True marks positions that take part,
+F.scaled_dot_product_attention's). The analysis follows local names back to their construction within a function
+(or a method's `self.x`), through shape-only operations, and flips the polarity at each `~`, `logical_not()` or
+`== 0`. Each step adds a sentence of evidence with its line, so a finding can show where the mask was built.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+import libcst as cst
+
+from mhalint import torchapi
+from mhalint.context import ModuleContext, Scope
+from mhalint.torchapi import IGNORE, KEEP
+from mhalint.values import resolve
+
+BOOL, ADDITIVE, ZERO_ONE = "bool", "additive", "0/1 float"
+_MAX_DEPTH = 16
+
+# Methods and functions that change a mask's shape or device but not its values.
+_SHAPE_ONLY = {
+    "unsqueeze", "view", "reshape", "expand", "expand_as", "repeat", "repeat_interleave", "contiguous", "detach",
+    "clone", "transpose", "permute", "flatten", "squeeze", "unflatten", "cuda", "cpu", "narrow", "view_as",
+    "reshape_as", "unsqueeze_", "squeeze_", "t", "movedim", "index_select", "tile",
+}
+_TO_FLOAT = {"float", "half", "bfloat16", "double", "type_as"}
+_FLOAT_DTYPES = re.compile(r"\b(float|float16|float32|float64|half|bfloat16|double)\b|\.dtype\b")
+_PADDING_NAME = re.compile(r"pad", re.IGNORECASE)
+# Names that by torch's convention hold a True-at-padding mask (the kpm of nn.MultiheadAttention).
+_IGNORE_NAMES = re.compile(r"(key_padding_mask|padding_mask|pad_mask)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Mask:
+    kind: str | None  # BOOL, ADDITIVE, ZERO_ONE, or None when the dtype is unknown
+    polarity: str | None  # IGNORE, KEEP, or None
+    evidence: tuple[str, ...] = ()
+    origin_line: int | None = None  # where the mask was built, when that is known
+    by_name_only: bool = False  # the polarity rests on a variable's name, not its construction
+
+    def flipped(self, why: str) -> Mask:
+        polarity = {IGNORE: KEEP, KEEP: IGNORE}.get(self.polarity) if self.polarity else None
+        kind = self.kind if self.kind in (BOOL, ZERO_ONE) else (BOOL if self.kind is None else None)
+        return replace(self, kind=kind, polarity=polarity, evidence=self.evidence + (why,))
+
+
+def describe(polarity: str | None) -> str:
+    return {IGNORE: "True = ignore", KEEP: "True = attend"}.get(polarity, "unknown convention")
+
+
+class MaskReader:
+    """Reads masks in one module; one instance per rule run."""
+
+    def __init__(self, ctx: ModuleContext):
+        self.ctx = ctx
+
+    def read(self, expr: cst.BaseExpression, scope: Scope, use: cst.CSTNode, depth: int = 0) -> Mask | None:
+        """What `expr`, evaluated in `scope` at the statement `use`, holds; None when nothing is known."""
+        if depth > _MAX_DEPTH:
+            return None
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
+            inner = self.read(expr.expression, scope, use, depth + 1)
+            return inner.flipped(self._at(f"inverted with `{self.ctx.code(expr)}`", expr)) if inner else None
+        if isinstance(expr, cst.Subscript):
+            return self.read(expr.value, scope, use, depth + 1)
+        if isinstance(expr, cst.Comparison):
+            return self._comparison(expr, scope, use, depth)
+        if isinstance(expr, cst.BinaryOperation):
+            return self._binary(expr, scope, use, depth)
+        if isinstance(expr, cst.Call):
+            return self._call(expr, scope, use, depth)
+        if isinstance(expr, cst.IfExp):
+            return self._either(expr.body, expr.orelse, scope, use, depth)
+        if isinstance(expr, cst.Name):
+            return self._name(expr.value, scope, use, depth)
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name:
+            klass = scope.enclosing_class
+            bindings = klass.attributes.get(expr.attr.value, []) if klass else []
+            if len(bindings) == 1 and bindings[0].value is not None:
+                b = bindings[0]
+                return self.read(b.value, b.scope, b.node, depth + 1)
+            return self._by_name(expr.attr.value)
+        return None
+
+    # ---- names ----
+    def _name(self, name: str, scope: Scope, use: cst.CSTNode, depth: int) -> Mask | None:
+        bindings = self.ctx.bindings(name, scope)
+        binding = self._reaching(bindings, use)
+        if binding is None or binding.value is None or binding.kind not in ("assign", "param"):
+            return self._by_name(name)
+        if binding.kind == "param":
+            default = resolve(self.ctx, binding.value, binding.scope)
+            return self._by_name(name) if default is None or default.value is None else None
+        found = self.read(binding.value, binding.scope, binding.node, depth + 1)
+        if found is None:
+            return self._by_name(name)
+        if found.origin_line is None:
+            found = replace(found, origin_line=self.ctx.line(binding.node))
+        return replace(found, evidence=(f"`{name} = {self.ctx.code(binding.value)}` at line "
+                                        f"{self.ctx.line(binding.node)}",) + found.evidence
+                       if not found.evidence or not found.evidence[0].startswith(f"`{name} =") else found.evidence)
+
+    def _reaching(self, bindings, use: cst.CSTNode):
+        """The last binding before the use (by line): straight-line code is what mask building looks like."""
+        if len(bindings) == 1:
+            return bindings[0]
+        if not bindings:
+            return None
+        use_line = self.ctx.line(use)
+        before = [b for b in bindings if self.ctx.line(b.node) < use_line or b.kind == "param"]
+        return before[-1] if before else None
+
+    def _by_name(self, name: str) -> Mask | None:
+        if _IGNORE_NAMES.search(name):
+            return Mask(None, IGNORE, (f"the name `{name}` says it is a key padding mask, True at padding by "
+                                       f"torch's convention",), by_name_only=True)
+        return None
+
+    # ---- operators ----
+    def _comparison(self, expr: cst.Comparison, scope, use, depth) -> Mask | None:
+        if len(expr.comparisons) != 1:
+            return None
+        left, target = expr.left, expr.comparisons[0]
+        op, right = target.operator, target.comparator
+        where = f"`{self.ctx.code(expr)}`"
+        for side, other, mirrored in ((left, right, False), (right, left, True)):
+            constant = resolve(self.ctx, other, scope)
+            if constant is None or constant.value not in (0, 1, False, True):
+                continue
+            inner = self.read(side, scope, use, depth + 1)
+            if inner is None or inner.polarity is None:
+                break  # not a mask being converted: perhaps token ids compared with a padding id
+            keeps_truth = _keeps_truth(op, constant.value, mirrored)
+            if keeps_truth is None:
+                return None
+            if keeps_truth:
+                return replace(inner, kind=BOOL, evidence=inner.evidence + (self._at(f"converted by {where}", expr),))
+            return inner.flipped(self._at(f"inverted by {where}", expr))
+        text = self.ctx.code(expr)
+        if _PADDING_NAME.search(self.ctx.code(right)) or _PADDING_NAME.search(self.ctx.code(left)):
+            if isinstance(op, cst.Equal):
+                return self._built(BOOL, IGNORE, f"{where} is True at padding", expr)
+            if isinstance(op, cst.NotEqual):
+                return self._built(BOOL, KEEP, f"{where} is True at real tokens", expr)
+        if "arange" in text:
+            polarity = _positions_vs_lengths(op, "arange" in self.ctx.code(left))
+            if polarity is not None:
+                meaning = "valid positions" if polarity == KEEP else "positions past the length"
+                return self._built(BOOL, polarity, f"{where} is True at {meaning}", expr)
+        return Mask(BOOL, None)
+
+    def _binary(self, expr: cst.BinaryOperation, scope, use, depth) -> Mask | None:
+        op = expr.operator
+        if isinstance(op, (cst.BitAnd, cst.BitOr)):
+            left = self.read(expr.left, scope, use, depth + 1)
+            right = self.read(expr.right, scope, use, depth + 1)
+            return _combine(left, right, isinstance(op, cst.BitAnd))
+        if isinstance(op, cst.Subtract):
+            one = resolve(self.ctx, expr.left, scope)
+            if one is not None and one.value == 1:
+                inner = self.read(expr.right, scope, use, depth + 1)
+                if inner is not None and inner.polarity is not None:
+                    flipped = inner.flipped(self._at(f"inverted by `{self.ctx.code(expr)}`", expr))
+                    return replace(flipped, kind=ZERO_ONE)
+        if isinstance(op, (cst.Multiply, cst.Add, cst.Subtract)) and _large_negative(self.ctx, expr, scope):
+            return self._built(ADDITIVE, None, f"`{self.ctx.code(expr)}` is an additive float mask", expr)
+        return None
+
+    def _either(self, first, second, scope, use, depth) -> Mask | None:
+        a = None if _is_none(first) else self.read(first, scope, use, depth + 1)
+        b = None if _is_none(second) else self.read(second, scope, use, depth + 1)
+        if _is_none(first):
+            return b
+        if _is_none(second):
+            return a
+        if a is not None and b is not None and (a.kind, a.polarity) == (b.kind, b.polarity):
+            return a
+        return None
+
+    # ---- calls ----
+    def _call(self, call: cst.Call, scope: Scope, use, depth) -> Mask | None:
+        func = call.func
+        name = self.ctx.qualified_name(func, scope)
+        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        if name == torchapi.GENERATE_SQUARE_SUBSEQUENT_MASK or method == "generate_square_subsequent_mask":
+            return self._built(ADDITIVE, None, "generate_square_subsequent_mask() gives a float mask, -inf at the "
+                                               "future (additive)", call)
+        if name in ("torch.triu", "torch.tril") and call.args:
+            return self._triangle(name.rsplit(".", 1)[1], call.args[0].value, call, scope, use, depth, skip=1)
+        if name in ("torch.ones", "torch.zeros", "torch.full", "torch.ones_like", "torch.zeros_like",
+                    "torch.full_like", "torch.empty"):
+            return self._factory(name.rsplit(".", 1)[1], call, scope)
+        if name == "torch.logical_not" and call.args:
+            inner = self.read(call.args[0].value, scope, use, depth + 1)
+            return inner.flipped(self._at(f"inverted by `{self.ctx.code(call)}`", call)) if inner else None
+        if name == "torch.where":
+            return self._where(call, scope)
+        if method is None:
+            return self._returned(call, scope, depth)
+        base = func.value
+        if method in ("triu", "tril"):
+            return self._triangle(method, base, call, scope, use, depth, skip=0)
+        if method in ("logical_not", "logical_not_"):
+            inner = self.read(base, scope, use, depth + 1)
+            return inner.flipped(self._at(f"inverted by `.{method}()`", call)) if inner else None
+        if method in _SHAPE_ONLY:
+            return self.read(base, scope, use, depth + 1)
+        if method in ("eq", "ne") and len(call.args) == 1:
+            comparison = cst.Comparison(base, [cst.ComparisonTarget(
+                cst.Equal() if method == "eq" else cst.NotEqual(), call.args[0].value)])
+            return self._comparison_method(comparison, call, scope, use, depth)
+        if method in ("bool", "to", "type") or method in _TO_FLOAT:
+            return self._conversion(method, base, call, scope, use, depth)
+        if method in ("masked_fill", "masked_fill_"):
+            if len(call.args) == 2 and _large_negative(self.ctx, call.args[1].value, scope):
+                return self._built(ADDITIVE, None, f"`.{method}(..., {self.ctx.code(call.args[1].value)})` "
+                                                   "makes an additive float mask", call)
+            return None
+        if method in ("logical_and", "logical_or") and len(call.args) == 1:
+            return _combine(self.read(base, scope, use, depth + 1),
+                            self.read(call.args[0].value, scope, use, depth + 1), method == "logical_and")
+        return self._returned(call, scope, depth)
+
+    def _comparison_method(self, comparison, call, scope, use, depth) -> Mask | None:
+        """`x.eq(pad)` reads like `x == pad`; positions are reported at the real call."""
+        found = self._comparison(comparison, scope, use, depth)
+        return found
+
+    def _conversion(self, method, base, call: cst.Call, scope, use, depth) -> Mask | None:
+        target = self.ctx.code(call.args[0].value) if call.args else ""
+        if call.args and call.args[0].keyword is not None and call.args[0].keyword.value != "dtype":
+            target = ""
+        to_bool = method == "bool" or (method in ("to", "type") and re.search(r"\bbool\b", target))
+        to_float = method in _TO_FLOAT or (method in ("to", "type") and _FLOAT_DTYPES.search(target))
+        inner = self.read(base, scope, use, depth + 1)
+        if not (to_bool or to_float):
+            return inner  # .to(device) and friends keep the mask as it is
+        if inner is None:
+            return Mask(BOOL, None) if to_bool else None
+        if to_bool:
+            if inner.kind == ADDITIVE:
+                return Mask(BOOL, IGNORE, inner.evidence + (self._at("`.bool()` is True where the additive mask is "
+                                                                     "non-zero (masked)", call),),
+                            inner.origin_line)
+            return replace(inner, kind=BOOL)
+        if inner.kind in (BOOL, ZERO_ONE) and inner.polarity is not None:
+            return replace(inner, kind=ZERO_ONE, evidence=inner.evidence + (
+                self._at(f"`.{method}()` turns it into a 0/1 float mask", call),))
+        return inner if inner.kind == ADDITIVE else None
+
+    def _triangle(self, which, base, call, scope, use, depth, skip) -> Mask | None:
+        diagonal_expr = None
+        positional = [a for a in call.args[skip:] if a.keyword is None]
+        keyword = [a for a in call.args if a.keyword is not None and a.keyword.value == "diagonal"]
+        if keyword:
+            diagonal_expr = keyword[0].value
+        elif positional:
+            diagonal_expr = positional[0].value
+        diagonal = resolve(self.ctx, diagonal_expr, scope) if diagonal_expr is not None else None
+        k = 0 if diagonal_expr is None else (diagonal.value if diagonal is not None else None)
+        inner = self.read(base, scope, use, depth + 1)
+        kind = inner.kind if inner is not None else None
+        if kind == ADDITIVE:
+            return self._built(ADDITIVE, None, f"`{self.ctx.code(call)}` is an additive float mask", call)
+        if not isinstance(k, int):
+            return None
+        if which == "triu" and k >= 1:
+            polarity, where = IGNORE, "True above the diagonal (the future)"
+        elif which == "tril" and k >= 0:
+            polarity, where = KEEP, "True on and below the diagonal (the past)"
+        else:
+            return None
+        return self._built(kind, polarity, f"`{self.ctx.code(call)}` is {where}", call)
+
+    def _factory(self, which, call: cst.Call, scope) -> Mask | None:
+        dtype = next((self.ctx.code(a.value) for a in call.args if a.keyword and a.keyword.value == "dtype"), "")
+        if re.search(r"\bbool\b", dtype):
+            return Mask(BOOL, None, origin_line=self.ctx.line(call))
+        if which in ("full", "full_like"):
+            values = [a.value for a in call.args if a.keyword is None][1:2] + \
+                     [a.value for a in call.args if a.keyword and a.keyword.value == "fill_value"]
+            if values and _large_negative(self.ctx, values[0], scope):
+                return self._built(ADDITIVE, None, f"`{self.ctx.code(call)}` is filled with a large negative value",
+                                   call)
+            return None
+        if which.startswith("ones"):
+            return Mask(ZERO_ONE, None, origin_line=self.ctx.line(call))
+        return Mask(ADDITIVE, None, origin_line=self.ctx.line(call))  # zeros: a float mask that adds nothing yet
+
+    def _where(self, call: cst.Call, scope) -> Mask | None:
+        values = [a.value for a in call.args[1:3]]
+        if any(_large_negative(self.ctx, v, scope) for v in values):
+            return self._built(ADDITIVE, None, f"`{self.ctx.code(call)}` is an additive float mask", call)
+        return None
+
+    def _returned(self, call: cst.Call, scope: Scope, depth: int) -> Mask | None:
+        """A project helper that builds the mask: follow its single `return` (same module only)."""
+        function = self._callee(call.func, scope)
+        if function is None:
+            return None
+        returns = [s for s in _returns(function.node)]
+        if len(returns) != 1 or returns[0].value is None:
+            return None
+        return self.read(returns[0].value, function, returns[0], depth + 1)
+
+    def _callee(self, func, scope: Scope) -> Scope | None:
+        if isinstance(func, cst.Name) and func.value in self.ctx.functions:
+            bindings = self.ctx.bindings(func.value, scope)
+            if bindings and bindings[-1].kind == "def":
+                return self.ctx.functions[func.value]
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == scope.self_name:
+            klass = scope.enclosing_class
+            if klass is not None:
+                return klass.methods.get(func.attr.value)
+        return None
+
+    # ---- helpers ----
+    def _built(self, kind, polarity, why: str, node: cst.CSTNode) -> Mask:
+        line = self.ctx.line(node)
+        return Mask(kind, polarity, (f"{why} (line {line})",), origin_line=line)
+
+    def _at(self, why: str, node: cst.CSTNode) -> str:
+        return f"{why} at line {self.ctx.line(node)}"
+
+
+def _keeps_truth(op, constant, mirrored: bool) -> bool | None:
+    """Does `mask OP constant` keep True where the mask is True (None: the comparison says nothing clear)?"""
+    truthy = bool(constant)
+    if isinstance(op, cst.Equal):
+        return truthy
+    if isinstance(op, cst.NotEqual):
+        return not truthy
+    if not truthy and isinstance(op, cst.GreaterThan if not mirrored else cst.LessThan):
+        return True  # mask > 0
+    return None
+
+
+def _positions_vs_lengths(op, arange_on_left: bool) -> str | None:
+    """`arange(L) < lengths` is True at valid positions; `>=` at padding."""
+    less = isinstance(op, (cst.LessThan, cst.LessThanEqual))
+    greater = isinstance(op, (cst.GreaterThan, cst.GreaterThanEqual))
+    if not (less or greater):
+        return None
+    return KEEP if less == arange_on_left else IGNORE
+
+
+def _combine(left: Mask | None, right: Mask | None, is_and: bool) -> Mask | None:
+    """`keep & anything` still keeps only where `keep` does; `ignore | anything` still ignores where it did."""
+    known = [m for m in (left, right) if m is not None and m.polarity is not None]
+    if len(known) == 2 and known[0].polarity == known[1].polarity:
+        return replace(known[0], kind=BOOL, evidence=known[0].evidence + known[1].evidence)
+    if len(known) == 1 and known[0].polarity == (KEEP if is_and else IGNORE):
+        return replace(known[0], kind=BOOL)
+    return None
+
+
+def _large_negative(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> bool:
+    """-inf, float('-inf'), -1e9, torch.finfo(...).min, -torch.finfo(...).max: values that mean "masked out"."""
+    text = ctx.code(expr).replace(" ", "")
+    if re.search(r"-inf|finfo\(.*\)\.min|-.*finfo\(.*\)\.max|\.min\b", text) or "'-inf'" in text:
+        return True
+    value = resolve(ctx, expr, scope)
+    return value is not None and isinstance(value.value, int | float) and value.value <= -1e3
+
+
+def _is_none(expr) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
+
+
+def _returns(function: cst.FunctionDef):
+    """Return statements of a function, not of functions nested in it."""
+    found: list[cst.Return] = []
+
+    class _Collect(cst.CSTVisitor):
+        def visit_FunctionDef(self, node):
+            return node is function
+
+        def visit_ClassDef(self, node):
+            return False
+
+        def visit_Return(self, node):
+            found.append(node)
+
+    function.visit(_Collect())
+    return found

@@ -1,0 +1,120 @@
+"""The Rule base class and plugin loading.
+
+A rule is one class in one module: its code, name, trigger words, documentation (the class docstring, in ruff's
+sections), valid and invalid examples (run as tests), and `visit_<Node>` / `leave_<Node>` methods that the engine
+calls during its single traversal of each file. Built-in rules and third-party rules are found the same way:
+through the `mhalint.rules` entry-point group.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Callable, ClassVar, Iterable
+
+import libcst as cst
+
+from mhalint.context import ModuleContext, Scope
+from mhalint.finding import Finding, Severity
+
+ENTRY_POINT_GROUP = "mhalint.rules"
+CODE_PATTERN = re.compile(r"^[A-Z]+[0-9]+$")
+DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety", "References")
+
+
+@dataclass(frozen=True)
+class Valid:
+    """Source the rule must not flag."""
+
+    code: str
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """Source the rule must flag; `line` and `message` (a substring) pin the first finding when given."""
+
+    code: str
+    line: int | None = None
+    message: str | None = None
+    severity: Severity | None = None
+
+
+class Rule:
+    """Base class of every rule. Subclasses set the class attributes and define visitor methods."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    summary: ClassVar[str]  # one line for `mhalint rule --all`
+    # A file is parsed only if its bytes contain one of the enabled rules' trigger words.
+    triggers: ClassVar[tuple[str, ...]]
+    valid: ClassVar[tuple[Valid, ...]] = ()
+    invalid: ClassVar[tuple[Invalid, ...]] = ()
+
+    def __init__(self, context: ModuleContext, emit: Callable[[Finding], None]):
+        self.context = context
+        self._emit = emit
+
+    @property
+    def scope(self) -> Scope:
+        """The innermost function, class or module scope around the node being visited."""
+        return self.context.scope
+
+    def report(self, node: cst.CSTNode, message: str, *, severity: Severity = Severity.WARNING,
+               evidence: Iterable[str] = (), arguments: dict[str, object] | None = None) -> None:
+        position = self.context.position(node)
+        self._emit(Finding(
+            path=self.context.path, line=position.start.line, column=position.start.column + 1,
+            code=self.code, name=self.name, message=message, severity=severity,
+            end_line=position.end.line, end_column=position.end.column + 1,
+            evidence=tuple(evidence), arguments=tuple((arguments or {}).items())))
+
+    @classmethod
+    def documentation(cls) -> str:
+        return textwrap.dedent(cls.__doc__ or "").strip()
+
+    @classmethod
+    def doc_sections(cls) -> dict[str, str]:
+        """The docstring split at its `## Heading` lines, so reports can show one section at a time."""
+        sections: dict[str, str] = {}
+        current = None
+        for line in cls.documentation().splitlines():
+            if line.startswith("## "):
+                current = line[3:].strip()
+                sections[current] = ""
+            elif current is not None:
+                sections[current] += line + "\n"
+        return {name: text.strip() for name, text in sections.items()}
+
+
+class PluginError(Exception):
+    """A registered rule that cannot be loaded or is malformed; the message names the entry point."""
+
+
+def load_rules() -> dict[str, type[Rule]]:
+    """Every rule registered in the `mhalint.rules` entry-point group, by code."""
+    rules: dict[str, type[Rule]] = {}
+    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            rule = entry_point.load()
+        except Exception as error:  # a broken plugin must be reported, not crash the run
+            raise PluginError(f"rule plugin {entry_point.name} ({entry_point.value}) failed to load: {error}")
+        _validate(entry_point.name, entry_point.value, rule)
+        if rule.code in rules and rules[rule.code] is not rule:
+            raise PluginError(f"rule code {rule.code} is registered twice: {entry_point.value} and "
+                              f"{rules[rule.code].__module__}.{rules[rule.code].__qualname__}")
+        rules[rule.code] = rule
+    return dict(sorted(rules.items()))
+
+
+def _validate(name: str, value: str, rule: object) -> None:
+    if not (isinstance(rule, type) and issubclass(rule, Rule)):
+        raise PluginError(f"rule plugin {name} ({value}) is not a subclass of mhalint.rule.Rule")
+    for attribute in ("code", "name", "summary", "triggers"):
+        if not getattr(rule, attribute, None):
+            raise PluginError(f"rule plugin {name} ({value}) does not set `{attribute}`")
+    if not CODE_PATTERN.match(rule.code):
+        raise PluginError(f"rule plugin {name} ({value}) has code {rule.code!r}; codes look like ABC123")
+    if rule.code != name:
+        raise PluginError(f"rule plugin {name} ({value}) is registered under {name} but its code is {rule.code}")

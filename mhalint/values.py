@@ -1,0 +1,135 @@
+"""Static values of expressions: literals, module constants, simple arithmetic, parameter defaults, `self.x`.
+
+Unknown stays unknown: `resolve` returns None rather than guess. A resolved value carries the chain of source
+lines it came from, so a message can say where the number was found.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from mhalint.context import Binding, ModuleContext, Scope
+
+_MAX_DEPTH = 12
+
+_BINARY = {
+    cst.Add: operator.add,
+    cst.Subtract: operator.sub,
+    cst.Multiply: operator.mul,
+    cst.FloorDivide: operator.floordiv,
+    cst.Divide: operator.truediv,
+    cst.Modulo: operator.mod,
+}
+_CONSTANT_NAMES = {"True": True, "False": False, "None": None}
+_BUILTINS = {"int": int, "max": max, "min": min, "abs": abs}
+
+
+@dataclass(frozen=True)
+class Value:
+    value: object
+    # How the value was found, outermost first, e.g. ("`heads` = NUM_HEADS at line 9", "`NUM_HEADS` = 5 at line 3").
+    trail: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        return "; ".join(self.trail)
+
+
+def resolve(ctx: ModuleContext, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> Value | None:
+    """The value of `expr` evaluated in `scope`, or None when it cannot be known statically."""
+    if expr is None or depth > _MAX_DEPTH:
+        return None
+    if isinstance(expr, cst.Integer | cst.Float):
+        return Value(expr.evaluated_value)
+    if isinstance(expr, cst.SimpleString):
+        return Value(expr.evaluated_value)
+    if isinstance(expr, cst.Name):
+        if expr.value in _CONSTANT_NAMES and not ctx.bindings(expr.value, scope):
+            return Value(_CONSTANT_NAMES[expr.value])
+        return _resolve_bindings(ctx, expr.value, ctx.bindings(expr.value, scope), depth)
+    if isinstance(expr, cst.Attribute):
+        return _resolve_attribute(ctx, expr, scope, depth)
+    if isinstance(expr, cst.UnaryOperation):
+        operand = resolve(ctx, expr.expression, scope, depth + 1)
+        return _apply_unary(expr.operator, operand)
+    if isinstance(expr, cst.BinaryOperation):
+        return _resolve_binary(ctx, expr, scope, depth)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in _BUILTINS:
+        if ctx.bindings(expr.func.value, scope) or any(arg.keyword or arg.star for arg in expr.args):
+            return None
+        arguments = [resolve(ctx, arg.value, scope, depth + 1) for arg in expr.args]
+        if not arguments or any(a is None for a in arguments):
+            return None
+        try:
+            result = _BUILTINS[expr.func.value](*(a.value for a in arguments))
+        except (TypeError, ValueError):
+            return None
+        return Value(result, tuple(t for a in arguments for t in a.trail))
+    return None
+
+
+def _resolve_binary(ctx: ModuleContext, expr: cst.BinaryOperation, scope: Scope, depth: int) -> Value | None:
+    function = _BINARY.get(type(expr.operator))
+    if function is None:
+        return None
+    left = resolve(ctx, expr.left, scope, depth + 1)
+    right = resolve(ctx, expr.right, scope, depth + 1)
+    if left is None or right is None:
+        return None
+    if not all(isinstance(v.value, int | float) and not isinstance(v.value, bool) for v in (left, right)):
+        return None
+    try:
+        return Value(function(left.value, right.value), left.trail + right.trail)
+    except (ZeroDivisionError, OverflowError):
+        return None
+
+
+def _apply_unary(op: cst.BaseUnaryOp, operand: Value | None) -> Value | None:
+    if operand is None:
+        return None
+    if isinstance(op, cst.Not):
+        return Value(not operand.value, operand.trail)
+    if not isinstance(operand.value, int | float) or isinstance(operand.value, bool):
+        return None
+    if isinstance(op, cst.Minus):
+        return Value(-operand.value, operand.trail)
+    if isinstance(op, cst.Plus):
+        return operand
+    return None
+
+
+def _resolve_attribute(ctx: ModuleContext, expr: cst.Attribute, scope: Scope, depth: int) -> Value | None:
+    """`self.x` reads what the class assigns to `x` (in any method, or in the class body)."""
+    if not isinstance(expr.value, cst.Name) or expr.value.value != scope.self_name:
+        return None
+    klass = scope.enclosing_class
+    bindings = klass.attributes.get(expr.attr.value, []) if klass is not None else []
+    return _resolve_bindings(ctx, f"self.{expr.attr.value}", bindings, depth)
+
+
+def _resolve_bindings(ctx: ModuleContext, name: str, bindings: list[Binding], depth: int) -> Value | None:
+    """A name has a value only when every binding of it agrees (a conditional reassignment makes it unknown)."""
+    if not bindings:
+        return None
+    values = []
+    for binding in bindings:
+        if binding.kind not in ("assign", "param") or binding.value is None:
+            return None
+        value = resolve(ctx, binding.value, binding.scope, depth + 1)
+        if value is None:
+            return None
+        values.append((binding, value))
+    if any(v.value != values[0][1].value or type(v.value) is not type(values[0][1].value) for _, v in values):
+        return None
+    binding, value = values[0]
+    return Value(value.value, (_describe(ctx, name, binding, value.value),) + value.trail)
+
+
+def _describe(ctx: ModuleContext, name: str, binding: Binding, value: object) -> str:
+    line = ctx.line(binding.node)
+    if binding.kind == "param":
+        function = binding.scope.name
+        return f"`{name}` defaults to {value!r} in `{function}()` at line {line}"
+    return f"`{name}` = {ctx.code(binding.value)} at line {line}"

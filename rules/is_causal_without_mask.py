@@ -1,0 +1,145 @@
+"""MHA003 is-causal-without-mask: `is_causal` is only a hint to MultiheadAttention and the Transformer classes."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from mhalint import torchapi
+from mhalint.calls import call_target
+from mhalint.finding import Severity
+from mhalint.rule import Invalid, Rule, Valid
+from mhalint.values import resolve
+
+# The causal flag of each entry point, and the mask argument it describes (facts 9.2).
+_FLAG_TO_MASK = {
+    torchapi.MHA: {"is_causal": "attn_mask"},
+    torchapi.MHA_FORWARD_FN: {"is_causal": "attn_mask"},
+    torchapi.ENCODER_LAYER: {"is_causal": "src_mask"},
+    torchapi.ENCODER: {"is_causal": "mask"},
+    torchapi.DECODER_LAYER: {"tgt_is_causal": "tgt_mask", "memory_is_causal": "memory_mask"},
+    torchapi.DECODER: {"tgt_is_causal": "tgt_mask", "memory_is_causal": "memory_mask"},
+    torchapi.TRANSFORMER: {"src_is_causal": "src_mask", "tgt_is_causal": "tgt_mask",
+                           "memory_is_causal": "memory_mask"},
+}
+# Measured distance between the silently unmasked inference output and the causal one (facts 4.2).
+_DISTANCE_FROM_CAUSAL = {
+    torchapi.MHA: 0.69, torchapi.ENCODER_LAYER: 1.35, torchapi.ENCODER: 2.04, torchapi.DECODER_LAYER: 0.94,
+    torchapi.DECODER: 0.95, torchapi.TRANSFORMER: 0.88,
+}
+_RAISES = "'Need attn_mask if specifying the is_causal hint'"
+
+
+class IsCausalWithoutMask(Rule):
+    """
+    ## What it does
+    Flags `is_causal=True` (and `src_is_causal`, `tgt_is_causal`, `memory_is_causal`) given to a
+    `nn.MultiheadAttention` call, a Transformer layer, `nn.TransformerEncoder`/`Decoder`, `nn.Transformer`, or
+    `F.multi_head_attention_forward` without the mask it describes (`attn_mask`, `src_mask`, `mask`, `tgt_mask`,
+    `memory_mask`). Module calls are recognised through their instances (`self.attn = nn.MultiheadAttention(...)`
+    in `__init__`, called in `forward`). `F.scaled_dot_product_attention(..., is_causal=True)` is correct and is
+    never flagged.
+
+    ## Why is this bad?
+    For these modules `is_causal` is only a hint that the mask you pass is causal; it does not build one.
+    Without the mask, training raises `RuntimeError: Need attn_mask if specifying the is_causal hint`, but
+    inference (eval + `no_grad`, `batch_first=True`, even heads) takes the fused fast path, which never receives
+    the flag: every position silently attends to the future. Measured: the output equals the unmasked output
+    (diff 6e-08) and is 0.69 away from the causal one for MultiheadAttention, 1.35 for TransformerEncoderLayer.
+
+    ## Example
+    ```python
+    out, _ = self.attn(x, x, x, is_causal=True, need_weights=False)
+    ```
+
+    ## Use instead
+    ```python
+    mask = nn.Transformer.generate_square_subsequent_mask(x.size(1), device=x.device)
+    out, _ = self.attn(x, x, x, attn_mask=mask, is_causal=True, need_weights=False)
+    ```
+    or call `F.scaled_dot_product_attention(q, k, v, is_causal=True)`, where the flag does build the mask.
+
+    ## Fix safety
+    No automatic fix: the mask's size depends on the sequence length at the call.
+
+    ## References
+    - torch 2.13 `nn/functional.py:6810-6815` (the RuntimeError), `nn/modules/activation.py:1433-1447` (the fast
+      path has no `is_causal`), `nn/modules/transformer.py:917-938`
+    - mhalint facts sheet section 4
+    """
+
+    code = "MHA003"
+    name = "is-causal-without-mask"
+    summary = "is_causal=True without the attn_mask it describes: inference silently attends to the future"
+    # Positional calls may not spell `is_causal`, so the module names trigger the rule too.
+    triggers = ("is_causal", "MultiheadAttention", "Transformer", "multi_head_attention_forward")
+
+    valid = (
+        Valid("import torch.nn.functional as F\ndef f(q, k, v):\n"
+              "    return F.scaled_dot_product_attention(q, k, v, is_causal=True)\n"),
+        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+              "def f(x, m):\n    return attn(x, x, x, attn_mask=m, is_causal=True)\n"),
+        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+              "def f(x, m):\n    return attn(x, x, x, None, True, m, True, True)\n"),
+        Valid("class Attn:\n    def __call__(self, *a, **k): ...\nattn = Attn()\nattn(1, 2, 3, is_causal=True)\n"),
+        Valid("import torch.nn as nn\nenc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2), 2)\n"
+              "def f(x):\n    return enc(x, is_causal=False)\n"),
+    )
+    invalid = (
+        Invalid("import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                "        self.attn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+                "    def forward(self, x):\n        return self.attn(x, x, x, is_causal=True)[0]\n",
+                line=7, message="is_causal=True"),
+        Invalid("import torch.nn as nn\nlayer = nn.TransformerEncoderLayer(64, 8, batch_first=True)\n"
+                "def f(x):\n    return layer(x, is_causal=True)\n", line=4, message="src_mask"),
+        Invalid("import torch.nn as nn\nmodel = nn.Transformer(batch_first=True)\n"
+                "def f(s, t):\n    return model(s, t, tgt_is_causal=True)\n", line=4, message="tgt_mask"),
+        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+                "def f(x):\n    return attn(x, x, x, None, True, None, True, True)\n", line=4),
+        Invalid("import torch.nn as nn\nlayers = nn.ModuleList([nn.TransformerDecoderLayer(64, 8) for _ in range(2)])\n"
+                "def f(x, mem):\n    for layer in layers:\n        x = layer(\n            x, mem,\n"
+                "            tgt_is_causal=True,\n        )\n    return x\n", line=5),
+        Invalid("import torch.nn.functional as F\nCAUSAL = True\ndef f(q, w, b, ow, ob):\n"
+                "    return F.multi_head_attention_forward(q, q, q, 8, 2, w, b, None, None, False, 0.0, ow, ob,\n"
+                "                                          is_causal=CAUSAL)\n", line=4),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        target = call_target(self.context, node, self.scope)
+        if target is None or target.api not in _FLAG_TO_MASK:
+            return
+        for flag, mask in _FLAG_TO_MASK[target.api].items():
+            flag_expr = target.arguments.get(flag)
+            value = resolve(self.context, flag_expr, self.scope)
+            if value is None or value.value is not True:
+                continue
+            mask_expr = target.arguments.get(mask)
+            if mask_expr is None and not target.arguments.absent(mask):
+                continue  # *args/**kwargs may carry the mask
+            if mask_expr is not None:
+                mask_value = resolve(self.context, mask_expr, self.scope)
+                if mask_value is None or mask_value.value is not None:
+                    continue
+            self._report(node, target.api, flag, mask, flag_expr, value.trail, mask_expr)
+
+    def _report(self, node, api, flag, mask, flag_expr, trail, mask_expr) -> None:
+        name = torchapi.short_name(api)
+        written = self.context.code(flag_expr)
+        evidence = [f"{flag}={written}" + (" (resolves to True)" if written != "True" else ""), *trail,
+                    f"{mask}={self.context.code(mask_expr)}" if mask_expr is not None else f"no {mask} argument"]
+        if api == torchapi.MHA_FORWARD_FN:
+            consequence, severity = f"this call always raises {_RAISES}", Severity.WARNING
+        elif flag == "memory_is_causal":
+            consequence = (f"this call always raises {_RAISES}, since cross-attention never takes the fast path "
+                           "that would drop the flag")
+            severity = Severity.WARNING
+        else:
+            consequence = (f"training raises {_RAISES}, and inference (eval + no_grad fast path) silently drops "
+                           "the flag, so every position attends to the future (measured: output equal to the "
+                           f"unmasked output, {_DISTANCE_FROM_CAUSAL[api]} from the causal one)")
+            severity = Severity.ERROR
+        self.report(
+            node,
+            f"{flag}=True without {mask}: for {name} is_causal is only a hint about the mask you pass, not a mask; "
+            f"{consequence}. Evidence: {'; '.join(evidence)}. Fix: also pass "
+            f"{mask}=nn.Transformer.generate_square_subsequent_mask(L) (keep {flag}=True as the hint).",
+            severity=severity, evidence=evidence)

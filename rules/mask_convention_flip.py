@@ -1,0 +1,131 @@
+"""MHA002 mask-convention-flip: a boolean mask means "ignore" to MultiheadAttention and "attend" to SDPA."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from mhalint import torchapi
+from mhalint.calls import call_target
+from mhalint.finding import Severity
+from mhalint.masks import BOOL, Mask, MaskReader, describe
+from mhalint.rule import Invalid, Rule, Valid
+from mhalint.torchapi import IGNORE, KEEP
+
+_READS = {IGNORE: "True as ignore", KEEP: "True as attend"}
+
+
+class MaskConventionFlip(Rule):
+    """
+    ## What it does
+    Flags a boolean mask built in one convention and passed to an API that reads the other, without `~`,
+    `.logical_not()` or `== 0` in between: a mask in `nn.MultiheadAttention`'s convention (True = ignore; e.g.
+    `tokens == pad_id`, `torch.triu(ones, diagonal=1).bool()`, a variable named `key_padding_mask`) given to
+    `F.scaled_dot_product_attention`'s `attn_mask`, or a keep-mask (True = attend; e.g. `tokens != pad_id`,
+    `torch.tril(ones).bool()`, `arange(L) < lengths`) given to a MultiheadAttention or Transformer mask argument.
+    The mask is followed from its construction to the call within the function (and `self.x` within the class);
+    the message names the line where it was built.
+
+    ## Why is this bad?
+    The two APIs read a boolean mask in opposite directions (torch `nn/functional.py:6465` vs
+    `nn/modules/activation.py:1287-1299`); SDPA's own docstring says to invert the mask when migrating from
+    MultiheadAttention. Nothing raises: the mask is silently inverted, so padding is attended and real tokens are
+    ignored (measured: 1.87 off for a padding mask, 1.98 for a causal mask). Float masks are additive in both APIs
+    and need no inversion; they are not flagged.
+
+    ## Example
+    ```python
+    pad = tokens == PAD_ID                                  # True at padding
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=pad[:, None, None, :])
+    ```
+
+    ## Use instead
+    ```python
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=~pad[:, None, None, :])
+    ```
+
+    ## Fix safety
+    No automatic fix yet; inverting the mask changes behaviour.
+
+    ## References
+    - torch 2.13 `nn/functional.py:6400-6412` and `6465`; `nn/modules/activation.py:1284-1299`;
+      `nn/modules/transformer.py:195-200`
+    - mhalint facts sheet section 3
+    """
+
+    code = "MHA002"
+    name = "mask-convention-flip"
+    summary = "A boolean mask passed between MultiheadAttention and SDPA without inverting it"
+    triggers = ("scaled_dot_product_attention", "MultiheadAttention", "Transformer", "multi_head_attention_forward")
+
+    valid = (
+        Valid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, tokens):\n"
+              "    pad = tokens == 0\n"
+              "    return F.scaled_dot_product_attention(q, k, v, attn_mask=~pad[:, None, None, :])\n"),
+        Valid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, L):\n"
+              "    keep = torch.tril(torch.ones(L, L, dtype=torch.bool))\n"
+              "    return F.scaled_dot_product_attention(q, k, v, keep)\n"),
+        Valid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
+              "def f(x, L):\n    causal = nn.Transformer.generate_square_subsequent_mask(L)\n"
+              "    return torch.nn.functional.scaled_dot_product_attention(x, x, x, attn_mask=causal)\n"),
+        Valid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, key_padding_mask):\n"
+              "    m = torch.zeros(key_padding_mask.shape).masked_fill(key_padding_mask, float('-inf'))\n"
+              "    return F.scaled_dot_product_attention(q, k, v, attn_mask=m[:, None, None, :])\n"),
+        Valid("from torch import nn\nattn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
+              "def f(x, tokens):\n    return attn(x, x, x, key_padding_mask=tokens == 0)\n"),
+        Valid("def scaled_dot_product_attention(q, k, v, attn_mask): ...\ndef f(q, tokens):\n"
+              "    return scaled_dot_product_attention(q, q, q, attn_mask=tokens == 0)\n"),
+    )
+    invalid = (
+        Invalid("import torch.nn.functional as F\nPAD = 0\ndef f(q, k, v, tokens):\n"
+                "    pad = tokens == PAD\n"
+                "    return F.scaled_dot_product_attention(q, k, v, attn_mask=pad[:, None, None, :])\n",
+                line=5, message="line 4", severity=Severity.ERROR),
+        Invalid("import torch\nfrom torch.nn.functional import scaled_dot_product_attention as sdpa\n"
+                "def f(q, L):\n    future = torch.triu(torch.ones(L, L), diagonal=1).bool()\n"
+                "    return sdpa(q, q, q, future)\n", line=5, severity=Severity.ERROR),
+        Invalid("import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n"
+                "        super().__init__()\n        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
+                "    def forward(self, x, lengths):\n"
+                "        valid = torch.arange(x.size(1))[None, :] < lengths[:, None]\n"
+                "        return self.attn(x, x, x, key_padding_mask=valid)[0]\n", line=9, message="True = attend"),
+        Invalid("import torch.nn.functional as F\ndef f(q, k, v, key_padding_mask):\n"
+                "    return F.scaled_dot_product_attention(\n        q, k, v,\n"
+                "        attn_mask=key_padding_mask[:, None, None, :],\n    )\n", line=3,
+                severity=Severity.WARNING),
+        Invalid("import torch\nimport torch.nn.functional as F\ndef f(q, tokens, pad_id):\n"
+                "    keep = tokens != pad_id\n    pad = ~keep\n"
+                "    return F.scaled_dot_product_attention(q, q, q, attn_mask=pad.unsqueeze(1).unsqueeze(2))\n",
+                line=6, message="inverted"),
+    )
+
+    def __init__(self, context, emit):
+        super().__init__(context, emit)
+        self.masks = MaskReader(context)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        target = call_target(self.context, node, self.scope)
+        if target is None or target.api not in torchapi.MASK_ARGUMENTS:
+            return
+        for parameter, convention in torchapi.MASK_ARGUMENTS[target.api].items():
+            expr = target.arguments.get(parameter)
+            if expr is None or (isinstance(expr, cst.Name) and expr.value == "None"):
+                continue
+            mask = self.masks.read(expr, self.scope, node)
+            if mask is None or mask.polarity is None or mask.polarity == convention:
+                continue
+            if mask.kind not in (BOOL, None):
+                continue  # additive and 0/1 float masks have no direction to flip
+            self._report(node, target.api, parameter, convention, expr, mask)
+
+    def _report(self, node, api, parameter, convention, expr, mask: Mask) -> None:
+        name = torchapi.short_name(api)
+        origin = f" built at line {mask.origin_line}" if mask.origin_line else ""
+        severity = Severity.WARNING if mask.by_name_only else Severity.ERROR
+        mha_side = "nn.MultiheadAttention's" if mask.polarity == IGNORE else "F.scaled_dot_product_attention's"
+        self.report(
+            node,
+            f"{name} gets {parameter}=`{self.context.code(expr)}`, a boolean mask{origin} in {mha_side} convention "
+            f"({describe(mask.polarity)}), but {name} reads {_READS[convention]}: the mask is silently inverted "
+            f"(measured: 1.87 off for a padding mask). Evidence: {'; '.join(mask.evidence)}. Fix: invert it where "
+            f"it is passed, e.g. `~{self.context.code(expr)}` (or `.logical_not()`).",
+            severity=severity, evidence=mask.evidence, arguments={"parameter": parameter})

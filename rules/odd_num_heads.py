@@ -1,0 +1,133 @@
+"""MHA004 odd-num-heads: an odd head count silently turns off the MultiheadAttention inference fast path."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from mhalint import torchapi
+from mhalint.calls import construction
+from mhalint.finding import Severity
+from mhalint.rule import Invalid, Rule, Valid
+from mhalint.values import resolve
+
+_HEADS_PARAMETER = {
+    torchapi.MHA: "num_heads",
+    torchapi.ENCODER_LAYER: "nhead",
+    torchapi.DECODER_LAYER: "nhead",
+    torchapi.TRANSFORMER: "nhead",
+}
+_EMBED_PARAMETER = {torchapi.MHA: "embed_dim"}
+
+
+class OddNumHeads(Rule):
+    """
+    ## What it does
+    Flags `nn.MultiheadAttention(embed_dim, num_heads)` and the `nn.Transformer*` classes (`nhead`) built with a
+    head count that resolves to an odd number, including 1. The value is followed through literals, module
+    constants, simple arithmetic and parameter defaults.
+
+    ## Why is this bad?
+    `MultiheadAttention.forward` takes its fused inference kernel (`torch._native_multi_head_attention`) only
+    when `self.num_heads` is even (torch 2.13 `nn/modules/activation.py:1375-1376`). This condition is missing
+    from the documented list of fast-path conditions, and nothing warns: the module silently runs the slow path.
+    `TransformerEncoderLayer` skips its fused kernel for the same reason (`transformer.py:863-864`), and
+    `TransformerEncoder` its nested-tensor path. Measured on CPU at L=1024 with the default `need_weights=True`,
+    7 heads were 1.12-1.18x slower than 8; with `need_weights=False` the slow path's SDPA kernel was faster, so
+    whether it matters depends on how the module is called. Know which path you are on.
+
+    ## Example
+    ```python
+    attn = nn.MultiheadAttention(embed_dim=320, num_heads=5, batch_first=True)
+    ```
+
+    ## Use instead
+    ```python
+    attn = nn.MultiheadAttention(embed_dim=320, num_heads=4, batch_first=True)
+    ```
+    or keep the odd count and silence the finding with `# noqa: MHA004` where the fast path does not matter.
+
+    ## Fix safety
+    No automatic fix: the head count changes the model (parameter shapes stay, but the per-head split changes).
+
+    ## References
+    - torch 2.13 `nn/modules/activation.py:1375-1376` (`self.num_heads is not even`)
+    - torch 2.13 `nn/modules/transformer.py:863-864` (`num_head is odd`)
+    - mhalint facts sheet sections 1.6 and 6
+    """
+
+    code = "MHA004"
+    name = "odd-num-heads"
+    summary = "An odd num_heads/nhead silently turns off the inference fast path"
+    triggers = ("MultiheadAttention", "Transformer")
+
+    valid = (
+        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"),
+        Valid("import torch.nn as nn\nlayer = nn.TransformerEncoderLayer(d_model=64, nhead=4)\n"),
+        Valid("import torch.nn as nn\nmodel = nn.Transformer()\n"),
+        Valid("import torch.nn as nn\ndef build(heads):\n    return nn.MultiheadAttention(64, heads)\n"),
+        Valid("class MultiheadAttention:\n    def __init__(self, d, h): ...\nattn = MultiheadAttention(64, 5)\n"),
+        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 3)  # noqa: MHA004\n"),
+    )
+    invalid = (
+        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(60, 5, batch_first=True)\n", line=2,
+                message="num_heads=5"),
+        Invalid("from torch import nn\nHEADS = 3\nlayer = nn.TransformerEncoderLayer(d_model=96, nhead=HEADS)\n",
+                line=3, message="HEADS"),
+        Invalid("from torch.nn import MultiheadAttention as MHA\nattn = MHA(64, num_heads=1)\n", line=2),
+        Invalid("import torch\nclass Block(torch.nn.Module):\n    def __init__(self, dim=96, heads=6):\n"
+                "        super().__init__()\n        self.attn = torch.nn.MultiheadAttention(\n"
+                "            dim,\n            heads // 2,\n        )\n", line=5, message="heads // 2"),
+        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 1)  # noqa: MHA001\n", line=2),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        built = construction(self.context, node, self.scope)
+        if built is None or built.api not in _HEADS_PARAMETER:
+            return
+        parameter = _HEADS_PARAMETER[built.api]
+        arguments = built.arguments
+        heads_expr = arguments.get(parameter)
+        heads = resolve(self.context, heads_expr, built.scope)
+        if heads is None or not isinstance(heads.value, int) or isinstance(heads.value, bool):
+            return
+        if heads.value <= 0 or heads.value % 2 == 0:
+            return
+        written = self.context.code(heads_expr)
+        evidence = [f"{parameter}={written}" + (f" = {heads.value}" if written != str(heads.value) else "")]
+        evidence += heads.trail
+        embed = resolve(self.context, arguments.get(_EMBED_PARAMETER.get(built.api, "d_model")), built.scope)
+        fix = _suggestion(heads.value, embed.value if embed is not None else None)
+        reason_off = self._already_off(built)
+        api = torchapi.short_name(built.api)
+        if reason_off:
+            severity = Severity.INFO
+            note = f"; it does not matter here, because {reason_off}, which already keeps the module off it"
+            fix = f"nothing while that holds; if you switch to batch_first=True, {fix}"
+        else:
+            severity, note = Severity.WARNING, ""
+            fix = f"{fix}, or add `# noqa: {self.code}` if the fast path does not matter here"
+        self.report(
+            node,
+            f"{api} has {parameter}={heads.value}, an odd head count: torch then silently skips the fused "
+            f"inference fast path (activation.py:1375, not in the documented conditions){note}. "
+            f"Evidence: {'; '.join(evidence)}. Fix: {fix}.",
+            severity=severity, evidence=evidence,
+            arguments={parameter: heads.value, **({"embed_dim": embed.value} if embed is not None else {})})
+
+    def _already_off(self, built) -> str | None:
+        """The fast path needs batch_first=True too: without it, odd heads change nothing."""
+        batch_first = built.arguments.get("batch_first")
+        if batch_first is None:
+            return None if built.arguments.opaque else "batch_first is False (the default)"
+        value = resolve(self.context, batch_first, built.scope)
+        return "batch_first resolves to False" if value is not None and value.value is False else None
+
+
+def _suggestion(heads: int, embed_dim: object) -> str:
+    if isinstance(embed_dim, int) and embed_dim > 0:
+        divisors = sorted((h for h in range(2, embed_dim + 1, 2) if embed_dim % h == 0),
+                          key=lambda h: (abs(h - heads), h))[:2]
+        if divisors:
+            counts = " or ".join(str(h) for h in sorted(divisors))
+            return f"use an even head count that divides embed_dim={embed_dim} ({counts})"
+    return "use an even head count that divides the embedding size"
