@@ -18,8 +18,8 @@ class BatchFirstDefault(Rule):
     ## What it does
     Flags `nn.MultiheadAttention`, `nn.TransformerEncoderLayer`, `nn.TransformerDecoderLayer` and
     `nn.Transformer` (and the quantizable MultiheadAttention, and `super().__init__(...)` in subclasses of these)
-    built without `batch_first`, or with a `batch_first` that resolves to `False`, for example a parameter whose
-    default is `False`.
+    built without `batch_first`, or with a `batch_first` name that resolves to `False`, for example a parameter
+    whose default is `False`. A literal `batch_first=False` states the layout and is not flagged.
 
     ## Why is this bad?
     These modules default to `batch_first=False` and read every 3-D tensor as `(L, N, E)`. Every 3-D tensor is a
@@ -61,6 +61,7 @@ class BatchFirstDefault(Rule):
               "        super().__init__()\n        self.attn = nn.MultiheadAttention(64, 8, batch_first=batch_first)\n"),
         Valid("class MultiheadAttention:\n    def __init__(self, d, h): ...\nattn = MultiheadAttention(64, 8)\n"),
         Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)  # noqa\n"),
+        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=False)\n"),
         Valid("import torch.nn as nn\ndef make(**kw):\n    return nn.MultiheadAttention(64, 8, **kw)\n"),
     )
     invalid = (
@@ -90,6 +91,8 @@ class BatchFirstDefault(Rule):
                 return  # **kwargs may carry batch_first
             evidence = [f"{api}(...) at line {self.context.line(node)} has no batch_first argument"]
             problem = f"{api} is built without batch_first"
+        elif isinstance(expr, cst.Name) and expr.value == "False":
+            return  # written out: the author states that the inputs are sequence-first
         else:
             value = resolve(self.context, expr, built.scope)
             if value is None or value.value is not False:

@@ -1,0 +1,104 @@
+"""Precision and recall of mhalint on labelled real code (the corpus format of shared/corpus/README.md).
+
+Usage:
+    python benchmarks/realworld.py LABELS.jsonl [--root-dir DIR]
+
+Each label names a repository, commit, path and line. The extracted tree of a label is found at
+`<root-dir>/<owner>+<name>@<commit[:12]>` or, if the label has a "root" field, there. A label counts as found
+when a finding of one of its rule's codes lies in the same file within SLACK lines of the label's line.
+Scoring (issue 4): `bug` must be found at error severity; `risky` found at any severity; `ok` must get no
+finding at warning or above. The script reads the labels only: it contains no site-specific logic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+from pathlib import Path
+
+from mhalint.engine import Checker
+from mhalint.finding import Severity
+from mhalint.rule import load_rules
+
+SLACK = 3
+CODES = {
+    "R1": ("MHA001",), "R2": ("MHA002", "MHA008"), "R3": ("MHA003", "MHA009"), "R4": ("MHA004",),
+    "divisible": ("MHA005",), "mask_layout": ("MHA006",), "need_weights": ("MHA007",), "nan": (),
+}
+
+
+def tree_of(label: dict, root_dir: Path) -> Path:
+    if "root" in label:
+        return Path(label["root"])
+    owner_name = label["repo"].replace("/", "+")
+    return root_dir / f"{owner_name}@{label['commit'][:12]}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("labels", type=Path)
+    parser.add_argument("--root-dir", type=Path, default=Path("/tmp/corpus"))
+    parser.add_argument("--verbose", action="store_true", help="print every label's outcome")
+    options = parser.parse_args(argv)
+
+    labels = [json.loads(line) for line in options.labels.read_text().splitlines() if line.strip()]
+    rules = load_rules()
+    checker = Checker(list(rules.values()))
+    cache: dict[Path, list] = {}
+    table: dict[tuple[str, str], collections.Counter] = collections.defaultdict(collections.Counter)
+    misses, false_alarms = [], []
+    for label in labels:
+        codes = tuple(c for c in CODES.get(label["rule"], ()) if c in rules)
+        file = tree_of(label, options.root_dir) / label["path"]
+        if file not in cache:
+            cache[file] = checker.check_source(file.read_bytes(), str(file)) if file.exists() else None
+        findings = cache[file]
+        where = f"{label['repo']}:{label['path']}:{label['line']} [{label['rule']} {label['verdict']}]"
+        if findings is None:
+            table[(label["rule"], label["verdict"])]["missing file"] += 1
+            continue
+        if not codes:
+            table[(label["rule"], label["verdict"])]["no rule yet"] += 1
+            continue
+        near = [f for f in findings if f.code in codes and abs(f.line - label["line"]) <= SLACK]
+        top = max((f.severity for f in near), default=None)
+        outcome = _score(label["verdict"], top)
+        table[(label["rule"], label["verdict"])][outcome] += 1
+        detail = f"{where} -> {top if top is not None else 'no finding'}"
+        if outcome == "FN":
+            misses.append(detail)
+        elif outcome == "FP":
+            false_alarms.append(detail + ": " + near[0].message[:160])
+        if options.verbose:
+            print(outcome, detail)
+    _print_table(table)
+    for title, rows in (("Misses", misses), ("False alarms", false_alarms)):
+        print(f"\n{title} ({len(rows)}):")
+        for row in rows:
+            print("  " + row)
+    return 0
+
+
+def _score(verdict: str, top: Severity | None) -> str:
+    if verdict == "bug":
+        return "TP" if top == Severity.ERROR else ("TP-low" if top is not None else "FN")
+    if verdict == "risky":
+        return "TP" if top is not None else "FN"
+    if verdict == "ok":
+        return "FP" if top is not None and top >= Severity.WARNING else ("TN-info" if top is not None else "TN")
+    return "n/a"
+
+
+def _print_table(table) -> None:
+    print(f"{'rule':<14}{'verdict':<9}" + "".join(f"{h:>9}" for h in ("TP", "TP-low", "FN", "TN", "TN-info",
+                                                                      "FP", "no rule", "n/a")))
+    for (rule, verdict), counts in sorted(table.items()):
+        cells = [counts["TP"], counts["TP-low"], counts["FN"], counts["TN"], counts["TN-info"], counts["FP"],
+                 counts["no rule yet"], counts["n/a"]]
+        print(f"{rule:<14}{verdict:<9}" + "".join(f"{c:>9}" for c in cells))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""The command line as users and CI see it: output lines, summary, exit codes, selection, rule docs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from mhalint.cli import main
+
+BAD = "import torch.nn as nn\n\nattn = nn.MultiheadAttention(64, 8)\n"
+GOOD = "import torch.nn as nn\n\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+
+
+def run(*args: str, cwd: Path | None = None):
+    runner = CliRunner()
+    if cwd is None:
+        return runner.invoke(main, list(args))
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return runner.invoke(main, list(args))
+    finally:
+        os.chdir(old)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    (tmp_path / "bad.py").write_text(BAD)
+    (tmp_path / "good.py").write_text(GOOD)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "broken.py").write_text("def f(:\n    nn.MultiheadAttention\n")
+    (tmp_path / "pkg" / "late.py").write_text("x = 1\n" + BAD)
+    return tmp_path
+
+
+def test_reports_path_line_col_code_message_and_summary(tree: Path):
+    result = run("check", "bad.py", "good.py", cwd=tree)
+    lines = result.output.splitlines()
+    assert lines[0].startswith("bad.py:3:8: MHA001 nn.MultiheadAttention is built without batch_first")
+    assert "Fix: pass batch_first=True" in lines[0]
+    assert lines[-1] == "Found 1 finding (2 files checked)."
+    assert result.exit_code == 1
+
+
+def test_clean_files_exit_zero(tree: Path):
+    result = run("check", "good.py", cwd=tree)
+    assert result.exit_code == 0
+    assert result.output.strip() == "All checks passed! (1 file checked)"
+
+
+def test_default_path_is_cwd_and_syntax_error_does_not_stop_the_run(tree: Path):
+    result = run("check", cwd=tree)
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert lines[:-1] == sorted(lines[:-1], key=lambda l: (l.split(":")[0], int(l.split(":")[1])))
+    paths = [line.split(":")[0] for line in lines[:-1]]
+    assert paths == ["bad.py", os.path.join("pkg", "broken.py"), os.path.join("pkg", "late.py")]
+    broken = lines[1]
+    assert broken.startswith(os.path.join("pkg", "broken.py") + ":1:7: MHA900 ")
+    assert "syntax error" in broken
+    assert lines[2].startswith(os.path.join("pkg", "late.py") + ":4:8: MHA001")
+
+
+def test_syntax_error_alone_exits_one_not_two(tmp_path: Path):
+    (tmp_path / "broken.py").write_text("class MultiheadAttention(\n")
+    result = run("check", str(tmp_path / "broken.py"))
+    assert result.exit_code == 1
+    assert "MHA900" in result.output
+
+
+@pytest.mark.parametrize("args", [["--select", "MHA004"], ["--ignore", "MHA0"], ["--select", "MHA", "--ignore", "MHA001"]])
+def test_selection_by_code_or_prefix_turns_rules_off(tree: Path, args):
+    result = run("check", *args, "bad.py", cwd=tree)
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("args", [["--select", "MHA0"], ["--select", "MHA004,MHA001"], ["--ignore", "MHA004"],
+                                  ["--select", "MHA", "--ignore", "MHA00", "--select", "MHA001"]])
+def test_selection_keeps_selected_rule(tree: Path, args):
+    result = run("check", *args, "bad.py", cwd=tree)
+    assert result.exit_code == 1
+    assert "MHA001" in result.output
+
+
+def test_ignoring_engine_code_hides_parse_errors(tree: Path):
+    result = run("check", "--ignore", "MHA900", "pkg/broken.py", cwd=tree)
+    assert result.exit_code == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["check", "--select", "MHA999"], "unknown rule code or prefix 'MHA999' in --select"),
+    (["check", "--ignore", "XYZ"], "unknown rule code or prefix 'XYZ' in --ignore"),
+    (["check", "does-not-exist.py"], "path 'does-not-exist.py' does not exist"),
+    (["rule", "MHA999"], "unknown rule code 'MHA999'"),
+])
+def test_usage_errors_exit_two_with_one_line(tree: Path, args, message):
+    completed = subprocess.run([sys.executable, "-m", "mhalint", *args], cwd=tree, capture_output=True, text=True)
+    assert completed.returncode == 2
+    assert completed.stderr.strip() == f"mhalint: error: {message}" + (
+        "; `mhalint rule --all` lists the codes" if "prefix" in message else
+        "; `mhalint rule --all` lists them" if "rule code 'MHA" in message else "")
+    assert "Traceback" not in completed.stderr + completed.stdout
+
+
+def test_min_severity_info_shows_info_findings(tmp_path: Path):
+    (tmp_path / "odd.py").write_text("import torch.nn as nn\nattn = nn.MultiheadAttention(60, 5, batch_first=False)\n")
+    assert run("check", str(tmp_path / "odd.py")).exit_code == 0
+    shown = run("check", "--min-severity", "info", str(tmp_path / "odd.py"))
+    assert shown.exit_code == 1
+    assert "MHA004" in shown.output and "does not matter here" in shown.output
+
+
+def test_rule_command_prints_documentation_sections():
+    result = run("rule", "mha002")
+    assert result.exit_code == 0
+    for section in ("## What it does", "## Why is this bad?", "## Example", "## Use instead", "## Fix safety",
+                    "## References"):
+        assert section in result.output
+
+
+def test_rule_all_lists_every_rule():
+    result = run("rule", "--all")
+    codes = [line.split()[0] for line in result.output.splitlines()]
+    assert codes == ["MHA001", "MHA002", "MHA003", "MHA004"]
+
+
+def test_console_script_and_module_entry_agree(tree: Path):
+    script = Path(sys.executable).with_name("mhalint")
+    via_script = subprocess.run([str(script), "check", "bad.py"], cwd=tree, capture_output=True, text=True)
+    via_module = subprocess.run([sys.executable, "-m", "mhalint", "check", "bad.py"], cwd=tree,
+                                capture_output=True, text=True)
+    assert via_script.returncode == via_module.returncode == 1
+    assert via_script.stdout == via_module.stdout
+
+
+def test_static_run_never_imports_torch(tree: Path):
+    probe = textwrap.dedent("""
+        import sys
+        from mhalint.cli import main
+        try:
+            main(["check", "."])
+        except SystemExit:
+            pass
+        print("torch imported:", "torch" in sys.modules)
+    """)
+    completed = subprocess.run([sys.executable, "-c", probe], cwd=tree, capture_output=True, text=True)
+    assert "torch imported: False" in completed.stdout
+
+
+def test_gitignored_files_are_skipped(tmp_path: Path):
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / ".gitignore").write_text("generated/\n")
+    (tmp_path / "generated").mkdir()
+    (tmp_path / "generated" / "bad.py").write_text(BAD)
+    assert run("check", ".", cwd=tmp_path).exit_code == 0
+    assert run("check", "--no-respect-gitignore", ".", cwd=tmp_path).exit_code == 1
