@@ -321,7 +321,10 @@ class _Walker:
             rules += () if ignore is None else (ignore,)
         return rules
 
-    def walk(self, top: str, key: str, rules: tuple[GitIgnore, ...] | None, excludes: tuple[GitIgnore, ...]) -> None:
+    def walk(
+        self, top: str, key: str, rules: tuple[GitIgnore, ...] | None, excludes: tuple[GitIgnore, ...]
+    ) -> None:
+        """Collect the files under ``top``, whose key is ``key``."""
         stack = [(top, key, rules)]  # iterative, so deep trees cannot hit the recursion limit
         while stack:
             top, key, rules = stack.pop()

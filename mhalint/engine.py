@@ -33,6 +33,10 @@ ENGINE_CODES = {
 }
 
 
+# Notebooks are discovered by default but need cell extraction before parsing; until then only sources.
+PYTHON_SOURCES = (".py", ".pyi")
+
+
 @dataclass
 class Result:
     findings: list[Finding] = field(default_factory=list)
@@ -57,7 +61,7 @@ class Checker:
     def check_paths(self, paths: Iterable[str | Path], *, respect_gitignore: bool = True,
                     exclude: Sequence[str] = ()) -> Result:
         result = Result()
-        found = discover(paths, respect_gitignore=respect_gitignore, exclude=exclude)
+        found = discover(paths, respect_gitignore=respect_gitignore, exclude=exclude, extensions=PYTHON_SOURCES)
         for path, reason in found.errors:
             result.findings.append(_engine_finding(str(path), READ_ERROR, reason))
         for path in found.files:
