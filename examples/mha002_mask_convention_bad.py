@@ -22,9 +22,8 @@ class PaddedEncoder(nn.Module):
         self.qkv = nn.Linear(EMBED_DIM, 3 * EMBED_DIM)
         self.proj = nn.Linear(EMBED_DIM, EMBED_DIM)
 
-    def sdpa_block(self, x, tokens):
+    def sdpa_block(self, x, pad):
         batch, seq, _ = x.shape
-        pad = tokens == PAD_ID  # True at padding
         q, k, v = self.qkv(x).view(batch, seq, 3, NUM_HEADS, -1).permute(2, 0, 3, 1, 4)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=pad[:, None, None, :])  # MHA002
         return self.proj(out.transpose(1, 2).reshape(batch, seq, EMBED_DIM))
@@ -33,7 +32,7 @@ class PaddedEncoder(nn.Module):
         pad = tokens == PAD_ID  # True at padding: MultiheadAttention's convention
         x = self.embed(tokens)
         x = x + self.mha(x, x, x, key_padding_mask=pad, need_weights=False)[0]
-        return x + self.sdpa_block(x, tokens)
+        return x + self.sdpa_block(x, pad)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import libcst as cst
 from mhalint import torchapi
 from mhalint.context import Binding, ModuleContext, Scope
 
+PROJECT_PREFIX = "<module>."
 _CONTAINERS = {"torch.nn.ModuleList", "torch.nn.Sequential", "copy.deepcopy", "list", "tuple"}
 _MAX_DEPTH = 8
 
@@ -74,9 +75,12 @@ class Construction:
 
 
 def construction(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Construction | None:
-    """The torch module a call constructs, including `super().__init__(...)` in a subclass of one."""
+    """The module a call constructs: a torch attention module (also `super().__init__(...)` in a subclass of
+    one), or a class defined in this module (api `<module>.Name`), so that its instances can be followed too."""
     name = ctx.qualified_name(call.func, scope)
     if name in torchapi.CONSTRUCTORS:
+        return Construction(name, call, scope)
+    if name is not None and name.startswith(PROJECT_PREFIX) and name[len(PROJECT_PREFIX):] in ctx.classes:
         return Construction(name, call, scope)
     func = call.func
     if not (isinstance(func, cst.Attribute) and func.attr.value == "__init__"):
@@ -115,9 +119,53 @@ def call_target(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Target | No
     if name in torchapi.CALLS and name not in torchapi.CONSTRUCTORS:
         return Target(name, bind(call, torchapi.CALLS[name]))
     built = instance(ctx, call.func, scope)
-    if built is None or built.via_super:
+    if built is None or built.via_super or built.api not in torchapi.CALLS:
         return None
     return Target(built.api, bind(call, torchapi.CALLS[built.api]), built)
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """A call of a project function or method, with its arguments bound to the callee's parameter names."""
+
+    call: cst.Call
+    scope: Scope
+    arguments: Arguments
+
+
+def callers(ctx: ModuleContext, function: Scope) -> list[CallSite]:
+    """Where this module calls `function`: `name(...)` for a module function, `self.name(...)` for a method,
+    and calls of the class's instances for `forward` (what `module(x)` runs)."""
+    if not isinstance(function.node, cst.FunctionDef):
+        return []
+    klass = function.enclosing_class
+    params = [p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params)]
+    signature = torchapi.Signature(tuple(params[1:] if klass is not None else params))
+    sites = []
+    for call, scope in ctx.calls():
+        if _calls(ctx, call, scope, function, klass):
+            sites.append(CallSite(call, scope, bind(call, signature)))
+    return sites
+
+
+def _calls(ctx: ModuleContext, call: cst.Call, scope: Scope, function: Scope, klass: Scope | None) -> bool:
+    func = call.func
+    if klass is None:
+        return (isinstance(func, cst.Name) and func.value == function.name
+                and ctx.qualified_name(func, scope) == PROJECT_PREFIX + function.name)
+    if function.name == "forward":
+        built = instance(ctx, func, scope)
+        return built is not None and built.api == PROJECT_PREFIX + klass.name
+    caller_class = ctx.class_of(scope)
+    return (caller_class is klass and isinstance(func, cst.Attribute) and func.attr.value == function.name
+            and isinstance(func.value, cst.Name) and func.value.value == _self_name(scope))
+
+
+def _self_name(scope: Scope) -> str | None:
+    """The `self` of the method a (possibly nested) function belongs to."""
+    while scope is not None and scope.enclosing_class is None:
+        scope = scope.parent
+    return scope.self_name if scope is not None else None
 
 
 def instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> Construction | None:
@@ -128,10 +176,8 @@ def instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: 
         return construction(ctx, expr, scope)
     if isinstance(expr, cst.Name):
         return _from_bindings(ctx, ctx.bindings(expr.value, scope), depth)
-    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name:
-        klass = scope.enclosing_class
-        if klass is None:
-            klass = ctx.class_of(scope)
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == _self_name(scope):
+        klass = ctx.class_of(scope)
         return _from_bindings(ctx, klass.attributes.get(expr.attr.value, []) if klass else [], depth)
     if isinstance(expr, cst.Subscript):
         return element(ctx, expr.value, scope, depth + 1)
@@ -185,7 +231,7 @@ def element(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: i
 def _container_bindings(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> list[Binding]:
     if isinstance(expr, cst.Name):
         return ctx.bindings(expr.value, scope)
-    if isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name:
+    if isinstance(expr.value, cst.Name) and expr.value.value == _self_name(scope):
         klass = ctx.class_of(scope)
         return klass.attributes.get(expr.attr.value, []) if klass else []
     return []

@@ -22,9 +22,9 @@ class Binding:
     """One place a name gets a value. `value` is None when the value cannot be expressed (e.g. `except E as e`)."""
 
     name: str
-    value: cst.BaseExpression | None
-    scope: Scope  # where `value` must be evaluated
-    node: cst.CSTNode  # the statement or target that binds, for positions
+    value: cst.BaseExpression | None = field(repr=False)
+    scope: Scope = field(repr=False)  # where `value` must be evaluated
+    node: cst.CSTNode = field(repr=False)  # the statement or target that binds, for positions
     kind: str = "assign"  # assign | unpack | for | with | param | import | def
     index: int | None = None  # position in the target tuple, for `a, b = value`
 
@@ -32,15 +32,15 @@ class Binding:
 @dataclass(eq=False)
 class Scope:
     kind: str  # module | class | function
-    node: cst.CSTNode
-    parent: Scope | None
+    node: cst.CSTNode = field(repr=False)
+    parent: Scope | None = field(repr=False)
     name: str = ""
-    bindings: dict[str, list[Binding]] = field(default_factory=dict)
-    params: dict[str, cst.Param] = field(default_factory=dict)
+    bindings: dict[str, list[Binding]] = field(default_factory=dict, repr=False)
+    params: dict[str, cst.Param] = field(default_factory=dict, repr=False)
     # class scopes only: `self.x = ...` in any method, and the methods themselves
-    attributes: dict[str, list[Binding]] = field(default_factory=dict)
-    methods: dict[str, Scope] = field(default_factory=dict)
-    bases: tuple[cst.BaseExpression, ...] = ()
+    attributes: dict[str, list[Binding]] = field(default_factory=dict, repr=False)
+    methods: dict[str, Scope] = field(default_factory=dict, repr=False)
+    bases: tuple[cst.BaseExpression, ...] = field(default=(), repr=False)
 
     def bind(self, binding: Binding) -> None:
         self.bindings.setdefault(binding.name, []).append(binding)
@@ -76,6 +76,7 @@ class ModuleContext:
         self.classes: dict[str, Scope] = {}  # every class in the module, by name (last definition wins)
         self.functions: dict[str, Scope] = {}  # module-level functions by name
         self.scope = self.root  # the scope around the node the engine is visiting; moved by the engine
+        self._calls: list[tuple[cst.Call, Scope]] | None = None
         _ScopeBuilder(self).body(module.body, self.root)
 
     # ---- positions (resolved lazily: only files with something to report pay for them) ----
@@ -142,6 +143,15 @@ class ModuleContext:
         """The bindings of `name` in the innermost scope that binds it, in source order."""
         return list(reversed(list(self._lookup(name, scope))))
 
+    def calls(self) -> list[tuple[cst.Call, Scope]]:
+        """Every call in the module with the scope it is in; built on first use (only rules that follow values
+        across functions need it)."""
+        if self._calls is None:
+            collector = _CallCollector(self)
+            self.module.visit(collector)
+            self._calls = collector.calls
+        return self._calls
+
     def scope_of(self, node: cst.CSTNode) -> Scope | None:
         return self.scopes.get(node)
 
@@ -152,6 +162,25 @@ class ModuleContext:
                 return scope
             scope = scope.parent
         return None
+
+
+class _CallCollector(cst.CSTVisitor):
+    def __init__(self, ctx: ModuleContext):
+        self.ctx = ctx
+        self.stack = [ctx.root]
+        self.calls: list[tuple[cst.Call, Scope]] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        scope = self.ctx.scopes.get(node)
+        if scope is not None:
+            self.stack.append(scope)
+        if isinstance(node, cst.Call):
+            self.calls.append((node, self.stack[-1]))
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if original_node in self.ctx.scopes and len(self.stack) > 1:
+            self.stack.pop()
 
 
 class _ScopeBuilder:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 import libcst as cst
 
 from mhalint import torchapi
+from mhalint.calls import callers
 from mhalint.context import ModuleContext, Scope
 from mhalint.torchapi import IGNORE, KEEP
 from mhalint.values import resolve
@@ -91,11 +92,10 @@ class MaskReader:
     def _name(self, name: str, scope: Scope, use: cst.CSTNode, depth: int) -> Mask | None:
         bindings = self.ctx.bindings(name, scope)
         binding = self._reaching(bindings, use)
-        if binding is None or binding.value is None or binding.kind not in ("assign", "param"):
+        if binding is not None and binding.kind == "param":
+            return self._parameter(name, binding, depth) or self._by_name(name)
+        if binding is None or binding.value is None or binding.kind != "assign":
             return self._by_name(name)
-        if binding.kind == "param":
-            default = resolve(self.ctx, binding.value, binding.scope)
-            return self._by_name(name) if default is None or default.value is None else None
         found = self.read(binding.value, binding.scope, binding.node, depth + 1)
         if found is None:
             return self._by_name(name)
@@ -104,6 +104,26 @@ class MaskReader:
         return replace(found, evidence=(f"`{name} = {self.ctx.code(binding.value)}` at line "
                                         f"{self.ctx.line(binding.node)}",) + found.evidence
                        if not found.evidence or not found.evidence[0].startswith(f"`{name} =") else found.evidence)
+
+    def _parameter(self, name: str, binding, depth: int) -> Mask | None:
+        """A parameter holds what its callers in this module pass; they must agree."""
+        found = []
+        for site in callers(self.ctx, binding.scope):
+            argument = site.arguments.get(name)
+            if argument is None:
+                if not site.arguments.absent(name):
+                    return None
+                argument = binding.value  # the default
+            if argument is None or _is_none(argument):
+                continue
+            mask = self.read(argument, site.scope, site.call, depth + 1)
+            if mask is None:
+                return None
+            found.append(replace(mask, evidence=(f"`{name}` receives `{self.ctx.code(argument)}` from the call at "
+                                                 f"line {self.ctx.line(site.call)}",) + mask.evidence))
+        if not found or any((m.kind, m.polarity) != (found[0].kind, found[0].polarity) for m in found):
+            return None
+        return found[0]
 
     def _reaching(self, bindings, use: cst.CSTNode):
         """The last binding before the use (by line): straight-line code is what mask building looks like."""

@@ -16,7 +16,8 @@ _HEADS_PARAMETER = {
     torchapi.DECODER_LAYER: "nhead",
     torchapi.TRANSFORMER: "nhead",
 }
-_EMBED_PARAMETER = {torchapi.MHA: "embed_dim"}
+# Where torch skips the fused kernel for odd heads: MHA's own fast path, or the encoder layer's fused kernel.
+_SOURCE_LINE = {torchapi.MHA: "activation.py:1375", torchapi.ENCODER_LAYER: "transformer.py:863"}
 
 
 class OddNumHeads(Rule):
@@ -95,8 +96,9 @@ class OddNumHeads(Rule):
         written = self.context.code(heads_expr)
         evidence = [f"{parameter}={written}" + (f" = {heads.value}" if written != str(heads.value) else "")]
         evidence += heads.trail
-        embed = resolve(self.context, arguments.get(_EMBED_PARAMETER.get(built.api, "d_model")), built.scope)
-        fix = _suggestion(heads.value, embed.value if embed is not None else None)
+        embed_parameter = "embed_dim" if built.api == torchapi.MHA else "d_model"
+        embed = resolve(self.context, arguments.get(embed_parameter), built.scope)
+        fix = _suggestion(heads.value, embed_parameter, embed.value if embed is not None else None)
         reason_off = self._already_off(built)
         api = torchapi.short_name(built.api)
         if reason_off:
@@ -109,10 +111,11 @@ class OddNumHeads(Rule):
         self.report(
             node,
             f"{api} has {parameter}={heads.value}, an odd head count: torch then silently skips the fused "
-            f"inference fast path (activation.py:1375, not in the documented conditions){note}. "
+            f"inference fast path ({_SOURCE_LINE.get(built.api, 'activation.py:1375')}, not in the documented "
+            f"conditions){note}. "
             f"Evidence: {'; '.join(evidence)}. Fix: {fix}.",
             severity=severity, evidence=evidence,
-            arguments={parameter: heads.value, **({"embed_dim": embed.value} if embed is not None else {})})
+            arguments={parameter: heads.value, **({embed_parameter: embed.value} if embed is not None else {})})
 
     def _already_off(self, built) -> str | None:
         """The fast path needs batch_first=True too: without it, odd heads change nothing."""
@@ -123,11 +126,12 @@ class OddNumHeads(Rule):
         return "batch_first resolves to False" if value is not None and value.value is False else None
 
 
-def _suggestion(heads: int, embed_dim: object) -> str:
+def _suggestion(heads: int, embed_parameter: str, embed_dim: object) -> str:
+    """The two even head counts nearest to the odd one that divide the embedding size (ties go to more heads)."""
     if isinstance(embed_dim, int) and embed_dim > 0:
         divisors = sorted((h for h in range(2, embed_dim + 1, 2) if embed_dim % h == 0),
-                          key=lambda h: (abs(h - heads), h))[:2]
+                          key=lambda h: (abs(h - heads), -h))[:2]
         if divisors:
             counts = " or ".join(str(h) for h in sorted(divisors))
-            return f"use an even head count that divides embed_dim={embed_dim} ({counts})"
-    return "use an even head count that divides the embedding size"
+            return f"use an even head count that divides {embed_parameter}={embed_dim} ({counts})"
+    return f"use an even head count that divides {embed_parameter}"
