@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import libcst as cst
 
 from mhalint import torchapi
-from mhalint.calls import callers
+from mhalint.calls import call_target, callers, returned
 from mhalint.context import ModuleContext, Scope
 from mhalint.torchapi import IGNORE, KEEP
 from mhalint.values import resolve
@@ -42,7 +42,7 @@ class Mask:
     polarity: str | None  # IGNORE, KEEP, or None
     evidence: tuple[str, ...] = ()
     origin_line: int | None = None  # where the mask was built, when that is known
-    by_name_only: bool = False  # the polarity rests on a variable's name, not its construction
+    weak: bool = False  # the polarity rests on a name or another use, not on the mask's construction
 
     def flipped(self, why: str) -> Mask:
         polarity = {IGNORE: KEEP, KEEP: IGNORE}.get(self.polarity) if self.polarity else None
@@ -80,7 +80,7 @@ class MaskReader:
         if isinstance(expr, cst.Name):
             return self._name(expr.value, scope, use, depth)
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name:
-            klass = scope.enclosing_class
+            klass = self.ctx.class_of(scope)
             bindings = klass.attributes.get(expr.attr.value, []) if klass else []
             if len(bindings) == 1 and bindings[0].value is not None:
                 b = bindings[0]
@@ -93,12 +93,12 @@ class MaskReader:
         bindings = self.ctx.bindings(name, scope)
         binding = self._reaching(bindings, use)
         if binding is not None and binding.kind == "param":
-            return self._parameter(name, binding, depth) or self._by_name(name)
+            return self._parameter(name, binding, depth) or self._by_use(name, scope, use) or self._by_name(name)
         if binding is None or binding.value is None or binding.kind != "assign":
-            return self._by_name(name)
+            return self._by_use(name, scope, use) or self._by_name(name)
         found = self.read(binding.value, binding.scope, binding.node, depth + 1)
-        if found is None:
-            return self._by_name(name)
+        if found is None or found.polarity is None:
+            return self._by_use(name, scope, use) or self._by_name(name) or found
         if found.origin_line is None:
             found = replace(found, origin_line=self.ctx.line(binding.node))
         return replace(found, evidence=(f"`{name} = {self.ctx.code(binding.value)}` at line "
@@ -135,19 +135,38 @@ class MaskReader:
         before = [b for b in bindings if self.ctx.line(b.node) < use_line or b.kind == "param"]
         return before[-1] if before else None
 
+    def _by_use(self, name: str, scope: Scope, use: cst.CSTNode) -> Mask | None:
+        """A mask passed unchanged to nn.MultiheadAttention or a Transformer mask argument in the same function
+        is in their convention (True = ignore). Only that direction counts: it is torch's older, documented one."""
+        for call, call_scope in self.ctx.calls():
+            if call_scope is not scope or call is use:
+                continue
+            target = call_target(self.ctx, call, call_scope)
+            if target is None:
+                continue
+            for parameter, convention in torchapi.MASK_ARGUMENTS[target.api].items():
+                if convention == IGNORE and _plain_name(target.arguments.get(parameter)) == name:
+                    return Mask(None, IGNORE, (f"`{name}` is also passed unchanged as {parameter} to "
+                                               f"{torchapi.short_name(target.api)} at line {self.ctx.line(call)}, "
+                                               f"which reads True as ignore",), weak=True)
+        return None
+
     def _by_name(self, name: str) -> Mask | None:
         if _IGNORE_NAMES.search(name):
             return Mask(None, IGNORE, (f"the name `{name}` says it is a key padding mask, True at padding by "
-                                       f"torch's convention",), by_name_only=True)
+                                       f"torch's convention",), weak=True)
         return None
 
     # ---- operators ----
     def _comparison(self, expr: cst.Comparison, scope, use, depth) -> Mask | None:
         if len(expr.comparisons) != 1:
             return None
-        left, target = expr.left, expr.comparisons[0]
-        op, right = target.operator, target.comparator
-        where = f"`{self.ctx.code(expr)}`"
+        target = expr.comparisons[0]
+        return self._compare(expr.left, target.operator, target.comparator, expr, scope, use, depth)
+
+    def _compare(self, left, op, right, node: cst.CSTNode, scope, use, depth) -> Mask | None:
+        """`left op right`, written as an operator or as `.eq()`/`.ne()` (`node` is what the source shows)."""
+        where = f"`{self.ctx.code(node)}`"
         for side, other, mirrored in ((left, right, False), (right, left, True)):
             constant = resolve(self.ctx, other, scope)
             if constant is None or constant.value not in (0, 1, False, True):
@@ -159,19 +178,18 @@ class MaskReader:
             if keeps_truth is None:
                 return None
             if keeps_truth:
-                return replace(inner, kind=BOOL, evidence=inner.evidence + (self._at(f"converted by {where}", expr),))
-            return inner.flipped(self._at(f"inverted by {where}", expr))
-        text = self.ctx.code(expr)
+                return replace(inner, kind=BOOL, evidence=inner.evidence + (self._at(f"converted by {where}", node),))
+            return inner.flipped(self._at(f"inverted by {where}", node))
         if _PADDING_NAME.search(self.ctx.code(right)) or _PADDING_NAME.search(self.ctx.code(left)):
             if isinstance(op, cst.Equal):
-                return self._built(BOOL, IGNORE, f"{where} is True at padding", expr)
+                return self._built(BOOL, IGNORE, f"{where} is True at padding", node)
             if isinstance(op, cst.NotEqual):
-                return self._built(BOOL, KEEP, f"{where} is True at real tokens", expr)
-        if "arange" in text:
+                return self._built(BOOL, KEEP, f"{where} is True at real tokens", node)
+        if "arange" in self.ctx.code(node):
             polarity = _positions_vs_lengths(op, "arange" in self.ctx.code(left))
             if polarity is not None:
                 meaning = "valid positions" if polarity == KEEP else "positions past the length"
-                return self._built(BOOL, polarity, f"{where} is True at {meaning}", expr)
+                return self._built(BOOL, polarity, f"{where} is True at {meaning}", node)
         return Mask(BOOL, None)
 
     def _binary(self, expr: cst.BinaryOperation, scope, use, depth) -> Mask | None:
@@ -231,9 +249,8 @@ class MaskReader:
         if method in _SHAPE_ONLY:
             return self.read(base, scope, use, depth + 1)
         if method in ("eq", "ne") and len(call.args) == 1:
-            comparison = cst.Comparison(base, [cst.ComparisonTarget(
-                cst.Equal() if method == "eq" else cst.NotEqual(), call.args[0].value)])
-            return self._comparison_method(comparison, call, scope, use, depth)
+            operator = cst.Equal() if method == "eq" else cst.NotEqual()
+            return self._compare(base, operator, call.args[0].value, call, scope, use, depth)
         if method in ("bool", "to", "type") or method in _TO_FLOAT:
             return self._conversion(method, base, call, scope, use, depth)
         if method in ("masked_fill", "masked_fill_"):
@@ -245,11 +262,6 @@ class MaskReader:
             return _combine(self.read(base, scope, use, depth + 1),
                             self.read(call.args[0].value, scope, use, depth + 1), method == "logical_and")
         return self._returned(call, scope, depth)
-
-    def _comparison_method(self, comparison, call, scope, use, depth) -> Mask | None:
-        """`x.eq(pad)` reads like `x == pad`; positions are reported at the real call."""
-        found = self._comparison(comparison, scope, use, depth)
-        return found
 
     def _conversion(self, method, base, call: cst.Call, scope, use, depth) -> Mask | None:
         target = self.ctx.code(call.args[0].value) if call.args else ""
@@ -323,10 +335,10 @@ class MaskReader:
         function = self._callee(call.func, scope)
         if function is None:
             return None
-        returns = [s for s in _returns(function.node)]
-        if len(returns) != 1 or returns[0].value is None:
+        values = returned(function)
+        if len(values) != 1:
             return None
-        return self.read(returns[0].value, function, returns[0], depth + 1)
+        return self.read(values[0], function, values[0], depth + 1)
 
     def _callee(self, func, scope: Scope) -> Scope | None:
         if isinstance(func, cst.Name) and func.value in self.ctx.functions:
@@ -334,7 +346,7 @@ class MaskReader:
             if bindings and bindings[-1].kind == "def":
                 return self.ctx.functions[func.value]
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == scope.self_name:
-            klass = scope.enclosing_class
+            klass = self.ctx.class_of(scope)
             if klass is not None:
                 return klass.methods.get(func.attr.value)
         return None
@@ -388,23 +400,19 @@ def _large_negative(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) 
     return value is not None and isinstance(value.value, int | float) and value.value <= -1e3
 
 
+def _plain_name(expr) -> str | None:
+    """The variable an argument passes without changing its values (indexing and reshaping only)."""
+    while expr is not None:
+        if isinstance(expr, cst.Name):
+            return expr.value
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SHAPE_ONLY:
+            expr = expr.func.value
+        else:
+            return None
+    return None
+
+
 def _is_none(expr) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "None"
-
-
-def _returns(function: cst.FunctionDef):
-    """Return statements of a function, not of functions nested in it."""
-    found: list[cst.Return] = []
-
-    class _Collect(cst.CSTVisitor):
-        def visit_FunctionDef(self, node):
-            return node is function
-
-        def visit_ClassDef(self, node):
-            return False
-
-        def visit_Return(self, node):
-            found.append(node)
-
-    function.visit(_Collect())
-    return found

@@ -120,7 +120,7 @@ class MaskConventionFlip(Rule):
     def _report(self, node, api, parameter, convention, expr, mask: Mask) -> None:
         name = torchapi.short_name(api)
         origin = f" built at line {mask.origin_line}" if mask.origin_line else ""
-        severity = Severity.WARNING if mask.by_name_only else Severity.ERROR
+        severity = Severity.WARNING if mask.weak else Severity.ERROR
         mha_side = "nn.MultiheadAttention's" if mask.polarity == IGNORE else "F.scaled_dot_product_attention's"
         self.report(
             node,

@@ -1,0 +1,378 @@
+"""MHA003 is-causal-without-mask: is_causal=True (and src/tgt/memory_is_causal) with no mask it describes."""
+
+from __future__ import annotations
+
+import pytest
+
+from mhalint.finding import Severity
+
+CODE = "MHA003"
+
+
+def spellings(cls: str) -> list[tuple[str, str]]:
+    """(import line, callee expression) for every way facts 9.1 says `cls` can be reached."""
+    forms = [
+        ("import torch", f"torch.nn.{cls}"),
+        ("import torch.nn as nn", f"nn.{cls}"),
+        ("from torch import nn", f"nn.{cls}"),
+        (f"from torch.nn import {cls}", cls),
+        (f"from torch.nn import {cls} as Alias", "Alias"),
+    ]
+    if cls == "MultiheadAttention":
+        forms += [
+            ("import torch", "torch.nn.modules.activation.MultiheadAttention"),
+            ("import torch", "torch.nn.quantizable.MultiheadAttention"),
+            ("import torch", "torch.ao.nn.quantizable.MultiheadAttention"),
+            ("from torch.ao.nn.quantizable import MultiheadAttention", "MultiheadAttention"),
+        ]
+    else:
+        forms.append(("import torch", f"torch.nn.modules.transformer.{cls}"))
+    return forms
+
+
+# How each module is called with a causal flag and no mask, and the mask argument the message must name.
+CALLS = {
+    "MultiheadAttention": ("(64, 8, batch_first=True)", "m(x, x, x, is_causal=True)", "attn_mask"),
+    "TransformerEncoderLayer": ("(64, 8, batch_first=True)", "m(x, is_causal=True)", "src_mask"),
+    "TransformerDecoderLayer": ("(64, 8, batch_first=True)", "m(x, mem, tgt_is_causal=True)", "tgt_mask"),
+    "Transformer": ("(batch_first=True)", "m(x, mem, src_is_causal=True)", "src_mask"),
+}
+ALIASES = [pytest.param(imp, callee, *CALLS[cls], id=callee if "Alias" not in callee else f"{cls}-as-Alias")
+           for cls in CALLS for imp, callee in spellings(cls)]
+
+
+@pytest.fixture
+def check(lint):
+    def run(source: str):
+        found = lint(source, CODE)
+        assert all(f.code == CODE for f in found), found  # no engine diagnostics (crash, parse error)
+        return found
+    return run
+
+
+def local(ctor: str, call: str, imp: str = "import torch.nn as nn") -> str:
+    return f"{imp}\ndef f(x, mem, mask):\n    m = {ctor}\n    return {call}\n"
+
+
+# ---- aliases ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("imp", "callee", "args", "call", "mask"), ALIASES)
+def test_every_alias_is_tracked_through_a_local_instance(check, imp, callee, args, call, mask):
+    found = check(local(callee + args, call, imp))
+    assert [(f.line, f.column) for f in found] == [(4, 12)]
+    assert f"without {mask}" in found[0].message
+
+
+@pytest.mark.parametrize(("imp", "callee", "args", "call", "mask"), ALIASES)
+def test_every_alias_with_the_mask_is_clean(check, imp, callee, args, call, mask):
+    call = call.replace("=True)", f"=True, {mask}=mask)")
+    assert check(local(callee + args, call, imp)) == []
+
+
+# ---- keyword and positional arguments (facts 9.2) --------------------------------------------------------------
+@pytest.mark.parametrize(("ctor", "call", "flagged"), [
+    # MHA.forward: query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal
+    ("nn.MultiheadAttention(64, 8)", "m(x, x, x, None, True, None, True, True)", True),
+    ("nn.MultiheadAttention(64, 8)", "m(x, x, x, None, True, mask, True, True)", False),
+    ("nn.MultiheadAttention(64, 8)", "m(x, x, x, None, True, mask, is_causal=True)", False),
+    ("nn.MultiheadAttention(64, 8)", "m(x, x, x, mask, is_causal=True)", True),  # 4th positional is the kpm
+    ("nn.MultiheadAttention(64, 8)", "m(x, x, x, attn_mask=None, is_causal=True)", True),
+    ("nn.MultiheadAttention(64, 8)", "m(x, x, x, is_causal=False)", False),
+    ("nn.MultiheadAttention(64, 8)", "m(x, x, x, None, True, None, True, False)", False),
+    ("nn.MultiheadAttention(64, 8)", "m(x, x, x, is_causal=True, **kw)", False),  # **kw may carry attn_mask
+    ("nn.MultiheadAttention(64, 8)", "m(*args, is_causal=True)", False),
+    # TransformerEncoderLayer.forward: src, src_mask, src_key_padding_mask, is_causal
+    ("nn.TransformerEncoderLayer(64, 8)", "m(x, None, None, True)", True),
+    ("nn.TransformerEncoderLayer(64, 8)", "m(x, mask, None, True)", False),
+    ("nn.TransformerEncoderLayer(64, 8)", "m(x, mask, is_causal=True)", False),
+    ("nn.TransformerEncoderLayer(64, 8)", "m(x, src_key_padding_mask=mask, is_causal=True)", True),
+    # TransformerEncoder.forward: src, mask, src_key_padding_mask, is_causal
+    ("nn.TransformerEncoder(nn.TransformerEncoderLayer(64, 8), 2)", "m(x, is_causal=True)", True),
+    ("nn.TransformerEncoder(nn.TransformerEncoderLayer(64, 8), 2)", "m(x, mask=mask, is_causal=True)", False),
+    ("nn.TransformerEncoder(nn.TransformerEncoderLayer(64, 8), 2)", "m(x, mask, is_causal=True)", False),
+    ("nn.TransformerEncoder(nn.TransformerEncoderLayer(64, 8), 2)", "m(x, None, None, True)", True),
+    # TransformerDecoder(Layer).forward: tgt, memory, tgt_mask, memory_mask, tgt_kpm, memory_kpm, tgt_is_causal,
+    # memory_is_causal
+    ("nn.TransformerDecoderLayer(64, 8)", "m(x, mem, tgt_is_causal=True)", True),
+    ("nn.TransformerDecoderLayer(64, 8)", "m(x, mem, mask, tgt_is_causal=True)", False),
+    ("nn.TransformerDecoderLayer(64, 8)", "m(x, mem, None, mask, tgt_is_causal=True)", True),  # that's memory_mask
+    ("nn.TransformerDecoderLayer(64, 8)", "m(x, mem, None, None, None, None, True)", True),
+    ("nn.TransformerDecoder(nn.TransformerDecoderLayer(64, 8), 2)", "m(x, mem, tgt_is_causal=True)", True),
+    ("nn.TransformerDecoder(nn.TransformerDecoderLayer(64, 8), 2)", "m(x, mem, mask, tgt_is_causal=True)", False),
+    ("nn.TransformerDecoder(nn.TransformerDecoderLayer(64, 8), 2)", "m(x, mem, mask, memory_is_causal=True)", True),
+    ("nn.TransformerDecoder(nn.TransformerDecoderLayer(64, 8), 2)", "m(x, mem, mask, None, None, None, True, True)",
+     True),
+    ("nn.TransformerDecoder(nn.TransformerDecoderLayer(64, 8), 2)",
+     "m(x, mem, mask, mask, None, None, True, True)", False),
+    # Transformer.forward: src, tgt, src_mask, tgt_mask, memory_mask, ..., src_is_causal, tgt_is_causal,
+    # memory_is_causal
+    ("nn.Transformer()", "m(x, mem, src_is_causal=True)", True),
+    ("nn.Transformer()", "m(x, mem, mask, src_is_causal=True)", False),
+    ("nn.Transformer()", "m(x, mem, tgt_is_causal=True)", True),
+    ("nn.Transformer()", "m(x, mem, None, mask, tgt_is_causal=True)", False),
+    ("nn.Transformer()", "m(x, mem, mask, tgt_is_causal=True)", True),  # that's src_mask
+    ("nn.Transformer()", "m(x, mem, memory_is_causal=True)", True),
+    ("nn.Transformer()", "m(x, mem, memory_mask=mask, memory_is_causal=True)", False),
+    ("nn.Transformer()", "m(x, mem, None, None, None, None, None, None, None, True)", True),
+])
+def test_flags_and_masks_keyword_and_positional(check, ctor, call, flagged):
+    assert len(check(local(ctor, call))) == (1 if flagged else 0)
+
+
+@pytest.mark.parametrize(("flag", "mask"), [("src_is_causal", "src_mask"), ("tgt_is_causal", "tgt_mask"),
+                                            ("memory_is_causal", "memory_mask")])
+def test_transformer_message_names_the_matching_mask(check, flag, mask):
+    found = check(local("nn.Transformer(batch_first=True)", f"m(x, mem, {flag}=True)"))
+    assert len(found) == 1 and f"{flag}=True without {mask}" in found[0].message
+
+
+@pytest.mark.parametrize(("ctor", "call", "severity"), [
+    ("nn.MultiheadAttention(64, 8)", "m(x, x, x, is_causal=True)", Severity.ERROR),
+    ("nn.TransformerEncoderLayer(64, 8)", "m(x, is_causal=True)", Severity.ERROR),
+    ("nn.Transformer()", "m(x, mem, tgt_is_causal=True)", Severity.ERROR),
+    ("nn.Transformer()", "m(x, mem, memory_is_causal=True)", Severity.WARNING),  # always raises: not silent
+    ("nn.TransformerDecoderLayer(64, 8)", "m(x, mem, memory_is_causal=True)", Severity.WARNING),
+])
+def test_severity(check, ctor, call, severity):
+    assert [f.severity for f in check(local(ctor, call))] == [severity]
+
+
+# ---- SDPA is never flagged; multi_head_attention_forward is --------------------------------------------------
+@pytest.mark.parametrize(("imp", "call"), [
+    ("import torch.nn.functional as F", "F.scaled_dot_product_attention(q, k, v, is_causal=True)"),
+    ("import torch.nn.functional as F", "F.scaled_dot_product_attention(q, k, v, None, 0.0, True)"),
+    ("from torch.nn.functional import scaled_dot_product_attention",
+     "scaled_dot_product_attention(q, k, v, is_causal=True)"),
+    ("from torch.nn.functional import scaled_dot_product_attention as sdpa", "sdpa(q, k, v, is_causal=True)"),
+    ("import torch", "torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=None, is_causal=True)"),
+    ("import torch", "torch._C._nn.scaled_dot_product_attention(q, k, v, is_causal=True)"),
+])
+def test_sdpa_is_causal_is_never_flagged(check, imp, call):
+    assert check(f"{imp}\ndef f(q, k, v):\n    return {call}\n") == []
+
+
+MHAF_ARGS = "q, q, q, 8, 2, w, b, None, None, False, 0.0, ow, ob"  # the 13 required arguments
+
+
+@pytest.mark.parametrize(("imp", "call", "flagged"), [
+    ("import torch.nn.functional as F", f"F.multi_head_attention_forward({MHAF_ARGS}, is_causal=True)", True),
+    ("import torch", f"torch.nn.functional.multi_head_attention_forward({MHAF_ARGS}, is_causal=True)", True),
+    ("from torch.nn.functional import multi_head_attention_forward",
+     f"multi_head_attention_forward({MHAF_ARGS}, is_causal=True)", True),
+    ("import torch.nn.functional as F", f"F.multi_head_attention_forward({MHAF_ARGS}, attn_mask=m, is_causal=True)",
+     False),
+    # training, key_padding_mask, need_weights, attn_mask (17th positional)
+    ("import torch.nn.functional as F",
+     f"F.multi_head_attention_forward({MHAF_ARGS}, True, None, True, m, is_causal=True)", False),
+    ("import torch.nn.functional as F",
+     f"F.multi_head_attention_forward({MHAF_ARGS}, True, m, True, None, is_causal=True)", True),
+    ("import torch.nn.functional as F", f"F.multi_head_attention_forward({MHAF_ARGS}, is_causal=False)", False),
+])
+def test_multi_head_attention_forward(check, imp, call, flagged):
+    found = check(f"{imp}\ndef f(q, w, b, ow, ob, m):\n    return {call}\n")
+    assert [(f.line, f.severity) for f in found] == ([(3, Severity.WARNING)] if flagged else [])
+
+
+# ---- instance tracking -----------------------------------------------------------------------------------------
+INSTANCES = {
+    "module-level": """\
+        import torch.nn as nn
+        mha = nn.MultiheadAttention(64, 8, batch_first=True)
+        def f(x):
+            return mha(x, x, x, is_causal=True)
+    """,
+    "self-attribute": """\
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def forward(self, x):
+                return self.attn(x, x, x, is_causal=True)[0]
+    """,
+    "modulelist-listcomp": """\
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList([nn.TransformerEncoderLayer(64, 8, batch_first=True) for _ in range(3)])
+            def forward(self, x):
+                for layer in self.layers:
+                    x = layer(x, is_causal=True)
+                return x
+    """,
+    "modulelist-genexp": """\
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.blocks = nn.ModuleList(nn.MultiheadAttention(64, 8, batch_first=True) for _ in range(n))
+            def forward(self, x):
+                for blk in self.blocks:
+                    x = blk(x, x, x, is_causal=True)[0]
+                return x
+    """,
+    "modulelist-literal": """\
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList([nn.MultiheadAttention(64, 8), nn.MultiheadAttention(64, 8)])
+            def forward(self, x):
+                for layer in self.layers:
+                    x = layer(x, x, x, is_causal=True)[0]
+                return x
+    """,
+    "modulelist-indexed": """\
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList([nn.MultiheadAttention(64, 8) for _ in range(2)])
+            def forward(self, x):
+                return self.layers[0](x, x, x, is_causal=True)
+    """,
+    "local-list-times-n": """\
+        import torch.nn as nn
+        def f(x):
+            layers = [nn.TransformerEncoderLayer(64, 8, batch_first=True)] * 3
+            for layer in layers:
+                x = layer(x, is_causal=True)
+            return x
+    """,
+    "encoder-attribute": """\
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(64, 8, batch_first=True), 2)
+            def forward(self, x):
+                return self.enc(x, is_causal=True)
+    """,
+    "decoder-attribute": """\
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                layer = nn.TransformerDecoderLayer(64, 8, batch_first=True)
+                self.dec = nn.TransformerDecoder(layer, 2)
+            def forward(self, x, mem):
+                return self.dec(x, mem, tgt_is_causal=True)
+    """,
+    "transformer-attribute": """\
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = nn.Transformer(batch_first=True)
+            def forward(self, s, t):
+                return self.model(s, t, tgt_is_causal=True)
+    """,
+}
+# (line, column) of the call each instance snippet must be flagged at
+INSTANCE_POSITIONS = {
+    "module-level": (4, 12), "self-attribute": (7, 16), "modulelist-listcomp": (8, 17),
+    "modulelist-genexp": (8, 17), "modulelist-literal": (8, 17), "modulelist-indexed": (7, 16),
+    "local-list-times-n": (5, 13), "encoder-attribute": (7, 16), "decoder-attribute": (8, 16),
+    "transformer-attribute": (7, 16),
+}
+
+
+@pytest.mark.parametrize("name", list(INSTANCES))
+def test_instance_tracking(check, name):
+    assert [(f.line, f.column) for f in check(INSTANCES[name])] == [INSTANCE_POSITIONS[name]]
+
+
+def test_attribute_reassigned_to_something_else_is_not_tracked(check):
+    source = """\
+        import torch.nn as nn
+        class M(nn.Module):
+            def __init__(self, custom):
+                super().__init__()
+                self.attn = nn.MultiheadAttention(64, 8, batch_first=True)
+                if custom:
+                    self.attn = custom
+            def forward(self, x):
+                return self.attn(x, x, x, is_causal=True)[0]
+    """
+    assert check(source) == []
+
+
+def test_super_init_is_a_construction_not_a_call(check):
+    source = ("import torch.nn as nn\nclass A(nn.TransformerEncoderLayer):\n    def __init__(self):\n"
+              "        super().__init__(64, 8, batch_first=True)\n    def forward(self, x):\n"
+              "        return super().forward(x, is_causal=True)\n")
+    assert check(source) == []
+
+
+# ---- resolved values -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("prelude", "params", "flag", "flagged"), [
+    ("CAUSAL = True\n", "", "CAUSAL", True),
+    ("CAUSAL = False\n", "", "CAUSAL", False),
+    ("NONCAUSAL = False\n", "", "not NONCAUSAL", True),
+    ("", ", causal=True", "causal", True),
+    ("", ", causal=False", "causal", False),
+    ("", ", causal", "causal", False),  # unknown: not flagged
+])
+def test_flag_resolved_through_constants_and_defaults(check, prelude, params, flag, flagged):
+    source = (f"import torch.nn as nn\n{prelude}mha = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+              f"def f(x{params}):\n    return mha(x, x, x, is_causal={flag})\n")
+    assert len(check(source)) == (1 if flagged else 0)
+
+
+def test_mask_constant_none_counts_as_no_mask(check):
+    source = ("import torch.nn as nn\nNO_MASK = None\nmha = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+              "def f(x):\n    return mha(x, x, x, attn_mask=NO_MASK, is_causal=True)\n")
+    assert [f.line for f in check(source)] == [5]
+
+
+def test_message_gives_the_evidence(check):
+    source = ("import torch.nn as nn\nCAUSAL = True\nmha = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+              "def f(x):\n    return mha(x, x, x, is_causal=CAUSAL)\n")
+    message = check(source)[0].message
+    assert "is_causal=CAUSAL" in message and "no attn_mask argument" in message and "line 2" in message
+
+
+# ---- decoys ----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("source", [
+    "class MultiheadAttention:\n    def __call__(self, *a, **k): ...\ndef f(x):\n"
+    "    m = MultiheadAttention(64, 8)\n    return m(x, x, x, is_causal=True)\n",
+    "from .attn import MultiheadAttention\ndef f(x):\n    m = MultiheadAttention(64, 8)\n"
+    "    return m(x, x, x, is_causal=True)\n",
+    "from ..blocks import TransformerEncoderLayer\nlayer = TransformerEncoderLayer(64, 8)\ndef f(x):\n"
+    "    return layer(x, is_causal=True)\n",
+    "import torch\nclass Transformer(torch.nn.Module):\n    pass\nmodel = Transformer()\ndef f(s, t):\n"
+    "    return model(s, t, tgt_is_causal=True)\n",
+    "def multi_head_attention_forward(*a, **k): ...\ndef f(q):\n"
+    "    return multi_head_attention_forward(q, is_causal=True)\n",
+    "def f(attn, x):\n    return attn(x, x, x, is_causal=True)\n",  # unknown module: not flagged
+])
+def test_project_classes_of_the_same_name_are_not_torch(check, source):
+    assert check(source) == []
+
+
+# ---- positions and noqa ----------------------------------------------------------------------------------------
+def test_multi_line_call_is_reported_at_its_first_line_and_column(check):
+    source = """\
+        import torch.nn as nn
+        mha = nn.MultiheadAttention(64, 8, batch_first=True)
+        def f(x):
+            out, _ = mha(
+                x, x, x,
+                is_causal=True,
+            )
+            return out
+    """
+    assert [(f.line, f.column, f.end_line) for f in check(source)] == [(4, 14, 7)]
+
+
+@pytest.mark.parametrize(("comment", "suppressed"), [
+    ("# noqa", True),
+    ("# noqa: MHA003", True),
+    ("# noqa: MHA001, MHA003", True),
+    ("# noqa: MHA002", False),
+    ("# noqa: MHA001", False),
+])
+def test_noqa(check, comment, suppressed):
+    source = ("import torch.nn as nn\nmha = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+              f"def f(x):\n    return mha(x, x, x, is_causal=True)  {comment}\n")
+    assert len(check(source)) == (0 if suppressed else 1)
