@@ -15,8 +15,10 @@ from mhalint import torchapi
 from mhalint.context import Binding, ModuleContext, Scope
 
 PROJECT_PREFIX = "<module>."
+UNKNOWN_CALLABLE = "<unknown>"  # an object built by a call mhalint cannot name (e.g. a class from another file)
 _CONTAINERS = {"torch.nn.ModuleList", "torch.nn.Sequential", "copy.deepcopy", "list", "tuple"}
 _MAX_DEPTH = 8
+_MAX_WRAPPING = 4
 
 
 @dataclass(frozen=True)
@@ -135,17 +137,25 @@ class CallSite:
 
 def callers(ctx: ModuleContext, function: Scope) -> list[CallSite]:
     """Where this module calls `function`: `name(...)` for a module function, `self.name(...)` for a method,
-    and calls of the class's instances for `forward` (what `module(x)` runs)."""
+    calls of the class's instances for `forward` (what `module(x)` runs), and `Class(...)` for `__init__`."""
     if not isinstance(function.node, cst.FunctionDef):
         return []
+    memo = ctx.memo.setdefault("callers", {})
+    if function in memo:
+        return memo[function]
+    memo[function] = []  # re-entrant lookups (recursion through instances) see no callers
     klass = function.enclosing_class
-    params = [p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params)]
-    signature = torchapi.Signature(tuple(params[1:] if klass is not None else params))
-    sites = []
-    for call, scope in ctx.calls():
-        if _calls(ctx, call, scope, function, klass):
-            sites.append(CallSite(call, scope, bind(call, signature)))
+    signature = _signature(function, skip_self=klass is not None)
+    sites = [CallSite(call, scope, bind(call, signature)) for call, scope in ctx.calls()
+             if _calls(ctx, call, scope, function, klass)]
+    memo[function] = sites
     return sites
+
+
+def _signature(function: Scope, skip_self: bool) -> torchapi.Signature:
+    params = function.node.params
+    names = [p.name.value for p in (*params.posonly_params, *params.params)]
+    return torchapi.Signature(tuple(names[1:] if skip_self else names))
 
 
 def _calls(ctx: ModuleContext, call: cst.Call, scope: Scope, function: Scope, klass: Scope | None) -> bool:
@@ -154,46 +164,90 @@ def _calls(ctx: ModuleContext, call: cst.Call, scope: Scope, function: Scope, kl
         return (isinstance(func, cst.Name) and func.value == function.name
                 and ctx.qualified_name(func, scope) == PROJECT_PREFIX + function.name)
     if function.name == "forward":
-        built = instance(ctx, func, scope)
+        return any(built.api == PROJECT_PREFIX + klass.name for built in wrapping_chain(ctx, func, scope))
+    if function.name == "__init__":
+        built = construction(ctx, call, scope)
         return built is not None and built.api == PROJECT_PREFIX + klass.name
     caller_class = ctx.class_of(scope)
     return (caller_class is klass and isinstance(func, cst.Attribute) and func.attr.value == function.name
-            and isinstance(func.value, cst.Name) and func.value.value == _self_name(scope))
+            and isinstance(func.value, cst.Name) and func.value.value == scope.self_name)
 
 
-def _self_name(scope: Scope) -> str | None:
-    """The `self` of the method a (possibly nested) function belongs to."""
-    while scope is not None and scope.enclosing_class is None:
-        scope = scope.parent
-    return scope.self_name if scope is not None else None
+def wrapping_chain(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> list[Construction]:
+    """The module `expr` evaluates to, then the module that one was built around, and so on: calling
+    `nn.TransformerEncoder(layer, n)`, `nn.Sequential(*blocks)` or a project `Encoder(layer, n)` runs the inner
+    layer's forward on the same input (the usual container contract; mhalint cannot see into other files)."""
+    chain: list[Construction] = []
+    built = instance(ctx, expr, scope)
+    while built is not None and len(chain) < _MAX_WRAPPING and all(b.call is not built.call for b in chain):
+        chain.append(built)
+        built = _inner(ctx, built)
+    return chain
 
 
-def instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> Construction | None:
-    """The construction of the torch module `expr` evaluates to, when the code shows it unambiguously."""
+def _inner(ctx: ModuleContext, built: Construction) -> Construction | None:
+    if ctx.qualified_name(built.call.func, built.scope) in _CONTAINERS:
+        return element(ctx, built.call, built.scope)
+    if built.api not in (torchapi.ENCODER, torchapi.DECODER) and not built.api.startswith(PROJECT_PREFIX) \
+            and built.api != UNKNOWN_CALLABLE:
+        return None
+    first = next((a for a in built.call.args if not a.star and (a.keyword is None or a.keyword.value in (
+        "encoder_layer", "decoder_layer", "layer", "module", "block"))), None)
+    if first is None or not isinstance(first.value, cst.Name | cst.Attribute | cst.Call):
+        return None
+    return instance(ctx, first.value, built.scope)
+
+
+# Arguments bound while following a call into a project function: (callee scope, parameter, argument, caller scope).
+Env = tuple[tuple[Scope, str, cst.BaseExpression, Scope], ...]
+
+
+def instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int = 0,
+             env: Env = ()) -> Construction | None:
+    """The construction of the module `expr` evaluates to, when the code shows it unambiguously: through local
+    names, `self.x`, parameters (what the callers pass), containers, `copy.deepcopy` and factory functions."""
     if depth > _MAX_DEPTH:
         return None
+    if env:
+        return _instance(ctx, expr, scope, depth, env)
+    memo = ctx.memo.setdefault("instance", {})
+    key = (expr, scope)
+    if key not in memo:
+        memo[key] = None  # a cycle through this expression finds nothing
+        memo[key] = _instance(ctx, expr, scope, depth, env)
+    return memo[key]
+
+
+def _instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int,
+              env: Env) -> Construction | None:
     if isinstance(expr, cst.Call):
-        return construction(ctx, expr, scope)
+        name = ctx.qualified_name(expr.func, scope)
+        if name == "copy.deepcopy" and expr.args:
+            return instance(ctx, expr.args[0].value, scope, depth + 1, env)
+        return (construction(ctx, expr, scope) or _through_function(ctx, expr, scope, depth, env, instance)
+                or Construction(name or UNKNOWN_CALLABLE, expr, scope))
     if isinstance(expr, cst.Name):
-        return _from_bindings(ctx, ctx.bindings(expr.value, scope), depth)
-    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == _self_name(scope):
+        return _from_bindings(ctx, ctx.bindings(expr.value, scope), depth, env)
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name:
         klass = ctx.class_of(scope)
-        return _from_bindings(ctx, klass.attributes.get(expr.attr.value, []) if klass else [], depth)
+        return _from_bindings(ctx, klass.attributes.get(expr.attr.value, []) if klass else [], depth, env)
     if isinstance(expr, cst.Subscript):
-        return element(ctx, expr.value, scope, depth + 1)
+        return element(ctx, expr.value, scope, depth + 1, env)
     return None
 
 
-def _from_bindings(ctx: ModuleContext, bindings: list[Binding], depth: int) -> Construction | None:
+def _from_bindings(ctx: ModuleContext, bindings: list[Binding], depth: int, env: Env) -> Construction | None:
     """All bindings must agree on the API; the last one is taken as the construction to read arguments from."""
     found: list[Construction] = []
     for binding in bindings:
-        if binding.value is None or binding.kind not in ("assign", "for"):
+        if binding.kind == "param":
+            built = _parameter(ctx, binding, depth, env)
+        elif binding.value is None or binding.kind not in ("assign", "for"):
             return None
-        if binding.kind == "for":
-            built = element(ctx, binding.value, binding.scope, depth + 1)
+        elif binding.kind == "for":
+            built = element(ctx, binding.value, binding.scope, depth + 1, env)
         else:
-            built = instance(ctx, binding.value, binding.scope, depth + 1)
+            built = instance(ctx, binding.value, binding.scope, depth + 1, env)
         if built is None:
             return None
         found.append(built)
@@ -202,36 +256,101 @@ def _from_bindings(ctx: ModuleContext, bindings: list[Binding], depth: int) -> C
     return found[-1]
 
 
-def element(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> Construction | None:
+def _parameter(ctx: ModuleContext, binding: Binding, depth: int, env: Env) -> Construction | None:
+    """A parameter is what the call being followed passes, or else what every caller in the module passes."""
+    for callee, name, argument, caller_scope in reversed(env):
+        if callee is binding.scope and name == binding.name:
+            return instance(ctx, argument, caller_scope, depth + 1, env)
+    arguments = []
+    for site in callers(ctx, binding.scope):
+        argument = site.arguments.get(binding.name)
+        if argument is None:
+            return None
+        arguments.append((argument, site.scope))
+    found = [instance(ctx, argument, caller_scope, depth + 1, env) for argument, caller_scope in arguments]
+    if not found or any(f is None or f.api != found[0].api for f in found):
+        return None
+    return found[-1]
+
+
+def _through_function(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: int, env: Env, follow):
+    """Follow a call of a project function (`_get_clones(layer, n)`) into its single `return`, with the call's
+    arguments bound to the function's parameters."""
+    name = ctx.qualified_name(call.func, scope)
+    if name is None or not name.startswith(PROJECT_PREFIX):
+        return None
+    function = ctx.functions.get(name[len(PROJECT_PREFIX):])
+    if function is None:
+        return None
+    returns = returned(function)
+    if len(returns) != 1:
+        return None
+    arguments = bind(call, _signature(function, skip_self=False))
+    bound = tuple((function, param, arg.value, scope) for param, arg in arguments.by_name.items())
+    return follow(ctx, returns[0], function, depth + 1, env + bound)
+
+
+def returned(function: Scope) -> list[cst.BaseExpression]:
+    """The values a function returns (not counting functions nested in it)."""
+    found: list[cst.BaseExpression] = []
+
+    class _Collect(cst.CSTVisitor):
+        def visit_FunctionDef(self, node):
+            return node is function.node
+
+        def visit_ClassDef(self, node):
+            return False
+
+        def visit_Lambda(self, node):
+            return False
+
+        def visit_Return(self, node):
+            if node.value is not None:
+                found.append(node.value)
+
+    function.node.visit(_Collect())
+    return found
+
+
+def element(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int = 0,
+            env: Env = ()) -> Construction | None:
     """The module every element of a container holds: `nn.ModuleList([Layer(...) for _ in range(n)])`, a list
-    literal of one kind of layer, `[layer] * n`, or a name bound to one of these."""
+    literal of one kind of layer, `[layer] * n`, `_get_clones(layer, n)`, or a name bound to one of these."""
     if depth > _MAX_DEPTH:
         return None
     if isinstance(expr, cst.Call):
-        if ctx.qualified_name(expr.func, scope) not in _CONTAINERS or len(expr.args) != 1 or expr.args[0].star:
-            return None
-        return element(ctx, expr.args[0].value, scope, depth + 1)
+        if ctx.qualified_name(expr.func, scope) in _CONTAINERS:
+            if len(expr.args) != 1:
+                return None
+            arg = expr.args[0]
+            if arg.star == "*":  # nn.Sequential(*layers)
+                return element(ctx, arg.value, scope, depth + 1, env)
+            if arg.star:
+                return None
+            if ctx.qualified_name(expr.func, scope) == "torch.nn.Sequential":
+                return instance(ctx, arg.value, scope, depth + 1, env)
+            return element(ctx, arg.value, scope, depth + 1, env)
+        return _through_function(ctx, expr, scope, depth, env, element)
     if isinstance(expr, cst.ListComp | cst.GeneratorExp):
-        return instance(ctx, expr.elt, scope, depth + 1)
+        return instance(ctx, expr.elt, scope, depth + 1, env)
     if isinstance(expr, cst.List | cst.Tuple):
-        built = [instance(ctx, e.value, scope, depth + 1) for e in expr.elements]
+        built = [instance(ctx, e.value, scope, depth + 1, env) for e in expr.elements]
         if not built or any(b is None or b.api != built[0].api for b in built):
             return None
         return built[-1]
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
-        return element(ctx, expr.left, scope, depth + 1)
+        return element(ctx, expr.left, scope, depth + 1, env)
     if isinstance(expr, cst.Name | cst.Attribute):
-        # a name bound to a container: resolve what it is bound to, then look inside
         bindings = _container_bindings(ctx, expr, scope)
         if len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:
-            return element(ctx, bindings[0].value, bindings[0].scope, depth + 1)
+            return element(ctx, bindings[0].value, bindings[0].scope, depth + 1, env)
     return None
 
 
 def _container_bindings(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> list[Binding]:
     if isinstance(expr, cst.Name):
         return ctx.bindings(expr.value, scope)
-    if isinstance(expr.value, cst.Name) and expr.value.value == _self_name(scope):
+    if isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name:
         klass = ctx.class_of(scope)
         return klass.attributes.get(expr.attr.value, []) if klass else []
     return []

@@ -54,10 +54,13 @@ class Scope:
 
     @property
     def self_name(self) -> str | None:
-        """The name of the first parameter of a method (`self` by convention)."""
-        if self.enclosing_class is None or not isinstance(self.node, cst.FunctionDef):
+        """The name of `self` (the first parameter) of the method this scope is, or is nested in."""
+        method: Scope | None = self
+        while method is not None and method.enclosing_class is None:
+            method = method.parent
+        if method is None or not isinstance(method.node, cst.FunctionDef):
             return None
-        params = self.node.params.params or self.node.params.posonly_params
+        params = method.node.params.params or method.node.params.posonly_params
         return params[0].name.value if params else None
 
 
@@ -77,6 +80,7 @@ class ModuleContext:
         self.functions: dict[str, Scope] = {}  # module-level functions by name
         self.scope = self.root  # the scope around the node the engine is visiting; moved by the engine
         self._calls: list[tuple[cst.Call, Scope]] | None = None
+        self.memo: dict[str, dict] = {}  # per-module caches of the analyses (e.g. callers of a function)
         _ScopeBuilder(self).body(module.body, self.root)
 
     # ---- positions (resolved lazily: only files with something to report pay for them) ----

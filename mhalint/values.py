@@ -104,7 +104,7 @@ def _resolve_attribute(ctx: ModuleContext, expr: cst.Attribute, scope: Scope, de
     """`self.x` reads what the class assigns to `x` (in any method, or in the class body)."""
     if not isinstance(expr.value, cst.Name) or expr.value.value != scope.self_name:
         return None
-    klass = scope.enclosing_class
+    klass = ctx.class_of(scope)
     bindings = klass.attributes.get(expr.attr.value, []) if klass is not None else []
     return _resolve_bindings(ctx, f"self.{expr.attr.value}", bindings, depth)
 

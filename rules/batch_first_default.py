@@ -7,6 +7,7 @@ import libcst as cst
 from mhalint import torchapi
 from mhalint.calls import construction
 from mhalint.finding import Severity
+from mhalint.layout import BATCH_FIRST, SEQ_FIRST, LayoutReader
 from mhalint.rule import Invalid, Rule, Valid
 from mhalint.values import resolve
 
@@ -79,30 +80,80 @@ class BatchFirstDefault(Rule):
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)  # noqa: MHA004\n", line=2),
     )
 
+    def __init__(self, context, emit):
+        super().__init__(context, emit)
+        self.layouts = LayoutReader(context)
+
     def visit_Call(self, node: cst.Call) -> None:
         built = construction(self.context, node, self.scope)
         if built is None or built.api not in _MODULES:
             return
-        arguments = built.arguments
+        setting = self._setting(built)
+        if setting is None:
+            return
+        batch_first, stated, described, evidence = setting
+        layouts = [self.layouts.of(use.query, use.scope, use.call) for use in self.layouts.uses(built)]
+        batch = next((l for l in layouts if l is not None and l.kind == BATCH_FIRST), None)
+        seq = next((l for l in layouts if l is not None and l.kind == SEQ_FIRST), None)
         api = torchapi.short_name(built.api)
+        if batch_first:
+            if seq is not None and batch is None:
+                self._reverse(node, api, seq, evidence)
+            return
+        if batch is not None:
+            self.report(
+                node,
+                f"{api} {described}, so it reads inputs as (L, N, E), but the data it gets is batch-first: "
+                f"{batch.evidence}. Attention then runs across the batch and mixes samples without any error "
+                f"(measured: changing sample 1 moved sample 0's output by 0.47). Evidence: {'; '.join(evidence)}. "
+                f"Fix: pass batch_first=True.",
+                severity=Severity.ERROR, evidence=[*evidence, batch.evidence],
+                arguments={"batch_first": False, "layout": BATCH_FIRST})
+        elif stated:
+            return
+        elif seq is not None:
+            self.report(
+                node,
+                f"{api} {described}; the data it gets is sequence-first ({seq.evidence}), so this is correct, but "
+                f"it rests on an implicit default. Evidence: {'; '.join(evidence)}. Fix: write batch_first=False "
+                f"to make the layout explicit.",
+                severity=Severity.INFO, evidence=[*evidence, seq.evidence],
+                arguments={"batch_first": False, "layout": SEQ_FIRST})
+        else:
+            self.report(
+                node,
+                f"{api} {described}: it reads every 3-D input as (L, N, E), so batch-first (N, L, E) data raises "
+                f"no error but attends across the batch and mixes samples (measured: changing sample 1 moved sample "
+                f"0's output by 0.47); mhalint found no evidence of the layout of its inputs. Evidence: "
+                f"{'; '.join(evidence)}. Fix: pass batch_first=True for (N, L, E) data, or write batch_first=False "
+                f"to state that the inputs are sequence-first.",
+                severity=Severity.WARNING, evidence=evidence, arguments={"batch_first": False})
+
+    def _setting(self, built) -> tuple[bool, bool, str, list[str]] | None:
+        """(batch_first, stated as a literal, how it is set, evidence), or None when it cannot be known."""
+        arguments = built.arguments
         expr = arguments.get("batch_first")
         if expr is None:
             if arguments.opaque:
-                return  # **kwargs may carry batch_first
-            evidence = [f"{api}(...) at line {self.context.line(node)} has no batch_first argument"]
-            problem = f"{api} is built without batch_first"
-        elif isinstance(expr, cst.Name) and expr.value == "False":
-            return  # written out: the author states that the inputs are sequence-first
-        else:
-            value = resolve(self.context, expr, built.scope)
-            if value is None or value.value is not False:
-                return
-            evidence = [f"batch_first={self.context.code(expr)}", *value.trail]
-            problem = f"{api} gets batch_first={self.context.code(expr)}, which resolves to False"
+                return None  # **kwargs may carry batch_first
+            line = self.context.line(built.call)
+            return False, False, "is built without batch_first (default False)", \
+                [f"the constructor at line {line} has no batch_first argument"]
+        written = self.context.code(expr)
+        if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
+            return expr.value == "True", True, f"is built with batch_first={written}", [f"batch_first={written}"]
+        value = resolve(self.context, expr, built.scope)
+        if value is None or not isinstance(value.value, bool):
+            return None
+        return value.value, False, f"gets batch_first={written}, which resolves to {value.value}", \
+            [f"batch_first={written}", *value.trail]
+
+    def _reverse(self, node, api, seq, evidence) -> None:
         self.report(
             node,
-            f"{problem}: it reads every 3-D input as (L, N, E), so batch-first (N, L, E) data raises no error "
-            f"but attends across the batch and mixes samples (measured: changing sample 1 moved sample 0's output "
-            f"by 0.47). Evidence: {'; '.join(evidence)}. Fix: pass batch_first=True for (N, L, E) data, or write "
-            f"batch_first=False to state that the inputs are sequence-first.",
-            severity=Severity.WARNING, evidence=evidence, arguments={"batch_first": False})
+            f"{api} reads inputs as (N, L, E) because of batch_first=True, but the data it gets is "
+            f"sequence-first: {seq.evidence}. Attention then runs across the batch and mixes samples without any "
+            f"error. Evidence: {'; '.join(evidence)}. Fix: feed (N, L, E) data (drop the permute/transpose to "
+            f"(L, N, E)), or set batch_first=False.",
+            severity=Severity.ERROR, evidence=[*evidence, seq.evidence],
+            arguments={"batch_first": True, "layout": SEQ_FIRST})
