@@ -198,6 +198,35 @@ def _inner(ctx: ModuleContext, built: Construction) -> Construction | None:
     return instance(ctx, first.value, built.scope)
 
 
+@dataclass(frozen=True)
+class ModuleCall:
+    """A call that runs a module's forward, directly or through a container built around it."""
+
+    call: cst.Call
+    scope: Scope
+    direct: bool  # the module itself is called (not a container of it): its own signature applies
+
+    @property
+    def query(self) -> cst.BaseExpression | None:
+        """The tensor passed first (query/src/tgt): what the module's layout applies to."""
+        for arg in self.call.args:
+            if arg.keyword is None and not arg.star:
+                return arg.value
+            if arg.keyword is not None and arg.keyword.value in ("query", "src", "tgt"):
+                return arg.value
+        return None
+
+
+def module_calls(ctx: ModuleContext, built: Construction) -> list[ModuleCall]:
+    """Every call in the module that runs `built`'s forward."""
+    found = []
+    for call, scope in ctx.calls():
+        chain = wrapping_chain(ctx, call.func, scope)
+        if any(b.call is built.call for b in chain):
+            found.append(ModuleCall(call, scope, direct=chain[0].call is built.call))
+    return found
+
+
 # Arguments bound while following a call into a project function: (callee scope, parameter, argument, caller scope).
 Env = tuple[tuple[Scope, str, cst.BaseExpression, Scope], ...]
 

@@ -62,10 +62,13 @@ def check(paths: tuple[Path, ...], select: tuple[str, ...], ignore: tuple[str, .
     result = Checker(selection.rules).check_paths(paths or (Path("."),), respect_gitignore=respect_gitignore,
                                                   exclude=exclude)
     threshold = Severity.parse(min_severity)
-    findings = [f for f in result.findings if selection.reports(f.code) and f.severity >= threshold]
+    reported = [f for f in result.findings if selection.reports(f.code)]
+    findings = [f for f in reported if f.severity >= threshold]
     for finding in findings:
-        click.echo(f"{finding.path}:{finding.line}:{finding.column}: {finding.code} {finding.message}")
-    click.echo(_summary(len(findings), result.files_checked))
+        click.echo(f"{finding.path}:{finding.line}:{finding.column}: {finding.code} [{finding.severity}] "
+                   f"{finding.message}")
+    click.echo(_summary(len(findings), result.files_checked, hidden=len(reported) - len(findings),
+                        threshold=threshold))
     if show_traceback:
         for text in result.tracebacks:
             click.echo(text, err=True)
@@ -98,8 +101,10 @@ def _split(values: tuple[str, ...]) -> list[str]:
     return [part.strip().upper() for value in values for part in value.split(",") if part.strip()]
 
 
-def _summary(count: int, files: int) -> str:
+def _summary(count: int, files: int, hidden: int, threshold: Severity) -> str:
     checked = f"{files} file{'s' if files != 1 else ''} checked"
+    if hidden:
+        checked += f"; {hidden} below {threshold} hidden, --min-severity info shows them"
     if count == 0:
         return f"All checks passed! ({checked})"
     return f"Found {count} finding{'s' if count != 1 else ''} ({checked})."

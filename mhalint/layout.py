@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from mhalint.calls import Construction, callers, instance, wrapping_chain
+from mhalint.calls import Construction, callers, instance
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.values import resolve
 
@@ -43,25 +43,9 @@ class Layout:
     evidence: str  # one sentence with the line it rests on
 
 
-@dataclass(frozen=True)
-class Use:
-    """A call that runs the module's forward, and the tensor it passes as query/src."""
-
-    call: cst.Call
-    scope: Scope
-    query: cst.BaseExpression | None
-
-
 class LayoutReader:
     def __init__(self, ctx: ModuleContext):
         self.ctx = ctx
-
-    # ---- where the module is called ----
-    def uses(self, built: Construction) -> list[Use]:
-        """Calls that run `built`'s forward: direct calls of the instance, and calls of a container or wrapper
-        constructed with it as first argument (nn.TransformerEncoder(layer, n), a project encoder)."""
-        return [Use(call, scope, _first_argument(call)) for call, scope in self.ctx.calls()
-                if any(b.call is built.call for b in wrapping_chain(self.ctx, call.func, scope))]
 
     # ---- what layout a tensor has ----
     def of(self, expr: cst.BaseExpression | None, scope: Scope, use: cst.CSTNode, depth: int = 0) -> Layout | None:
@@ -244,15 +228,6 @@ def _merge(layouts: list[Layout]) -> Layout | None:
         if layout.kind == BATCH_FIRST:
             return layout
     return layouts[0] if layouts else None
-
-
-def _first_argument(call: cst.Call) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is None and not arg.star:
-            return arg.value
-        if arg.keyword is not None and arg.keyword.value in ("query", "src", "tgt"):
-            return arg.value
-    return None
 
 
 def _keeps_dims(expr: cst.Subscript) -> bool:

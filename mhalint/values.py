@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from mhalint.calls import callers
 from mhalint.context import Binding, ModuleContext, Scope
 
 _MAX_DEPTH = 12
@@ -115,21 +116,50 @@ def _resolve_bindings(ctx: ModuleContext, name: str, bindings: list[Binding], de
         return None
     values = []
     for binding in bindings:
-        if binding.kind not in ("assign", "param") or binding.value is None:
+        if binding.kind == "param":
+            value = _parameter(ctx, name, binding, depth)
+        elif binding.kind != "assign" or binding.value is None:
             return None
-        value = resolve(ctx, binding.value, binding.scope, depth + 1)
+        else:
+            value = resolve(ctx, binding.value, binding.scope, depth + 1)
+            value = Value(value.value, (_describe(ctx, name, binding),) + value.trail) if value else None
         if value is None:
             return None
-        values.append((binding, value))
-    if any(v.value != values[0][1].value or type(v.value) is not type(values[0][1].value) for _, v in values):
+        values.append(value)
+    if any(v.value != values[0].value or type(v.value) is not type(values[0].value) for v in values):
         return None
-    binding, value = values[0]
-    return Value(value.value, (_describe(ctx, name, binding, value.value),) + value.trail)
+    return values[0]
 
 
-def _describe(ctx: ModuleContext, name: str, binding: Binding, value: object) -> str:
+def _parameter(ctx: ModuleContext, name: str, binding: Binding, depth: int) -> Value | None:
+    """What the callers in this module pass (`Block(..., heads=5)` for `__init__`), each falling back to the
+    default; the default alone when the module never calls the function. Callers that disagree: unknown."""
+    default = resolve(ctx, binding.value, binding.scope, depth + 1) if binding.value is not None else None
     line = ctx.line(binding.node)
-    if binding.kind == "param":
-        function = binding.scope.name
-        return f"`{name}` defaults to {value!r} in `{function}()` at line {line}"
-    return f"`{name}` = {ctx.code(binding.value)} at line {line}"
+    function = binding.scope.name
+    if default is not None:
+        default = Value(default.value, (f"`{name}` defaults to {default.value!r} in `{function}()` at line "
+                                        f"{line}",) + default.trail)
+    sites = callers(ctx, binding.scope) if depth < _MAX_DEPTH - 2 else []
+    if not sites:
+        return default
+    found = []
+    for site in sites:
+        argument = site.arguments.get(name)
+        if argument is None:
+            if not site.arguments.absent(name) or default is None:
+                return None
+            call = f"`{ctx.code(site.call.func)}(...)` at line {ctx.line(site.call)}"
+            found.append(Value(default.value, (f"{call} leaves `{name}` at its default",) + default.trail))
+            continue
+        value = resolve(ctx, argument, site.scope, depth + 1)
+        if value is None:
+            return None
+        found.append(Value(value.value, (f"`{ctx.code(site.call.func)}(...)` at line {ctx.line(site.call)} passes "
+                                         f"{name}={ctx.code(argument)}",) + value.trail))
+    return found[0] if all(v.value == found[0].value and type(v.value) is type(found[0].value) for v in found) \
+        else None
+
+
+def _describe(ctx: ModuleContext, name: str, binding: Binding) -> str:
+    return f"`{name}` = {ctx.code(binding.value)} at line {ctx.line(binding.node)}"

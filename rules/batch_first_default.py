@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mhalint import torchapi
-from mhalint.calls import construction
+from mhalint.calls import construction, module_calls
 from mhalint.finding import Severity
 from mhalint.layout import BATCH_FIRST, SEQ_FIRST, LayoutReader
 from mhalint.rule import Invalid, Rule, Valid
@@ -92,7 +92,7 @@ class BatchFirstDefault(Rule):
         if setting is None:
             return
         batch_first, stated, described, evidence = setting
-        layouts = [self.layouts.of(use.query, use.scope, use.call) for use in self.layouts.uses(built)]
+        layouts = [self.layouts.of(use.query, use.scope, use.call) for use in module_calls(self.context, built)]
         batch = next((l for l in layouts if l is not None and l.kind == BATCH_FIRST), None)
         seq = next((l for l in layouts if l is not None and l.kind == SEQ_FIRST), None)
         api = torchapi.short_name(built.api)

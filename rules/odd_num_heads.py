@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mhalint import torchapi
-from mhalint.calls import construction
+from mhalint.calls import construction, module_calls
 from mhalint.finding import Severity
 from mhalint.rule import Invalid, Rule, Valid
 from mhalint.values import resolve
@@ -34,7 +34,9 @@ class OddNumHeads(Rule):
     `TransformerEncoderLayer` skips its fused kernel for the same reason (`transformer.py:863-864`), and
     `TransformerEncoder` its nested-tensor path. Measured on CPU at L=1024 with the default `need_weights=True`,
     7 heads were 1.12-1.18x slower than 8; with `need_weights=False` the slow path's SDPA kernel was faster, so
-    whether it matters depends on how the module is called. Know which path you are on.
+    whether it matters depends on how the module is called. Know which path you are on. Where the fast path
+    is off anyway (`batch_first=False`, cross-attention, `kdim`/`vdim`, `bias=False`, `add_bias_kv`,
+    `add_zero_attn`) the finding is `info` and says why the head count does not matter there.
 
     ## Example
     ```python
@@ -104,7 +106,7 @@ class OddNumHeads(Rule):
         if reason_off:
             severity = Severity.INFO
             note = f"; it does not matter here, because {reason_off}, which already keeps the module off it"
-            fix = f"nothing while that holds; if you switch to batch_first=True, {fix}"
+            fix = f"nothing while that holds; if the module ever qualifies for the fast path, {fix}"
         else:
             severity, note = Severity.WARNING, ""
             fix = f"{fix}, or add `# noqa: {self.code}` if the fast path does not matter here"
@@ -118,12 +120,40 @@ class OddNumHeads(Rule):
             arguments={parameter: heads.value, **({embed_parameter: embed.value} if embed is not None else {})})
 
     def _already_off(self, built) -> str | None:
-        """The fast path needs batch_first=True too: without it, odd heads change nothing."""
-        batch_first = built.arguments.get("batch_first")
-        if batch_first is None:
-            return None if built.arguments.opaque else "batch_first is False (the default)"
+        """Why the fast path is off anyway at this site (facts 1.6), or None when odd heads are the only reason."""
+        arguments = built.arguments
+        batch_first = arguments.get("batch_first")
+        if batch_first is None and not arguments.opaque:
+            return "batch_first is False (the default)"
         value = resolve(self.context, batch_first, built.scope)
-        return "batch_first resolves to False" if value is not None and value.value is False else None
+        if value is not None and value.value is False:
+            return "batch_first resolves to False"
+        if built.api != torchapi.MHA:
+            return None
+        for parameter, blocks in (("bias", False), ("add_bias_kv", True), ("add_zero_attn", True)):
+            value = resolve(self.context, arguments.get(parameter), built.scope)
+            if value is not None and value.value is blocks:
+                return f"{parameter}={blocks}"
+        embed = resolve(self.context, arguments.get("embed_dim"), built.scope)
+        for parameter in ("kdim", "vdim"):
+            value = resolve(self.context, arguments.get(parameter), built.scope)
+            if value is not None and value.value is not None and (embed is None or value.value != embed.value):
+                return f"{parameter}={value.value} differs from embed_dim"
+        calls = [c for c in module_calls(self.context, built) if c.direct]
+        if calls and not any(_self_attention(c.call, self.context.code) for c in calls):
+            return "every call passes different query, key and value tensors (cross-attention)"
+        return None
+
+
+def _self_attention(call: cst.Call, code) -> bool:
+    """The fast path needs `query is key is value`; the same name three times is the syntactic form of that."""
+    first_three = [arg for arg in call.args if arg.keyword is None and not arg.star][:3]
+    named = {arg.keyword.value: arg for arg in call.args if arg.keyword is not None}
+    values = [*first_three, *(named[k] for k in ("query", "key", "value")[len(first_three):] if k in named)]
+    if len(values) != 3:
+        return True  # cannot tell: assume the fast path is possible
+    texts = {code(arg.value) for arg in values}
+    return len(texts) == 1
 
 
 def _suggestion(heads: int, embed_parameter: str, embed_dim: object) -> str:

@@ -42,7 +42,7 @@ def tree(tmp_path: Path) -> Path:
 def test_reports_path_line_col_code_message_and_summary(tree: Path):
     result = run("check", "bad.py", "good.py", cwd=tree)
     lines = result.output.splitlines()
-    assert lines[0].startswith("bad.py:3:8: MHA001 nn.MultiheadAttention is built without batch_first")
+    assert lines[0].startswith("bad.py:3:8: MHA001 [warning] nn.MultiheadAttention is built without batch_first")
     assert "Fix: pass batch_first=True" in lines[0]
     assert lines[-1] == "Found 1 finding (2 files checked)."
     assert result.exit_code == 1
@@ -110,10 +110,13 @@ def test_usage_errors_exit_two_with_one_line(tree: Path, args, message):
 
 def test_min_severity_info_shows_info_findings(tmp_path: Path):
     (tmp_path / "odd.py").write_text("import torch.nn as nn\nattn = nn.MultiheadAttention(60, 5, batch_first=False)\n")
-    assert run("check", str(tmp_path / "odd.py")).exit_code == 0
+    hidden = run("check", str(tmp_path / "odd.py"))
+    assert hidden.exit_code == 0
+    assert hidden.output.strip() == ("All checks passed! (1 file checked; 1 below warning hidden, --min-severity info "
+                                     "shows them)")
     shown = run("check", "--min-severity", "info", str(tmp_path / "odd.py"))
     assert shown.exit_code == 1
-    assert "MHA004" in shown.output and "does not matter here" in shown.output
+    assert ":2:8: MHA004 [info] " in shown.output and "does not matter here" in shown.output
 
 
 def test_rule_command_prints_documentation_sections():

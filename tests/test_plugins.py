@@ -53,7 +53,7 @@ def test_external_rule_is_loaded_and_run(tmp_path: Path):
     completed = mhalint("check", "model.py", site=tmp_path / "site", cwd=tmp_path)
     assert completed.returncode == 1
     assert completed.stdout.splitlines()[0] == (
-        "model.py:2:9: XYZ001 hand-written softmax: use F.scaled_dot_product_attention")
+        "model.py:2:9: XYZ001 [warning] hand-written softmax: use F.scaled_dot_product_attention")
 
 
 def test_external_rule_is_listed_selectable_and_documented(tmp_path: Path):
