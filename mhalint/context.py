@@ -15,6 +15,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from mhalint import torchapi
+from mhalint.comments import comments
 
 
 @dataclass(eq=False)
@@ -146,6 +147,12 @@ class ModuleContext:
     def bindings(self, name: str, scope: Scope) -> list[Binding]:
         """The bindings of `name` in the innermost scope that binds it, in source order."""
         return list(reversed(list(self._lookup(name, scope))))
+
+    def comment(self, line: int) -> str | None:
+        """The comment on a source line, if any (the file is tokenized on first use)."""
+        if "comments" not in self.memo:
+            self.memo["comments"] = comments(self.module.code)
+        return self.memo["comments"].get(line)
 
     def calls(self) -> list[tuple[cst.Call, Scope]]:
         """Every call in the module with the scope it is in; built on first use (only rules that follow values

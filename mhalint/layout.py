@@ -22,7 +22,7 @@ _MAX_DEPTH = 14
 
 _BATCH_NAME = re.compile(r"^_?(b|bs|bsz|batch|batch_size|batchsize|n_batch|nbatch|num_batch)$", re.IGNORECASE)
 _SEQ_NAME = re.compile(r"^_?(l|t|s|seq|seq_len|seqlen|sequence_length|len|length|tgt_len|src_len|q_len|k_len|hw|"
-                       r"num_queries|n_queries|nq|time|n_tokens|num_tokens)$", re.IGNORECASE)
+                       r"num_queries|n_queries|nq|q|time|n_tokens|num_tokens)$", re.IGNORECASE)
 # Methods that keep the layout of the tensor they are called on.
 _KEEPS_LAYOUT = {
     "contiguous", "to", "float", "half", "bfloat16", "double", "type_as", "clone", "detach", "cuda", "cpu",
@@ -76,10 +76,32 @@ class LayoutReader:
         if unpacked is not None:
             return unpacked
         if binding.kind == "param":
-            return self._parameter(name, binding, depth)
+            return self._parameter(name, binding, depth) or self._documented(name, binding)
         if binding.kind != "assign" or binding.value is None:
             return None
-        return self.of(binding.value, binding.scope, binding.node, depth + 1)
+        return self.of(binding.value, binding.scope, binding.node, depth + 1) or self._commented(name, binding)
+
+    def _commented(self, name: str, binding: Binding) -> Layout | None:
+        """A shape comment on the assignment's line or the comment line just above it: `# [B, HxW, C]`."""
+        line = self.ctx.line(binding.node)
+        for at in (line, line - 1):
+            text = self.ctx.comment(at)
+            kind = shape_in_text(text) if text else None
+            if kind is not None and (at == line or self.ctx.module.code.splitlines()[at - 1].strip().startswith("#")):
+                return Layout(kind, f"`{name}` is {kind}: the comment `{text.strip()}` at line {at}")
+        return None
+
+    def _documented(self, name: str, binding: Binding) -> Layout | None:
+        """A docstring line that names the parameter with a shape: `x: (B, L, E) input tokens`."""
+        function = binding.scope.node
+        docstring = function.get_docstring() if isinstance(function, cst.FunctionDef) else None
+        for text in (docstring or "").splitlines():
+            if re.search(rf"\b{re.escape(name)}\b", text):
+                kind = shape_in_text(text.replace(name, ""))
+                if kind is not None:
+                    return Layout(kind, f"`{name}` is {kind}: the docstring of `{binding.scope.name}()` says "
+                                        f"`{text.strip()}`")
+        return None
 
     def _reaching(self, bindings: list[Binding], use: cst.CSTNode) -> Binding | None:
         if len(bindings) <= 1:
@@ -221,6 +243,30 @@ class LayoutReader:
                 if layout is not None:
                     return layout
         return None
+
+
+_SHAPE_GROUP = re.compile(r"[\[(]([^\[\]()]*)[\])]")
+_COMPACT = re.compile(r"\b([A-Z]{3})\b")
+_TIMES = re.compile(r"\b([A-Z][A-Za-z]*)\s*x\s*([A-Z][A-Za-z]*)\s*x\s*([A-Z][A-Za-z]*)\b")
+
+
+def shape_in_text(text: str) -> str | None:
+    """The layout a comment or docstring states: `(B, L, E)`, `[bs, HxW, C]`, `QxNxC`, `NLD -> LND` (the part
+    after an arrow or "to" wins), `batch, seq_len, channels`."""
+    text = re.split(r"->|\bto\b", text)[-1]
+    candidates = [[d for d in group.split(",")] for group in _SHAPE_GROUP.findall(text) if group.count(",") == 2]
+    candidates += [list(dims) for dims in _TIMES.findall(text)]
+    candidates += [list(word) for word in _COMPACT.findall(text)]
+    if not candidates and text.count(",") == 2:
+        candidates.append(text.split(","))
+    for dims in candidates:
+        words = [d.strip(" #:.*").split()[-1] if d.strip(" #:.*") else "" for d in dims]
+        first, second = words[0], words[1]
+        if _BATCH_NAME.match(first) or (first.upper() == "N" and _SEQ_NAME.match(second)):
+            return BATCH_FIRST
+        if _SEQ_NAME.match(first) and (_BATCH_NAME.match(second) or second.upper() == "N"):
+            return SEQ_FIRST
+    return None
 
 
 def _merge(layouts: list[Layout]) -> Layout | None:

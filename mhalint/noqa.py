@@ -6,11 +6,10 @@ source is tokenized, so `"# noqa"` inside a string suppresses nothing.
 
 from __future__ import annotations
 
-import io
 import re
-import tokenize
 from typing import Iterable
 
+from mhalint.comments import comments
 from mhalint.finding import Finding
 
 _DIRECTIVE = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
@@ -21,12 +20,7 @@ ALL = frozenset({"*"})
 def directives(source: str) -> dict[int, frozenset[str]]:
     """Line number -> the codes suppressed there (ALL for a bare `# noqa`)."""
     found: dict[int, frozenset[str]] = {}
-    try:
-        tokens = [(tok.start[0], tok.string) for tok in tokenize.generate_tokens(io.StringIO(source).readline)
-                  if tok.type == tokenize.COMMENT]
-    except (tokenize.TokenError, SyntaxError):
-        return found
-    for line, comment in tokens:
+    for line, comment in comments(source).items():
         match = _DIRECTIVE.search(comment)
         if match is None:
             continue
