@@ -97,7 +97,7 @@ class BatchFirstDefault(Rule):
         seq = next((l for l in layouts if l is not None and l.kind == SEQ_FIRST), None)
         api = torchapi.short_name(built.api)
         if batch_first:
-            if seq is not None and batch is None:
+            if seq is not None:  # any sequence-first call is corrupted, whatever the other calls pass
                 self._reverse(node, api, seq, evidence)
             return
         if batch is not None:

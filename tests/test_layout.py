@@ -1,0 +1,794 @@
+"""MHA001 layout inference: the layout of the tensors that reach a module's forward picks the severity.
+
+Batch-first data into a sequence-first module is an error, sequence-first data into it is info (correct, but make it
+explicit), no evidence is a warning; sequence-first data into a `batch_first=True` module is an error too. Each snippet
+is a small, realistic module; the assertions check the severity and that the evidence names the code it rests on.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from mhalint.engine import Checker
+from mhalint.finding import Finding, Severity
+from mhalint.rule import load_rules
+
+CODE = "MHA001"
+
+
+@pytest.fixture
+def check(lint):
+    """MHA001 findings of every severity (info included) for a snippet."""
+    def run(source: str) -> list[Finding]:
+        found = lint(source, CODE, min_severity="info")
+        assert all(f.code == CODE for f in found), found  # no engine diagnostics (crash, parse error)
+        return found
+    return run
+
+
+@pytest.fixture
+def one(check):
+    """The single MHA001 finding of a snippet."""
+    def run(source: str) -> Finding:
+        found = check(source)
+        assert len(found) == 1, [(f.line, str(f.severity), f.message) for f in found]
+        return found[0]
+    return run
+
+
+def evidence_of(finding: Finding) -> str:
+    return " | ".join(finding.evidence)
+
+
+def assert_batch_first_error(finding: Finding, *snippets: str) -> None:
+    """Batch-first data into a sequence-first module."""
+    assert finding.severity == Severity.ERROR, finding.message
+    assert "reads inputs as (L, N, E), but the data it gets is batch-first" in finding.message
+    assert "Fix: pass batch_first=True" in finding.message
+    assert dict(finding.arguments).get("layout") == "batch-first"
+    for snippet in snippets:
+        assert snippet in evidence_of(finding), (snippet, finding.evidence)
+        assert snippet in finding.message, (snippet, finding.message)
+
+
+def assert_sequence_first_info(finding: Finding, *snippets: str) -> None:
+    """Sequence-first data into a module that relies on the default: correct, but implicit."""
+    assert finding.severity == Severity.INFO, finding.message
+    assert "sequence-first" in finding.message and "so this is correct" in finding.message
+    assert "write batch_first=False to make the layout explicit" in finding.message
+    assert dict(finding.arguments).get("layout") == "sequence-first"
+    for snippet in snippets:
+        assert snippet in evidence_of(finding), (snippet, finding.evidence)
+        assert snippet in finding.message, (snippet, finding.message)
+
+
+def assert_reverse_error(finding: Finding, *snippets: str) -> None:
+    """Sequence-first data into a batch_first=True module."""
+    assert finding.severity == Severity.ERROR, finding.message
+    assert "reads inputs as (N, L, E) because of batch_first=True" in finding.message
+    assert "the data it gets is sequence-first" in finding.message
+    assert dict(finding.arguments) == {"batch_first": True, "layout": "sequence-first"}
+    for snippet in snippets:
+        assert snippet in evidence_of(finding), (snippet, finding.evidence)
+        assert snippet in finding.message, (snippet, finding.message)
+
+
+def assert_unknown_warning(finding: Finding) -> None:
+    assert finding.severity == Severity.WARNING, finding.message
+    assert "found no evidence of the layout of its inputs" in finding.message
+    assert "layout" not in dict(finding.arguments)
+
+
+# ---- one attention module, one forward: every kind of evidence -------------------------------------------------
+ATTENTION = '''\
+import torch
+import torch.nn as nn
+{imports}
+
+class SelfAttention(nn.Module):
+    def __init__(self, dim, heads, vocab=1000):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.embed = nn.Embedding(vocab, dim)
+        self.attn = nn.MultiheadAttention(dim, heads{batch_first})
+
+    def forward(self, {param}):
+{body}
+        out, _ = self.attn(x, x, x, need_weights=False)
+        return out
+'''
+
+
+def attention(body: str, param: str = "x", imports: str = "", batch_first: str = "") -> str:
+    return ATTENTION.format(imports=imports, param=param, batch_first=batch_first,
+                            body=textwrap.indent(textwrap.dedent(body).strip("\n"), " " * 8))
+
+
+# (forward parameter, forward body that leaves the query in `x`, imports, evidence text the finding must quote)
+BATCH_FIRST_KINDS = [
+    pytest.param("x", "B, T, C = x.shape\nx = self.norm(x)", "", "B, T, C = x.shape", id="shape-unpacking"),
+    pytest.param("x", "bsz, tgt_len, embed_dim = x.size()", "", "bsz, tgt_len, embed_dim = x.size()",
+                 id="size-unpacking"),
+    pytest.param("x", "batch_size, seq_len, _ = x.shape", "", "batch_size, seq_len, _ = x.shape",
+                 id="shape-unpacking-long-names"),
+    pytest.param("feats", "x = feats.flatten(2).transpose(1, 2)", "", "feats.flatten(2).transpose(1, 2)",
+                 id="flatten-transpose"),
+    pytest.param("feats", "x = rearrange(feats, 'b c h w -> b (h w) c')", "from einops import rearrange",
+                 "rearrange(feats, 'b c h w -> b (h w) c')", id="einops-rearrange"),
+    pytest.param("feats", "x = einops.rearrange(feats, 'b c n -> b n c')", "import einops",
+                 "einops.rearrange(feats, 'b c n -> b n c')", id="einops-module-rearrange"),
+    pytest.param("tokens", "x = self.embed(tokens)\nx = self.norm(x)", "", "nn.Embedding output",
+                 id="embedding-output"),
+]
+
+SEQUENCE_FIRST_KINDS = [
+    pytest.param("x", "x = x.permute(1, 0, 2)", "", "x.permute(1, 0, 2)", id="permute-1-0-2"),
+    pytest.param("x", "x = self.norm(x).transpose(0, 1)", "", "self.norm(x).transpose(0, 1)", id="transpose-0-1"),
+    pytest.param("feats", "x = feats.flatten(2).permute(2, 0, 1)", "", "feats.flatten(2).permute(2, 0, 1)",
+                 id="flatten-permute-2-0-1"),
+    pytest.param("feats", "x = rearrange(feats, 'b n c -> n b c')", "from einops import rearrange",
+                 "rearrange(feats, 'b n c -> n b c')", id="einops-rearrange"),
+    pytest.param("feats", "x = einops.rearrange(feats, 'b c h w -> (h w) b c')", "import einops",
+                 "einops.rearrange(feats, 'b c h w -> (h w) b c')", id="einops-module-rearrange"),
+]
+
+COMMENT_KINDS = [
+    pytest.param("x", "# x: (B, L, E)\nx = self.norm(x)", "", "(B, L, E)", id="comment-above"),
+    pytest.param("x", "x = self.norm(x)  # (B, L, E)", "", "(B, L, E)", id="comment-inline"),
+    pytest.param("x", '"""Self-attention over x of shape (B, L, E)."""\nx = self.norm(x)', "", "(B, L, E)",
+                 id="docstring-shape"),
+    pytest.param("x", '"""\nArgs:\n    x: (batch, seq_len, embed_dim) token features.\n"""', "",
+                 "(batch, seq_len, embed_dim)", id="docstring-args-section"),
+]
+
+
+@pytest.mark.parametrize(("param", "body", "imports", "evidence"), BATCH_FIRST_KINDS + COMMENT_KINDS)
+def test_batch_first_evidence_into_default_module_is_an_error(one, param, body, imports, evidence):
+    finding = one(attention(body, param, imports))
+    assert_batch_first_error(finding, evidence)
+
+
+@pytest.mark.parametrize(("param", "body", "imports", "evidence"), BATCH_FIRST_KINDS + COMMENT_KINDS)
+def test_batch_first_evidence_into_batch_first_module_is_clean(check, param, body, imports, evidence):
+    assert check(attention(body, param, imports, batch_first=", batch_first=True")) == []
+
+
+@pytest.mark.parametrize(("param", "body", "imports", "evidence"), BATCH_FIRST_KINDS)
+def test_batch_first_evidence_into_literal_false_module_is_an_error(one, param, body, imports, evidence):
+    """A literal batch_first=False states the layout, but batch-first data contradicts it."""
+    finding = one(attention(body, param, imports, batch_first=", batch_first=False"))
+    assert_batch_first_error(finding, evidence)
+    assert "batch_first=False" in finding.evidence[0]
+
+
+@pytest.mark.parametrize(("param", "body", "imports", "evidence"), SEQUENCE_FIRST_KINDS)
+def test_sequence_first_evidence_into_default_module_is_info(one, param, body, imports, evidence):
+    assert_sequence_first_info(one(attention(body, param, imports)), evidence)
+
+
+@pytest.mark.parametrize(("param", "body", "imports", "evidence"), SEQUENCE_FIRST_KINDS)
+def test_sequence_first_evidence_into_batch_first_module_is_an_error(one, param, body, imports, evidence):
+    assert_reverse_error(one(attention(body, param, imports, batch_first=", batch_first=True")), evidence)
+
+
+@pytest.mark.parametrize(("param", "body", "imports", "evidence"), SEQUENCE_FIRST_KINDS)
+def test_sequence_first_evidence_into_literal_false_module_is_clean(check, param, body, imports, evidence):
+    assert check(attention(body, param, imports, batch_first=", batch_first=False")) == []
+
+
+def test_sequence_first_shape_unpacking_names(one):
+    """fairseq's `tgt_len, bsz, embed_dim = query.size()` names a sequence-first tensor: the default is right."""
+    finding = one(attention("tgt_len, bsz, embed_dim = x.size()"))
+    assert_sequence_first_info(finding, "tgt_len, bsz, embed_dim = x.size()")
+
+
+@pytest.mark.parametrize("body", [
+    pytest.param("x = self.norm(x)", id="no-evidence"),
+    pytest.param("h, w, c = x.shape", id="unpacking-without-batch-name"),
+    pytest.param("B, T, C = feats.shape", id="unpacking-of-another-tensor"),
+    pytest.param("x = x.permute(0, 2, 1, 3)", id="4d-permute"),
+    pytest.param("# feats: (B, HW, C)\nfeats = feats.mean(1, keepdim=True)\nx = self.norm(x)",
+                 id="shape-comment-on-another-tensor"),
+    pytest.param('"""feats: (B, S, E) encoder output."""\nx = self.norm(x)', id="docstring-of-another-parameter"),
+])
+def test_unknown_layout_is_a_warning(one, body):
+    param = "x, feats=None" if "feats" in body else "x"
+    assert_unknown_warning(one(attention(body, param)))
+
+
+def test_module_built_but_never_called_is_a_warning(one):
+    assert_unknown_warning(one("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n"))
+
+
+# ---- the other modules, and keyword queries --------------------------------------------------------------------
+def test_encoder_layer_called_with_src_keyword(one):
+    source = """\
+        import torch.nn as nn
+
+        class PatchEncoder(nn.Module):
+            def __init__(self, dim, heads):
+                super().__init__()
+                self.layer = nn.TransformerEncoderLayer(d_model=dim, nhead=heads, dim_feedforward=4 * dim)
+
+            def forward(self, images):
+                tokens = images.flatten(2).transpose(1, 2)
+                return self.layer(src=tokens)
+    """
+    finding = one(source)
+    assert_batch_first_error(finding, "images.flatten(2).transpose(1, 2)")
+    assert finding.message.startswith("nn.TransformerEncoderLayer")
+
+
+def test_decoder_layer_reads_the_layout_of_tgt(one):
+    source = """\
+        import torch.nn as nn
+
+        class Captioner(nn.Module):
+            def __init__(self, vocab, dim, heads):
+                super().__init__()
+                self.tok = nn.Embedding(vocab, dim)
+                self.dec = nn.TransformerDecoderLayer(dim, heads)
+
+            def forward(self, captions, memory):
+                tgt = self.tok(captions)
+                return self.dec(tgt, memory)
+    """
+    assert_batch_first_error(one(source), "self.tok(captions)", "nn.Embedding output")
+
+
+# ---- following the tensor through the class --------------------------------------------------------------------
+SA_BLOCK = """\
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class EncoderLayer(nn.Module):
+        def __init__(self, d_model, nhead, dropout=0.1):
+            super().__init__()
+            self.self_attn = nn.MultiheadAttention(d_model, nhead, dropout=dropout{batch_first})
+            self.norm1 = nn.LayerNorm(d_model)
+            self.dropout1 = nn.Dropout(dropout)
+
+        def _sa_block(self, x, attn_mask=None):
+            x = self.self_attn(x, x, x, attn_mask=attn_mask, need_weights=False)[0]
+            return self.dropout1(x)
+
+        def forward(self, feats):
+            {prepare}
+            x = x + self._sa_block(self.norm1(x))
+            return x
+"""
+
+
+def test_helper_method_batch_first_data_is_an_error(one):
+    source = SA_BLOCK.format(batch_first="", prepare="x = feats.flatten(2).transpose(1, 2)")
+    assert_batch_first_error(one(source), "feats.flatten(2).transpose(1, 2)")
+
+
+def test_helper_method_sequence_first_data_is_info(one):
+    source = SA_BLOCK.format(batch_first="", prepare="x = feats.flatten(2).permute(2, 0, 1)")
+    assert_sequence_first_info(one(source), "feats.flatten(2).permute(2, 0, 1)")
+
+
+def test_helper_method_sequence_first_data_into_batch_first_module_is_an_error(one):
+    source = SA_BLOCK.format(batch_first=", batch_first=True", prepare="x = feats.flatten(2).permute(2, 0, 1)")
+    assert_reverse_error(one(source), "feats.flatten(2).permute(2, 0, 1)")
+
+
+def test_helper_method_batch_first_data_into_batch_first_module_is_clean(check):
+    source = SA_BLOCK.format(batch_first=", batch_first=True", prepare="B, N, C = feats.shape\n            x = feats")
+    assert check(source) == []
+
+
+def test_tensor_followed_through_two_helper_methods(one):
+    source = """\
+        import torch.nn as nn
+
+        class Layer(nn.Module):
+            def __init__(self, d_model, nhead):
+                super().__init__()
+                self.attn = nn.MultiheadAttention(d_model, nhead)
+
+            def _sa_block(self, x):
+                return self.attn(x, x, x)[0]
+
+            def _block(self, x):
+                return x + self._sa_block(x)
+
+            def forward(self, feats):
+                x = feats.flatten(2).transpose(1, 2)
+                return self._block(x)
+    """
+    assert_batch_first_error(one(source), "feats.flatten(2).transpose(1, 2)")
+
+
+BLOCK_IN_BACKBONE = """\
+    import torch.nn as nn
+
+    class Block(nn.Module):
+        def __init__(self, dim, heads):
+            super().__init__()
+            self.norm = nn.LayerNorm(dim)
+            self.attn = nn.MultiheadAttention(dim, heads{batch_first})
+
+        def forward(self, x):
+            h = self.norm(x)
+            x = x + self.attn(h, h, h)[0]
+            return x
+
+    class Backbone(nn.Module):
+        def __init__(self, dim, heads):
+            super().__init__()
+            self.proj = nn.Conv2d(3, dim, 16, 16)
+            self.block = Block(dim, heads)
+
+        def forward(self, x):
+            x = self.proj(x)
+            x = {tokens}
+            x = self.block(x)
+            return x.mean(1)
+"""
+
+
+def test_forward_called_from_another_class_batch_first(one):
+    source = BLOCK_IN_BACKBONE.format(batch_first="", tokens="x.flatten(2).transpose(1, 2)")
+    finding = one(source)
+    assert_batch_first_error(finding, "x.flatten(2).transpose(1, 2)")
+    assert finding.message.startswith("nn.MultiheadAttention")
+
+
+def test_forward_called_from_another_class_sequence_first(one):
+    source = BLOCK_IN_BACKBONE.format(batch_first="", tokens="x.flatten(2).permute(2, 0, 1)")
+    assert_sequence_first_info(one(source), "x.flatten(2).permute(2, 0, 1)")
+
+
+def test_forward_called_from_another_class_sequence_first_into_batch_first_module(one):
+    source = BLOCK_IN_BACKBONE.format(batch_first=", batch_first=True", tokens="x.flatten(2).permute(2, 0, 1)")
+    assert_reverse_error(one(source), "x.flatten(2).permute(2, 0, 1)")
+
+
+def test_forward_called_from_another_class_batch_first_into_batch_first_module(check):
+    source = BLOCK_IN_BACKBONE.format(batch_first=", batch_first=True", tokens="x.flatten(2).transpose(1, 2)")
+    assert check(source) == []
+
+
+# ---- containers: nn.TransformerEncoder and a project encoder of clones ------------------------------------------
+TORCH_ENCODER = """\
+    import torch.nn as nn
+
+    class TextEncoder(nn.Module):
+        def __init__(self, vocab, d_model, nhead, num_layers):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, d_model)
+            layer = nn.TransformerEncoderLayer(d_model, nhead, 4 * d_model{batch_first})
+            self.encoder = nn.TransformerEncoder(layer, num_layers)
+
+        def forward(self, tokens, padding_mask):
+            x = self.embed(tokens)
+            {prepare}
+            return self.encoder(x, src_key_padding_mask=padding_mask)
+"""
+
+
+def test_torch_encoder_of_a_layer_fed_permuted_data_is_info(one):
+    finding = one(TORCH_ENCODER.format(batch_first="", prepare="x = x.permute(1, 0, 2)"))
+    assert_sequence_first_info(finding, "x.permute(1, 0, 2)")
+    assert finding.message.startswith("nn.TransformerEncoderLayer")
+
+
+def test_torch_encoder_of_a_batch_first_layer_fed_permuted_data_is_an_error(one):
+    finding = one(TORCH_ENCODER.format(batch_first=", batch_first=True", prepare="x = x.permute(1, 0, 2)"))
+    assert_reverse_error(finding, "x.permute(1, 0, 2)")
+
+
+def test_torch_encoder_of_a_layer_fed_embeddings_is_an_error(one):
+    finding = one(TORCH_ENCODER.format(batch_first="", prepare="x = x * 8.0"))
+    assert_batch_first_error(finding, "nn.Embedding output")
+
+
+def test_torch_encoder_of_a_batch_first_layer_fed_embeddings_is_clean(check):
+    assert check(TORCH_ENCODER.format(batch_first=", batch_first=True", prepare="x = x * 8.0")) == []
+
+
+def test_tutorial_embedding_transposed_to_sequence_first_is_info(one):
+    """The nn.Embedding output is batch-first, but it is transposed before it reaches the encoder."""
+    source = """\
+        import math
+        import torch.nn as nn
+
+        class LanguageModel(nn.Module):
+            def __init__(self, ntoken, d_model, nhead, nlayers):
+                super().__init__()
+                self.embedding = nn.Embedding(ntoken, d_model)
+                self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(d_model, nhead), nlayers)
+                self.d_model = d_model
+
+            def forward(self, ids):
+                x = self.embedding(ids) * math.sqrt(self.d_model)
+                x = x.transpose(0, 1)
+                return self.encoder(x)
+    """
+    finding = one(source)
+    assert_sequence_first_info(finding, "x.transpose(0, 1)")
+    assert "nn.Embedding output" not in evidence_of(finding)
+
+
+@pytest.mark.parametrize("container", [
+    pytest.param("nn.TransformerEncoder(encoder_layer=layer, num_layers=6)", id="encoder-keyword"),
+    pytest.param("nn.Sequential(*[copy.deepcopy(layer) for _ in range(6)])", id="sequential-of-copies"),
+    pytest.param("nn.Sequential(layer)", id="sequential-of-one"),
+])
+def test_layer_inside_other_containers_fed_batch_first_data(one, container):
+    source = f"""\
+        import copy
+        import torch.nn as nn
+
+        class Encoder(nn.Module):
+            def __init__(self, d_model, nhead):
+                super().__init__()
+                layer = nn.TransformerEncoderLayer(d_model=d_model, nhead=nhead)
+                self.encoder = {container}
+
+            def forward(self, feats):
+                return self.encoder(feats.flatten(2).transpose(1, 2))
+    """
+    finding = one(source)
+    assert_batch_first_error(finding, "feats.flatten(2).transpose(1, 2)")
+    assert finding.message.startswith("nn.TransformerEncoderLayer")
+
+
+PROJECT_ENCODER = """\
+    import copy
+    import torch.nn as nn
+
+    def _get_clones(module, n):
+        return nn.ModuleList([copy.deepcopy(module) for _ in range(n)])
+
+    class Encoder(nn.Module):
+        def __init__(self, layer, num_layers):
+            super().__init__()
+            self.layers = _get_clones(layer, num_layers)
+
+        def forward(self, src):
+            x = src
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    class Detector(nn.Module):
+        def __init__(self, d_model=256, nhead=8, num_layers=6):
+            super().__init__()
+            self.input_proj = nn.Conv2d(2048, d_model, kernel_size=1)
+            layer = nn.TransformerEncoderLayer(d_model, nhead{batch_first})
+            self.encoder = Encoder(layer, num_layers)
+
+        def forward(self, features):
+            src = self.input_proj(features)
+            src = {tokens}
+            return self.encoder(src)
+"""
+
+
+def test_project_encoder_of_clones_fed_sequence_first_data_is_info(one):
+    finding = one(PROJECT_ENCODER.format(batch_first="", tokens="src.flatten(2).permute(2, 0, 1)"))
+    assert_sequence_first_info(finding, "src.flatten(2).permute(2, 0, 1)")
+
+
+def test_project_encoder_of_clones_fed_batch_first_data_is_an_error(one):
+    finding = one(PROJECT_ENCODER.format(batch_first="", tokens="src.flatten(2).transpose(1, 2)"))
+    assert_batch_first_error(finding, "src.flatten(2).transpose(1, 2)")
+
+
+def test_project_encoder_of_batch_first_clones_fed_sequence_first_data_is_an_error(one):
+    source = PROJECT_ENCODER.format(batch_first=", batch_first=True", tokens="src.flatten(2).permute(2, 0, 1)")
+    assert_reverse_error(one(source), "src.flatten(2).permute(2, 0, 1)")
+
+
+def test_project_encoder_of_batch_first_clones_fed_batch_first_data_is_clean(check):
+    source = PROJECT_ENCODER.format(batch_first=", batch_first=True", tokens="src.flatten(2).transpose(1, 2)")
+    assert check(source) == []
+
+
+# ---- DETR's queries, folded embeddings, reassignment -----------------------------------------------------------
+DETR_QUERIES = """\
+    import torch
+    import torch.nn as nn
+
+    class QueryDecoder(nn.Module):
+        def __init__(self, d_model, nhead, num_queries):
+            super().__init__()
+            self.query_embed = nn.Embedding(num_queries, d_model)
+            self.cross_attn = nn.MultiheadAttention(d_model, nhead{batch_first})
+
+        def forward(self, memory, pos):
+            bs = memory.shape[1]
+            query_embed = self.query_embed.weight.unsqueeze(1).repeat(1, bs, 1)
+            tgt = torch.zeros_like(query_embed)
+            out, _ = self.cross_attn(tgt + query_embed, memory + pos, memory)
+            return out
+"""
+
+
+def test_detr_query_embedding_repeated_over_the_batch_is_sequence_first(one):
+    """`weight.unsqueeze(1).repeat(1, bs, 1)` is (num_queries, bs, d): not an nn.Embedding output."""
+    finding = one(DETR_QUERIES.format(batch_first=""))
+    assert_sequence_first_info(finding, "self.query_embed.weight.unsqueeze(1).repeat(1, bs, 1)")
+
+
+def test_detr_query_embedding_into_batch_first_module_is_an_error(one):
+    finding = one(DETR_QUERIES.format(batch_first=", batch_first=True"))
+    assert_reverse_error(finding, "self.query_embed.weight.unsqueeze(1).repeat(1, bs, 1)")
+
+
+FOLDED_EMBEDDING = """\
+    import torch.nn as nn
+
+    class SentenceEncoder(nn.Module):
+        def __init__(self, vocab, dim, heads):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, dim)
+            self.attn = nn.MultiheadAttention(dim, heads{batch_first})
+
+        def forward(self, tokens):
+            x = self.embed(tokens)
+            x = x.view(-1, tokens.size(-1), x.size(-1))
+            out, _ = self.attn(x, x, x)
+            return out.view(*tokens.shape, -1)
+"""
+
+
+def test_view_folding_leading_axes_of_an_embedding_stays_batch_first(one):
+    finding = one(FOLDED_EMBEDDING.format(batch_first=""))
+    assert_batch_first_error(finding, "nn.Embedding output", "x.view(-1, tokens.size(-1), x.size(-1))",
+                             "folds the leading axes into the batch")
+
+
+def test_view_folding_leading_axes_into_batch_first_module_is_clean(check):
+    assert check(FOLDED_EMBEDDING.format(batch_first=", batch_first=True")) == []
+
+
+DETR_TRANSFORMER = """\
+    import torch.nn as nn
+
+    class Transformer(nn.Module):
+        def __init__(self, d_model=256, nhead=8):
+            super().__init__()
+            self.layer = nn.TransformerEncoderLayer(d_model, nhead{batch_first})
+
+        def forward(self, src, pos_embed):
+            {unpack}
+            src = src.flatten(2).permute(2, 0, 1)
+            pos_embed = pos_embed.flatten(2).permute(2, 0, 1)
+            memory = self.layer(src + pos_embed)
+            return memory.permute(1, 2, 0).view({view})
+"""
+
+
+@pytest.mark.parametrize(("unpack", "view"), [
+    pytest.param("bs, c, h, w = src.shape", "bs, c, h, w", id="four-names"),
+    pytest.param("bs, c, hw = src.shape", "bs, c, hw", id="three-names"),
+])
+def test_reassignment_after_shape_unpacking_is_sequence_first(one, unpack, view):
+    """`bs, c, ... = src.shape` describes `src` before it is rebound to the permuted tensor."""
+    source = DETR_TRANSFORMER.format(batch_first="", unpack=unpack, view=view)
+    finding = one(source)
+    assert_sequence_first_info(finding, "src.flatten(2).permute(2, 0, 1)")
+    assert unpack not in evidence_of(finding)
+
+
+def test_reassignment_after_shape_unpacking_into_batch_first_module_is_an_error(one):
+    source = DETR_TRANSFORMER.format(batch_first=", batch_first=True", unpack="bs, c, hw = src.shape",
+                                     view="bs, c, hw")
+    assert_reverse_error(one(source), "src.flatten(2).permute(2, 0, 1)")
+
+
+def test_reassignment_of_unpacked_tensor_to_sequence_first(one):
+    source = attention("B, T, C = x.shape\nx = x.transpose(0, 1)")
+    finding = one(source)
+    assert_sequence_first_info(finding, "x.transpose(0, 1)")
+    assert "B, T, C = x.shape" not in evidence_of(finding)
+
+
+# ---- batch_first given by a parameter --------------------------------------------------------------------------
+PARAMETER_BLOCK = """\
+    import torch.nn as nn
+
+    class Block(nn.Module):
+        def __init__(self, dim, heads{param}):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(dim, heads, batch_first=batch_first)
+
+        def forward(self, x):
+            {prepare}
+            return self.attn(x, x, x)[0]
+"""
+BATCH_DATA = "B, N, C = x.shape"
+SEQUENCE_DATA = "x = x.permute(1, 0, 2)"
+
+
+def parameter_block(param: str, prepare: str, instantiation: str = "") -> str:
+    return textwrap.dedent(PARAMETER_BLOCK.format(param=param, prepare=prepare)) + textwrap.dedent(instantiation)
+
+
+def test_parameter_default_false_with_batch_first_data_is_an_error(one):
+    finding = one(parameter_block(", batch_first=False", BATCH_DATA))
+    assert_batch_first_error(finding, "B, N, C = x.shape", "batch_first=batch_first")
+    assert "resolves to False" in finding.message
+    assert "`batch_first` defaults to False" in evidence_of(finding)
+
+
+def test_parameter_default_true_with_batch_first_data_is_clean(check):
+    assert check(parameter_block(", batch_first=True", BATCH_DATA)) == []
+
+
+def test_parameter_default_true_with_sequence_first_data_is_an_error(one):
+    finding = one(parameter_block(", batch_first=True", SEQUENCE_DATA))
+    assert_reverse_error(finding, "x.permute(1, 0, 2)", "batch_first=batch_first")
+    assert "`batch_first` defaults to True" in evidence_of(finding)
+
+
+def test_parameter_default_false_with_sequence_first_data_is_info(one):
+    finding = one(parameter_block(", batch_first=False", SEQUENCE_DATA))
+    assert_sequence_first_info(finding, "x.permute(1, 0, 2)")
+
+
+def test_instantiation_argument_true_overrides_a_false_default(check):
+    source = parameter_block(", batch_first=False", BATCH_DATA, """
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block = Block(64, 8, batch_first=True)
+    """)
+    assert check(source) == []
+
+
+def test_instantiation_argument_false_overrides_a_true_default(one):
+    source = parameter_block(", batch_first=True", BATCH_DATA, """
+        block = Block(64, 8, batch_first=False)
+    """)
+    finding = one(source)
+    assert_batch_first_error(finding, "B, N, C = x.shape")
+    assert "passes batch_first=False" in evidence_of(finding)
+
+
+def test_instantiation_argument_resolves_a_parameter_without_default(one):
+    source = parameter_block(", batch_first", SEQUENCE_DATA, """
+        class Model(nn.Module):
+            def __init__(self, dim=64):
+                super().__init__()
+                self.block = Block(dim, 8, batch_first=True)
+    """)
+    finding = one(source)
+    assert_reverse_error(finding, "x.permute(1, 0, 2)")
+    assert "passes batch_first=True" in evidence_of(finding)
+
+
+def test_instantiation_argument_through_a_module_constant(one):
+    source = parameter_block(", batch_first", BATCH_DATA, """
+        BATCH_FIRST = False
+        block = Block(64, 8, batch_first=BATCH_FIRST)
+    """)
+    assert_batch_first_error(one(source), "B, N, C = x.shape", "BATCH_FIRST")
+
+
+def test_batch_first_parameter_passed_down_from_an_outer_default(one):
+    source = parameter_block(", batch_first", BATCH_DATA, """
+        class Model(nn.Module):
+            def __init__(self, batch_first=False):
+                super().__init__()
+                self.block = Block(64, 8, batch_first)
+    """)
+    finding = one(source)
+    assert_batch_first_error(finding, "B, N, C = x.shape")
+    assert "`batch_first` defaults to False" in evidence_of(finding)
+
+
+def test_instantiations_that_disagree_leave_batch_first_unknown(check):
+    source = parameter_block(", batch_first=False", BATCH_DATA, """
+        a = Block(64, 8, batch_first=True)
+        b = Block(64, 8)
+    """)
+    assert check(source) == []
+
+
+# ---- decoys ----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("definition", [
+    pytest.param("""
+        class MultiheadAttention(nn.Module):
+            def __init__(self, dim, heads):
+                super().__init__()
+                self.qkv = nn.Linear(dim, 3 * dim)
+                self.heads = heads
+
+            def forward(self, q, k, v):
+                return self.qkv(q)
+    """, id="project-class"),
+    pytest.param("from .layers import MultiheadAttention\n", id="relative-import"),
+])
+def test_project_multihead_attention_fed_batch_first_data_is_not_flagged(lint, definition):
+    source = "import torch.nn as nn\n" + textwrap.dedent(definition) + textwrap.dedent("""
+        class Model(nn.Module):
+            def __init__(self, dim, heads):
+                super().__init__()
+                self.attn = MultiheadAttention(dim, heads)
+
+            def forward(self, x):
+                B, T, C = x.shape
+                return self.attn(x, x, x)
+    """)
+    assert [f for f in lint(source, min_severity="info") if f.code == CODE] == []
+
+
+def test_batch_first_evidence_of_an_unrelated_tensor_is_not_used(one):
+    source = """\
+        import torch.nn as nn
+
+        class CrossAttention(nn.Module):
+            def __init__(self, dim, heads):
+                super().__init__()
+                self.attn = nn.MultiheadAttention(dim, heads)
+
+            def forward(self, queries, image):
+                B, T, C = image.shape
+                out, _ = self.attn(queries, image, image)
+                return out
+    """
+    assert_unknown_warning(one(source))
+
+
+def test_transposing_the_output_is_not_evidence_about_the_input(one):
+    source = attention("B, T, C = x.shape\ny = self.attn(x, x, x)[0].transpose(0, 1)")
+    assert_batch_first_error(one(source), "B, T, C = x.shape")
+
+
+# ---- several uses of one module --------------------------------------------------------------------------------
+MIXED = """\
+    import torch.nn as nn
+
+    class DualEncoder(nn.Module):
+        def __init__(self, dim, heads):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(dim, heads{batch_first})
+
+        def {first}(self, text):
+            x = text.permute(1, 0, 2)
+            return self.attn(x, x, x)[0]
+
+        def {second}(self, feats):
+            x = feats.flatten(2).transpose(1, 2)
+            return self.attn(x, x, x)[0]
+"""
+
+
+@pytest.mark.parametrize(("first", "second"), [("encode_text", "encode_image"), ("encode_image", "encode_text")])
+def test_mixed_uses_of_a_default_module_are_an_error(one, first, second):
+    finding = one(MIXED.format(batch_first="", first=first, second=second))
+    assert_batch_first_error(finding, "feats.flatten(2).transpose(1, 2)")
+
+
+def test_mixed_uses_of_a_batch_first_module_are_an_error(one):
+    finding = one(MIXED.format(batch_first=", batch_first=True", first="encode_text", second="encode_image"))
+    assert_reverse_error(finding, "text.permute(1, 0, 2)")
+
+
+def test_two_sequence_first_uses_are_info(one):
+    source = MIXED.format(batch_first="", first="encode_text", second="encode_image").replace(
+        "feats.flatten(2).transpose(1, 2)", "feats.flatten(2).permute(2, 0, 1)")
+    assert_sequence_first_info(one(source))
+
+
+# ---- nothing depends on where the code is ----------------------------------------------------------------------
+@pytest.mark.parametrize("source", [
+    attention("B, T, C = x.shape"),
+    attention("x = x.permute(1, 0, 2)"),
+    attention("x = x.permute(1, 0, 2)", batch_first=", batch_first=True"),
+    attention("x = self.norm(x)"),
+    PROJECT_ENCODER.format(batch_first="", tokens="src.flatten(2).transpose(1, 2)"),
+])
+@pytest.mark.parametrize("path", ["models/detr/transformer.py", "third_party/vit.py", "x.py"])
+def test_verdict_does_not_depend_on_path_or_line(lint, source, path):
+    expected = [(f.code, f.severity) for f in lint(source, CODE, min_severity="info")]
+    shifted = "\n\n# moved down\n\n\n" + textwrap.dedent(source)
+    found = Checker([load_rules()[CODE]]).check_source(shifted.encode(), path)
+    assert expected and [(f.code, f.severity) for f in found] == expected
