@@ -5,6 +5,7 @@ Exit codes follow ruff and flake8: 0 clean, 1 findings, 2 usage or internal erro
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -13,7 +14,10 @@ import click
 
 from mhalint import __version__
 from mhalint.engine import ENGINE_CODES, Checker
-from mhalint.finding import Severity
+from mhalint.finding import Finding, Severity
+from mhalint.probe.runner import ProbeLimits, ProbeUnavailable, probe_findings
+from mhalint.report import concise
+from mhalint.report import json as json_report
 from mhalint.rule import PluginError, Rule, load_rules
 from mhalint.selection import Selection, SelectionError
 
@@ -41,6 +45,19 @@ def main() -> None:
     """mhalint: find the PyTorch attention mistakes that corrupt results without raising an error."""
 
 
+def _probe_options(command):
+    """The probe's limits, shared by `check --probe` and `probe`."""
+    command = click.option("--probe-timeout", type=click.FloatRange(min=0.1), default=ProbeLimits.site_timeout,
+                           show_default=True, help="Seconds one site's experiment may take.")(command)
+    command = click.option("--probe-total-timeout", type=click.FloatRange(min=1), default=ProbeLimits.total_timeout,
+                           show_default=True, help="Seconds the whole probe run may take (torch import included).")(command)
+    return click.option("--probe-memory", type=click.IntRange(min=256), default=ProbeLimits.memory_mb,
+                        show_default=True, metavar="MB", help="Memory cap of the probe process.")(command)
+
+
+_FORMATS = {"concise": concise, "json": json_report}
+
+
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--select", multiple=True, metavar="CODES",
@@ -51,30 +68,67 @@ def main() -> None:
 @click.option("--exclude", multiple=True, metavar="PATTERN", help="gitignore-style pattern of paths to skip.")
 @click.option("--min-severity", type=click.Choice([str(s) for s in Severity]), default="warning",
               show_default=True, help="Hide findings below this severity (info: correct code relying on a default).")
+@click.option("--output-format", type=click.Choice(sorted(_FORMATS)), default="concise", show_default=True)
+@click.option("--probe", is_flag=True, help="Confirm each finding by re-creating it with torch (needs torch).")
+@_probe_options
 @click.option("--show-traceback", is_flag=True, help="Print the traceback of any internal error.")
 def check(paths: tuple[Path, ...], select: tuple[str, ...], ignore: tuple[str, ...], respect_gitignore: bool,
-          exclude: tuple[str, ...], min_severity: str, show_traceback: bool) -> None:
+          exclude: tuple[str, ...], min_severity: str, output_format: str, probe: bool, probe_timeout: float,
+          probe_total_timeout: float, probe_memory: int, show_traceback: bool) -> None:
     """Check PATHS (files or directories; default: the current directory)."""
     missing = [str(path) for path in paths if not os.path.lexists(path)]
     if missing:
         raise UsageError(f"path {missing[0]!r} does not exist")
-    selection = Selection(load_rules(), _split(select), _split(ignore), engine_codes=ENGINE_CODES)
+    rules = load_rules()
+    selection = Selection(rules, _split(select), _split(ignore), engine_codes=ENGINE_CODES)
     result = Checker(selection.rules).check_paths(paths or (Path("."),), respect_gitignore=respect_gitignore,
                                                   exclude=exclude)
     threshold = Severity.parse(min_severity)
     reported = [f for f in result.findings if selection.reports(f.code)]
     findings = [f for f in reported if f.severity >= threshold]
-    for finding in findings:
-        click.echo(f"{finding.path}:{finding.line}:{finding.column}: {finding.code} [{finding.severity}] "
-                   f"{finding.message}")
-    click.echo(_summary(len(findings), result.files_checked, hidden=len(reported) - len(findings),
-                        threshold=threshold))
+    if probe:
+        findings = _probe(findings, rules, ProbeLimits(probe_timeout, probe_total_timeout, probe_memory))
+    _print(findings, output_format, _summary(len(findings), result.files_checked,
+                                             hidden=len(reported) - len(findings), threshold=threshold))
     if show_traceback:
         for text in result.tracebacks:
             click.echo(text, err=True)
     if result.internal_errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
+
+
+@main.command(name="probe")
+@click.argument("source", default="-", type=click.File("r"))
+@click.option("--output-format", type=click.Choice(sorted(_FORMATS)), default="concise", show_default=True)
+@_probe_options
+def probe_command(source, output_format: str, probe_timeout: float, probe_total_timeout: float,
+                  probe_memory: int) -> None:
+    """Run the probe on findings saved with `check --output-format json` (SOURCE: a file, or - for stdin)."""
+    try:
+        data = json.load(source)
+        items = data["findings"] if isinstance(data, dict) else data
+        findings = [Finding.from_dict(item) for item in items]
+    except (ValueError, KeyError, TypeError) as error:
+        raise UsageError(f"{source.name} is not a JSON list of mhalint findings ({type(error).__name__}: {error})")
+    findings = _probe(findings, load_rules(), ProbeLimits(probe_timeout, probe_total_timeout, probe_memory))
+    _print(findings, output_format, f"Probed {len(findings)} finding{'s' if len(findings) != 1 else ''}.")
+    sys.exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
+
+
+def _probe(findings, rules, limits: ProbeLimits):
+    try:
+        return probe_findings(findings, rules, limits)
+    except ProbeUnavailable as error:
+        raise UsageError(str(error))
+
+
+def _print(findings, output_format: str, summary: str) -> None:
+    text = _FORMATS[output_format].render(findings)
+    if text:
+        click.echo(text)
+    if output_format == "concise":
+        click.echo(summary)
 
 
 @main.command()

@@ -21,6 +21,25 @@ class Severity(enum.IntEnum):
         return cls[text.upper()]
 
 
+@dataclass(frozen=True)
+class ProbeResult:
+    """What the runtime probe measured for one finding."""
+
+    status: str  # CONFIRMED, NOT_CONFIRMED or SKIPPED
+    evidence: str  # the numbers, or why it was skipped
+    torch_version: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"status": self.status, "evidence": self.evidence, "torch_version": self.torch_version}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ProbeResult:
+        return cls(str(data["status"]), str(data["evidence"]), data.get("torch_version"))
+
+
+CONFIRMED, NOT_CONFIRMED, SKIPPED = "confirmed", "not confirmed", "skipped"
+
+
 @dataclass(frozen=True, order=True)
 class Finding:
     """One problem at one place. Ordered by path, line, column, code: the order users read them in."""
@@ -38,6 +57,7 @@ class Finding:
     evidence: tuple[str, ...] = field(default=(), compare=False)
     # Constructor/call arguments as far as they were resolved statically (for the probe and reports).
     arguments: tuple[tuple[str, object], ...] = field(default=(), compare=False)
+    probe: ProbeResult | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict:
         return {
@@ -52,4 +72,18 @@ class Finding:
             "message": self.message,
             "evidence": list(self.evidence),
             "arguments": dict(self.arguments),
+            "probe": self.probe.to_dict() if self.probe is not None else None,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Finding:
+        """The inverse of to_dict, for `mhalint probe FILE.json`; a KeyError or TypeError means a malformed file."""
+        probe = data.get("probe")
+        return cls(
+            path=str(data["path"]), line=int(data["line"]), column=int(data["column"]), code=str(data["code"]),
+            message=str(data["message"]), name=str(data.get("name", "")),
+            severity=Severity.parse(str(data.get("severity", "warning"))),
+            end_line=int(data.get("end_line", 0)), end_column=int(data.get("end_column", 0)),
+            evidence=tuple(str(e) for e in data.get("evidence", ())),
+            arguments=tuple(dict(data.get("arguments") or {}).items()),
+            probe=ProbeResult.from_dict(probe) if probe else None)

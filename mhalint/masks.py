@@ -43,6 +43,10 @@ class Mask:
     evidence: tuple[str, ...] = ()
     origin_line: int | None = None  # where the mask was built, when that is known
     weak: bool = False  # the polarity rests on a name or another use, not on the mask's construction
+    # The expression the mask was built by, and its polarity there (later `~` may flip it): lets the probe
+    # rebuild the mask as the call receives it.
+    built_from: str | None = None
+    built_polarity: str | None = None
 
     def flipped(self, why: str) -> Mask:
         polarity = {IGNORE: KEEP, KEEP: IGNORE}.get(self.polarity) if self.polarity else None
@@ -354,7 +358,8 @@ class MaskReader:
     # ---- helpers ----
     def _built(self, kind, polarity, why: str, node: cst.CSTNode) -> Mask:
         line = self.ctx.line(node)
-        return Mask(kind, polarity, (f"{why} (line {line})",), origin_line=line)
+        return Mask(kind, polarity, (f"{why} (line {line})",), origin_line=line, built_from=self.ctx.code(node),
+                    built_polarity=polarity)
 
     def _at(self, why: str, node: cst.CSTNode) -> str:
         return f"{why} at line {self.ctx.line(node)}"

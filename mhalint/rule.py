@@ -51,6 +51,9 @@ class Rule:
     triggers: ClassVar[tuple[str, ...]]
     valid: ClassVar[tuple[Valid, ...]] = ()
     invalid: ClassVar[tuple[Invalid, ...]] = ()
+    # The runtime experiment: a staticmethod `probe(arguments, torch) -> (status, evidence)` run only inside
+    # the probe process, from a finding's resolved arguments (never the user's code). None: no experiment.
+    probe: ClassVar[Callable[[dict, object], tuple[str, str]] | None] = None
 
     def __init__(self, context: ModuleContext, emit: Callable[[Finding], None]):
         self.context = context

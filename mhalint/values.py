@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from mhalint.calls import callers
+from mhalint import torchapi
+from mhalint.calls import Construction, callers
 from mhalint.context import Binding, ModuleContext, Scope
 
 _MAX_DEPTH = 12
@@ -163,3 +164,14 @@ def _parameter(ctx: ModuleContext, name: str, binding: Binding, depth: int) -> V
 
 def _describe(ctx: ModuleContext, name: str, binding: Binding) -> str:
     return f"`{name}` = {ctx.code(binding.value)} at line {ctx.line(binding.node)}"
+
+
+def constructor_values(ctx: ModuleContext, built: Construction) -> dict[str, object]:
+    """The constructor arguments of a torch module that resolve to plain values, keyed by parameter name, with
+    the canonical API name under "api": what the runtime probe needs to rebuild the module."""
+    values: dict[str, object] = {"api": built.api}
+    for parameter in torchapi.CONSTRUCTORS[built.api].params:
+        value = resolve(ctx, built.arguments.get(parameter), built.scope)
+        if value is not None and isinstance(value.value, int | float | str | bool | type(None)):
+            values[parameter] = value.value
+    return values

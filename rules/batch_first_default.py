@@ -6,10 +6,10 @@ import libcst as cst
 
 from mhalint import torchapi
 from mhalint.calls import construction, module_calls
-from mhalint.finding import Severity
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, Severity
 from mhalint.layout import BATCH_FIRST, SEQ_FIRST, LayoutReader
 from mhalint.rule import Invalid, Rule, Valid
-from mhalint.values import resolve
+from mhalint.values import constructor_values, resolve
 
 _MODULES = (torchapi.MHA, torchapi.ENCODER_LAYER, torchapi.DECODER_LAYER, torchapi.TRANSFORMER)
 
@@ -98,7 +98,7 @@ class BatchFirstDefault(Rule):
         api = torchapi.short_name(built.api)
         if batch_first:
             if seq is not None:  # any sequence-first call is corrupted, whatever the other calls pass
-                self._reverse(node, api, seq, evidence)
+                self._reverse(node, built, seq, evidence)
             return
         if batch is not None:
             self.report(
@@ -108,7 +108,7 @@ class BatchFirstDefault(Rule):
                 f"(measured: changing sample 1 moved sample 0's output by 0.47). Evidence: {'; '.join(evidence)}. "
                 f"Fix: pass batch_first=True.",
                 severity=Severity.ERROR, evidence=[*evidence, batch.evidence],
-                arguments={"batch_first": False, "layout": BATCH_FIRST})
+                arguments={**constructor_values(self.context, built), "batch_first": False, "layout": BATCH_FIRST})
         elif stated:
             return
         elif seq is not None:
@@ -118,7 +118,7 @@ class BatchFirstDefault(Rule):
                 f"it rests on an implicit default. Evidence: {'; '.join(evidence)}. Fix: write batch_first=False "
                 f"to make the layout explicit.",
                 severity=Severity.INFO, evidence=[*evidence, seq.evidence],
-                arguments={"batch_first": False, "layout": SEQ_FIRST})
+                arguments={**constructor_values(self.context, built), "batch_first": False, "layout": SEQ_FIRST})
         else:
             self.report(
                 node,
@@ -127,7 +127,8 @@ class BatchFirstDefault(Rule):
                 f"0's output by 0.47); mhalint found no evidence of the layout of its inputs. Evidence: "
                 f"{'; '.join(evidence)}. Fix: pass batch_first=True for (N, L, E) data, or write batch_first=False "
                 f"to state that the inputs are sequence-first.",
-                severity=Severity.WARNING, evidence=evidence, arguments={"batch_first": False})
+                severity=Severity.WARNING, evidence=evidence,
+                arguments={**constructor_values(self.context, built), "batch_first": False})
 
     def _setting(self, built) -> tuple[bool, bool, str, list[str]] | None:
         """(batch_first, stated as a literal, how it is set, evidence), or None when it cannot be known."""
@@ -148,12 +149,43 @@ class BatchFirstDefault(Rule):
         return value.value, False, f"gets batch_first={written}, which resolves to {value.value}", \
             [f"batch_first={written}", *value.trail]
 
-    def _reverse(self, node, api, seq, evidence) -> None:
+    def _reverse(self, node, built, seq, evidence) -> None:
         self.report(
             node,
-            f"{api} reads inputs as (N, L, E) because of batch_first=True, but the data it gets is "
-            f"sequence-first: {seq.evidence}. Attention then runs across the batch and mixes samples without any "
-            f"error. Evidence: {'; '.join(evidence)}. Fix: feed (N, L, E) data (drop the permute/transpose to "
-            f"(L, N, E)), or set batch_first=False.",
+            f"{torchapi.short_name(built.api)} reads inputs as (N, L, E) because of batch_first=True, but the data "
+            f"it gets is sequence-first: {seq.evidence}. Attention then runs across the batch and mixes samples "
+            f"without any error. Evidence: {'; '.join(evidence)}. Fix: feed (N, L, E) data (drop the "
+            f"permute/transpose to (L, N, E)), or set batch_first=False.",
             severity=Severity.ERROR, evidence=[*evidence, seq.evidence],
-            arguments={"batch_first": True, "layout": SEQ_FIRST})
+            arguments={**constructor_values(self.context, built), "batch_first": True, "layout": SEQ_FIRST})
+
+    @staticmethod
+    def probe(arguments: dict, torch) -> tuple[str, str]:
+        """Feed the module data in the layout the code gives it, change only sample 1, and see whether sample 0
+        moves (facts section 2). With no layout evidence, the pitfall's layout is assumed and said."""
+        from mhalint.probe import support
+
+        batch_first = bool(arguments.get("batch_first", False))
+        module, embed, heads, notes = support.build(torch, arguments, batch_first=batch_first)
+        layout = arguments.get("layout")
+        if layout not in (BATCH_FIRST, SEQ_FIRST):
+            layout = SEQ_FIRST if batch_first else BATCH_FIRST
+            notes.append(f"assumed {layout} data")
+        n, length = support.N, support.L
+        data = torch.randn(n, length, embed) if layout == BATCH_FIRST else torch.randn(length, n, embed)
+        sample = (lambda t, i: t[i]) if layout == BATCH_FIRST else (lambda t, i: t[:, i])
+        changed = data.clone()
+        sample(changed, 1).add_(torch.randn(length, embed))
+        with torch.no_grad():
+            moved = support.max_diff(sample(support.run(module, arguments["api"], data), 0),
+                                     sample(support.run(module, arguments["api"], changed), 0))
+            tell = ""
+            if arguments["api"] == torchapi.MHA and moved > 1e-6:
+                shape = tuple(module(data, data, data)[1].shape)
+                tell = f"; the attention weights came out {shape}, a softmax over the batch axis"
+        fed = f"fed {layout} data to a module with batch_first={batch_first}"
+        if moved > 1e-6:
+            return CONFIRMED, (f"{fed}, changing sample 1 moved sample 0's output by {moved:.3f} "
+                               f"({support.sizes(embed, heads, notes)}){tell}")
+        return NOT_CONFIRMED, (f"{fed}, sample 0's output stayed put when sample 1 changed (max change "
+                               f"{moved:.1e}; {support.sizes(embed, heads, notes)})")

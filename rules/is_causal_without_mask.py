@@ -6,9 +6,9 @@ import libcst as cst
 
 from mhalint import torchapi
 from mhalint.calls import call_target
-from mhalint.finding import Severity
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, Severity
 from mhalint.rule import Invalid, Rule, Valid
-from mhalint.values import resolve
+from mhalint.values import constructor_values, resolve
 
 # The causal flag of each entry point, and the mask argument it describes (facts 9.2).
 _FLAG_TO_MASK = {
@@ -119,9 +119,10 @@ class IsCausalWithoutMask(Rule):
                 mask_value = resolve(self.context, mask_expr, self.scope)
                 if mask_value is None or mask_value.value is not None:
                     continue
-            self._report(node, target.api, flag, mask, flag_expr, value.trail, mask_expr)
+            self._report(node, target, flag, mask, flag_expr, value.trail, mask_expr)
 
-    def _report(self, node, api, flag, mask, flag_expr, trail, mask_expr) -> None:
+    def _report(self, node, target, flag, mask, flag_expr, trail, mask_expr) -> None:
+        api = target.api
         name = torchapi.short_name(api)
         written = self.context.code(flag_expr)
         evidence = [f"{flag}={written}" + (" (resolves to True)" if written != "True" else ""), *trail,
@@ -142,4 +143,64 @@ class IsCausalWithoutMask(Rule):
             f"{flag}=True without {mask}: for {name} is_causal is only a hint about the mask you pass, not a mask; "
             f"{consequence}. Evidence: {'; '.join(evidence)}. Fix: also pass "
             f"{mask}=nn.Transformer.generate_square_subsequent_mask(L) (keep {flag}=True as the hint).",
-            severity=severity, evidence=evidence)
+            severity=severity, evidence=evidence, arguments={
+                **(constructor_values(self.context, target.construction) if target.construction else {}),
+                "api": api, "flag": flag, "mask": mask})
+
+    @staticmethod
+    def probe(arguments: dict, torch) -> tuple[str, str]:
+        """Run the call with the flag and no mask in training (it raises) and in eval + no_grad (compare with the
+        unmasked and the causal output), facts 4.2."""
+        from mhalint.probe import support
+
+        api, flag, mask = arguments["api"], arguments["flag"], arguments["mask"]
+        if api == torchapi.MHA_FORWARD_FN:
+            return _functional(torch, support)
+        batch_first = arguments.get("batch_first", True) is not False
+        module, embed, heads, notes = support.build(torch, arguments, batch_first=batch_first)
+        if "batch_first" not in arguments:
+            notes.append("assumed batch_first=True")
+        data = torch.randn(support.N, support.L, embed) if batch_first else torch.randn(support.L, support.N, embed)
+        causal = torch.nn.Transformer.generate_square_subsequent_mask(support.L)
+        site = {flag: True, **({mask: causal} if arguments.get("mask_given") else {})}  # what the call passes
+        module.train()
+        training = _raises(lambda: support.run(module, api, data, **site))
+        module.eval()
+        with torch.no_grad():
+            inference = _raises(lambda: support.run(module, api, data, **site))
+            sizes = support.sizes(embed, heads, notes)
+            if inference is not None:
+                if training is None:
+                    return NOT_CONFIRMED, f"only inference raised: {inference} ({sizes})"
+                return CONFIRMED, f"raises in training and in inference: {inference} ({sizes})"
+            output = support.run(module, api, data, **site)
+            unmasked = support.max_diff(output, support.run(module, api, data))
+            from_causal = support.max_diff(output, support.run(module, api, data, **{mask: causal, flag: True}))
+        if unmasked < 1e-5 and from_causal > 1e-4:
+            trained = f"; in training it raises: {training}" if training else ""
+            return CONFIRMED, (f"in eval + no_grad the output equals the unmasked output (diff {unmasked:.1e}) and "
+                               f"is {from_causal:.2f} away from the causal one{trained} ({sizes})")
+        return NOT_CONFIRMED, (f"in eval + no_grad the output is {unmasked:.1e} from the unmasked output and "
+                               f"{from_causal:.1e} from the causal one ({sizes})")
+
+
+def _functional(torch, support) -> tuple[str, str]:
+    """F.multi_head_attention_forward checks the hint before anything else: it raises whatever the mode."""
+    embed, heads = 16, 2
+    x = torch.randn(support.L, support.N, embed)
+    weight, bias = torch.randn(3 * embed, embed), torch.zeros(3 * embed)
+    error = _raises(lambda: torch.nn.functional.multi_head_attention_forward(
+        x, x, x, embed, heads, weight, bias, None, None, False, 0.0, torch.randn(embed, embed), torch.zeros(embed),
+        training=False, is_causal=True))
+    if error is not None:
+        return CONFIRMED, f"the call raises: {error}"
+    return NOT_CONFIRMED, "the call ran without raising"
+
+
+def _raises(action) -> str | None:
+    """The first line of the RuntimeError an action raises, or None."""
+    try:
+        action()
+    except RuntimeError as error:
+        return str(error).split(". ")[0].splitlines()[0].rstrip(".")
+    return None

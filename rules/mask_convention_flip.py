@@ -6,7 +6,7 @@ import libcst as cst
 
 from mhalint import torchapi
 from mhalint.calls import call_target
-from mhalint.finding import Severity
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, Severity
 from mhalint.masks import BOOL, Mask, MaskReader, describe
 from mhalint.rule import Invalid, Rule, Valid
 from mhalint.torchapi import IGNORE, KEEP
@@ -128,4 +128,65 @@ class MaskConventionFlip(Rule):
             f"({describe(mask.polarity)}), but {name} reads {_READS[convention]}: the mask is silently inverted "
             f"(measured: 1.87 off for a padding mask). Evidence: {'; '.join(mask.evidence)}. Fix: invert it where "
             f"it is passed, e.g. `~{self.context.code(expr)}` (or `.logical_not()`).",
-            severity=severity, evidence=mask.evidence, arguments={"parameter": parameter})
+            severity=severity, evidence=mask.evidence, arguments={
+                "api": api, "parameter": parameter, "convention": convention, "polarity": mask.polarity,
+                "mask_expression": mask.built_from,
+                "inverted_after": mask.built_polarity is not None and mask.built_polarity != mask.polarity})
+
+    @staticmethod
+    def probe(arguments: dict, torch) -> tuple[str, str]:
+        """Run the attention with the mask as written and inverted, as its target's convention requires; they
+        differ whenever the mask is not all-True or all-False (facts 3.2). The mask is rebuilt from its
+        construction when that uses only known torch factories, else a padding mask stands in."""
+        import ast
+
+        from mhalint.probe import evaluator
+
+        n, length = 4, 6
+        mask, how = None, ""
+        expression = arguments.get("mask_expression")
+        if expression:
+            try:
+                names = {node.id for node in ast.walk(ast.parse(expression, mode="eval"))
+                         if isinstance(node, ast.Name) and node.id not in ("torch", "float", "True", "False", "None")}
+                built = evaluator.evaluate_mask(expression, torch, {name: length for name in names})
+            except (evaluator.Refused, SyntaxError, ValueError) as refusal:
+                how = f"`{expression}` could not be rebuilt ({refusal}), so a padding mask stood in"
+            else:
+                if isinstance(built, torch.Tensor) and built.dim() == 2 and built.shape[0] == built.shape[1]:
+                    mask = built.bool()
+                    mask = ~mask if arguments.get("inverted_after") else mask
+                    how = f"mask rebuilt from `{expression}` with {', '.join(sorted(names)) or 'no sizes'}={length}"
+                else:
+                    how = f"`{expression}` did not rebuild to an (L, L) mask, so a padding mask stood in"
+        if mask is None:
+            lengths = torch.tensor([length, 4, 3, 2])
+            padding = torch.arange(length)[None, :] >= lengths[:, None]  # True at padding
+            mask = padding if arguments.get("polarity") == IGNORE else ~padding
+            how = how or "no construction to rebuild, so a padding mask stood in"
+            how += " (lengths 6, 4, 3, 2)"
+        required = mask if arguments.get("polarity") == arguments.get("convention") else ~mask
+        written, intended = _attend(torch, arguments, mask, n, length), _attend(torch, arguments, required, n, length)
+        difference = float((written - intended).abs().max())
+        target = torchapi.short_name(arguments["api"])
+        if arguments["api"] not in (torchapi.SDPA, torchapi.MHA):
+            target += " (run as nn.MultiheadAttention, which reads masks the same way)"
+        if difference > 1e-4:
+            return CONFIRMED, (f"{target} with the mask as written differs from the mask its convention needs "
+                               f"(the inverse) by {difference:.2f}; {how}")
+        return NOT_CONFIRMED, f"the mask as written is already in {target}'s convention; {how}"
+
+
+def _attend(torch, arguments: dict, mask, n: int, length: int):
+    """The attention output for a boolean mask: (L, S) masks as attn_mask, (N, S) masks as padding masks."""
+    torch.manual_seed(1)
+    embed, heads = 16, 2
+    if arguments["api"] == torchapi.SDPA:
+        q, k, v = (torch.randn(n, heads, length, embed // heads) for _ in range(3))
+        shaped = mask if mask.shape == (length, length) else mask[:, None, None, :]
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=shaped)
+    mha = torch.nn.MultiheadAttention(embed, heads, batch_first=True).train()  # slow path: no NaN shortcuts
+    x = torch.randn(n, length, embed)
+    keyword = "key_padding_mask" if mask.shape == (n, length) and n != length else "attn_mask"
+    with torch.no_grad():
+        return mha(x, x, x, need_weights=False, **{keyword: mask})[0]

@@ -6,9 +6,9 @@ import libcst as cst
 
 from mhalint import torchapi
 from mhalint.calls import construction, module_calls
-from mhalint.finding import Severity
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, SKIPPED, Severity
 from mhalint.rule import Invalid, Rule, Valid
-from mhalint.values import resolve
+from mhalint.values import constructor_values, resolve
 
 _HEADS_PARAMETER = {
     torchapi.MHA: "num_heads",
@@ -116,8 +116,48 @@ class OddNumHeads(Rule):
             f"inference fast path ({_SOURCE_LINE.get(built.api, 'activation.py:1375')}, not in the documented "
             f"conditions){note}. "
             f"Evidence: {'; '.join(evidence)}. Fix: {fix}.",
-            severity=severity, evidence=evidence,
-            arguments={parameter: heads.value, **({embed_parameter: embed.value} if embed is not None else {})})
+            severity=severity, evidence=evidence, arguments=constructor_values(self.context, built))
+
+    @staticmethod
+    def probe(arguments: dict, torch) -> tuple[str, str]:
+        """Count calls of the fused kernel in eval + no_grad with the odd head count and with the nearest even
+        count that divides the same embedding size (facts 1.6)."""
+        from mhalint.probe import support
+
+        api = arguments["api"]
+        embed, heads, notes = support.dims(arguments)
+        embed_key, heads_key = ("embed_dim", "num_heads") if api == torchapi.MHA else ("d_model", "nhead")
+        even = _nearest_even_divisors(heads, embed)
+        if not even:
+            return SKIPPED, f"no even head count divides {embed_key}={embed} to compare with"
+        kernel = "_native_multi_head_attention" if api in (torchapi.MHA, torchapi.DECODER_LAYER) \
+            else "_transformer_encoder_layer_fwd"
+
+        def fused_calls(count_heads: int) -> int:
+            module = support.build(torch, {**arguments, embed_key: embed, heads_key: count_heads},
+                                   batch_first=True)[0]
+            original, calls = getattr(torch, kernel), []
+
+            def counting(*args, **kwargs):
+                calls.append(1)
+                return original(*args, **kwargs)
+
+            setattr(torch, kernel, counting)
+            try:
+                with torch.no_grad():
+                    support.run(module, api, torch.randn(support.N, support.L, embed))
+            finally:
+                setattr(torch, kernel, original)
+            return len(calls)
+
+        odd_calls, even_calls = fused_calls(heads), fused_calls(even[0])
+        sizes = support.sizes(embed, heads, notes)
+        if odd_calls == 0 and even_calls > 0:
+            return CONFIRMED, (f"in eval + no_grad with batch_first=True, the fused kernel torch.{kernel} ran 0 "
+                               f"times with {heads_key}={heads} and {even_calls} time(s) with {even[0]} heads "
+                               f"({sizes})")
+        return NOT_CONFIRMED, (f"torch.{kernel} ran {odd_calls} time(s) with {heads} heads and {even_calls} with "
+                               f"{even[0]} ({sizes})")
 
     def _already_off(self, built) -> str | None:
         """Why the fast path is off anyway at this site (facts 1.6), or None when odd heads are the only reason."""
@@ -157,11 +197,15 @@ def _self_attention(call: cst.Call, code) -> bool:
 
 
 def _suggestion(heads: int, embed_parameter: str, embed_dim: object) -> str:
-    """The two even head counts nearest to the odd one that divide the embedding size (ties go to more heads)."""
     if isinstance(embed_dim, int) and embed_dim > 0:
-        divisors = sorted((h for h in range(2, embed_dim + 1, 2) if embed_dim % h == 0),
-                          key=lambda h: (abs(h - heads), -h))[:2]
+        divisors = _nearest_even_divisors(heads, embed_dim)
         if divisors:
             counts = " or ".join(str(h) for h in sorted(divisors))
             return f"use an even head count that divides {embed_parameter}={embed_dim} ({counts})"
     return f"use an even head count that divides {embed_parameter}"
+
+
+def _nearest_even_divisors(heads: int, embed_dim: int) -> list[int]:
+    """The two even head counts nearest to the odd one that divide the embedding size (ties go to more heads)."""
+    return sorted((h for h in range(2, embed_dim + 1, 2) if embed_dim % h == 0),
+                  key=lambda h: (abs(h - heads), -h))[:2]

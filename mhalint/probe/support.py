@@ -1,0 +1,83 @@
+"""What the rules' probe experiments share: rebuild a torch module at a tiny size from a finding's resolved
+arguments, run its forward whatever its signature, and describe the sizes used (assumed or scaled values are
+named, never hidden). Runs only inside the probe process; `torch` is passed in, not imported here.
+"""
+
+from __future__ import annotations
+
+from mhalint import torchapi
+
+N, L = 4, 10  # batch and sequence sizes of every experiment
+HEAD_DIM = 8  # per-head width when the embedding size is unknown or scaled down
+MAX_EMBED = 128
+MAX_HEADS = 64
+
+
+def dims(arguments: dict, heads: int | None = None) -> tuple[int, int, list[str]]:
+    """(embed_dim, num_heads, notes): the site's sizes when known and small, else stand-ins that keep the head
+    count (what most pitfalls depend on) and say what was assumed or scaled."""
+    notes: list[str] = []
+    embed_key = "embed_dim" if arguments.get("api") == torchapi.MHA else "d_model"
+    heads_key = "num_heads" if arguments.get("api") == torchapi.MHA else "nhead"
+    defaults = torchapi.CONSTRUCTOR_DEFAULTS.get(arguments.get("api"), {})
+    h = heads if heads is not None else arguments.get(heads_key, defaults.get(heads_key))
+    if not _positive_int(h) or h > MAX_HEADS:
+        default = 8
+        notes.append(f"assumed {heads_key}={default}" if h is None else f"used {heads_key}={default} instead of {h!r}")
+        h = default
+    embed = arguments.get(embed_key, defaults.get(embed_key))
+    if not _positive_int(embed):
+        embed = h * HEAD_DIM
+        notes.append(f"assumed {embed_key}={embed}")
+    elif embed > MAX_EMBED or embed % h:
+        scaled = h * HEAD_DIM
+        notes.append(f"scaled {embed_key} from {embed} to {scaled} ({HEAD_DIM} per head)")
+        embed = scaled
+    return embed, h, notes
+
+
+def build(torch, arguments: dict, batch_first: bool, heads: int | None = None):
+    """(module in eval mode, E, h, notes) for the site's API, with dropout 0 so runs are comparable."""
+    api = arguments["api"]
+    embed, h, notes = dims(arguments, heads)
+    nn = torch.nn
+    if api == torchapi.MHA:
+        module = nn.MultiheadAttention(embed, h, dropout=0.0, bias=bool(arguments.get("bias", True)),
+                                       add_bias_kv=bool(arguments.get("add_bias_kv", False)),
+                                       add_zero_attn=bool(arguments.get("add_zero_attn", False)),
+                                       batch_first=batch_first)
+    elif api in (torchapi.ENCODER_LAYER, torchapi.ENCODER):
+        module = nn.TransformerEncoderLayer(embed, h, 2 * embed, 0.0, batch_first=batch_first)
+        if api == torchapi.ENCODER:
+            module = nn.TransformerEncoder(module, 2, enable_nested_tensor=False)
+    elif api in (torchapi.DECODER_LAYER, torchapi.DECODER):
+        module = nn.TransformerDecoderLayer(embed, h, 2 * embed, 0.0, batch_first=batch_first)
+        if api == torchapi.DECODER:
+            module = nn.TransformerDecoder(module, 2)
+    elif api == torchapi.TRANSFORMER:
+        module = nn.Transformer(embed, h, 1, 1, 2 * embed, 0.0, batch_first=batch_first)
+    else:
+        raise ValueError(f"no way to rebuild {api}")
+    return module.eval(), embed, h, notes
+
+
+def run(module, api: str, x, **kwargs):
+    """The module's output for input `x` (also the memory of decoders), whatever its forward signature."""
+    if api == torchapi.MHA:
+        return module(x, x, x, **kwargs)[0]
+    if api in (torchapi.DECODER_LAYER, torchapi.DECODER, torchapi.TRANSFORMER):
+        return module(x, x, **kwargs)
+    return module(x, **kwargs)
+
+
+def max_diff(a, b) -> float:
+    return float((a - b).abs().max())
+
+
+def sizes(embed: int, heads: int, notes: list[str]) -> str:
+    extra = f"; {', '.join(notes)}" if notes else ""
+    return f"N={N}, L={L}, E={embed}, h={heads}{extra}"
+
+
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
