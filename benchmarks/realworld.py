@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     checker = Checker(list(rules.values()))
     cache: dict[Path, list] = {}
     table: dict[tuple[str, str], collections.Counter] = collections.defaultdict(collections.Counter)
+    tiers: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)  # top severity -> verdicts
     misses, false_alarms, over = [], [], []
     for label in labels:
         codes = tuple(c for c in CODES.get(label["rule"], ()) if c in rules)
@@ -60,12 +61,13 @@ def main(argv: list[str] | None = None) -> int:
             table[(label["rule"], label["verdict"])]["missing file"] += 1
             continue
         if not codes:
-            table[(label["rule"], label["verdict"])]["no rule yet"] += 1
+            table[(label["rule"], label["verdict"])]["no-rule"] += 1
             continue
         near = [f for f in findings if f.code in codes and abs(f.line - label["line"]) <= SLACK]
         top = max((f.severity for f in near), default=None)
         outcome = _score(label["verdict"], top)
         table[(label["rule"], label["verdict"])][outcome] += 1
+        tiers[str(top) if top is not None else "none"][label["verdict"]] += 1
         detail = f"{where} -> {top if top is not None else 'no finding'}"
         if outcome in ("FN", "TP-low"):
             misses.append(detail)
@@ -76,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         if options.verbose:
             print(outcome, detail)
     _print_table(table)
+    _print_rates(table)
+    _print_tiers(tiers)
     for title, rows in (("Misses (not found, or a bug found below error)", misses), ("False alarms", false_alarms),
                         ("Risky sites called errors (the layout is handled there)", over)):
         print(f"\n{title} ({len(rows)}):")
@@ -95,11 +99,37 @@ def _score(verdict: str, top: Severity | None) -> str:
 
 
 def _print_table(table) -> None:
-    columns = ("TP", "TP-low", "TP-high", "FN", "TN", "TN-info", "FP", "no rule yet", "n/a")
-    print(f"{'rule':<14}{'verdict':<9}" + "".join(f"{h.split()[0]:>9}" for h in columns))
+    columns = ("TP", "TP-low", "TP-high", "FN", "TN", "TN-info", "FP", "no-rule", "n/a")
+    print(f"{'rule':<14}{'verdict':<9}" + "".join(f"{h:>9}" for h in columns))
     for (rule, verdict), counts in sorted(table.items()):
         cells = [counts[column] for column in columns]
         print(f"{rule:<14}{verdict:<9}" + "".join(f"{c:>9}" for c in cells))
+
+
+def _print_rates(table) -> None:
+    """Per rule: bug and risky labels are the positives; ok labels found at warning or above are false positives.
+    Precision counts findings at warning and above (what users see by default)."""
+    print("\nPer rule (positives: bug + risky; a finding counts at any severity for recall, at warning+ for precision):")
+    for rule in sorted({rule for rule, _ in table}):
+        counts = collections.Counter()
+        for (label_rule, verdict), outcomes in table.items():
+            if label_rule == rule:
+                counts.update(outcomes)
+        found = counts["TP"] + counts["TP-low"] + counts["TP-high"]
+        positives = found + counts["FN"]
+        if not positives and not counts["FP"] and not counts["TN"] + counts["TN-info"]:
+            continue
+        recall = f"{found / positives:.2f}" if positives else "n/a"
+        precision = f"{found / (found + counts['FP']):.2f}" if found + counts["FP"] else "n/a"
+        print(f"  {rule:<14} recall {recall:>5} ({found}/{positives})   precision {precision:>5}   "
+              f"false positives {counts['FP']}")
+
+
+def _print_tiers(tiers) -> None:
+    print("\nBy the severity of the finding at each label (none = no finding):")
+    for tier in ("error", "warning", "info", "none"):
+        verdicts = tiers.get(tier, collections.Counter())
+        print(f"  {tier:<8} " + "  ".join(f"{v}={verdicts[v]}" for v in ("bug", "risky", "ok", "unknown")))
 
 
 if __name__ == "__main__":
