@@ -383,3 +383,24 @@ def _container_bindings(ctx: ModuleContext, expr: cst.BaseExpression, scope: Sco
         klass = ctx.class_of(scope)
         return klass.attributes.get(expr.attr.value, []) if klass else []
     return []
+
+
+def with_argument(call: cst.Call, existing: cst.Arg | None, keyword: str, value: str) -> cst.Call:
+    """`call` with an argument set to the expression `value`: the existing argument (keyword or positional)
+    gets the new value in place; otherwise `keyword=value` is appended, keeping a trailing comma and the
+    call's line breaks as they are."""
+    expression = cst.parse_expression(value)
+    if existing is not None:
+        return call.with_changes(args=[arg.with_changes(value=expression) if arg is existing else arg
+                                       for arg in call.args])
+    new = cst.Arg(value=expression, keyword=cst.Name(keyword), equal=cst.AssignEqual(
+        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+    if not call.args:
+        return call.with_changes(args=[new])
+    *rest, last = call.args
+    if isinstance(last.comma, cst.Comma) and rest and isinstance(rest[-1].comma, cst.Comma):
+        # a trailing comma: the new argument goes on its own line, indented like the others
+        return call.with_changes(args=[*rest, last.with_changes(comma=rest[-1].comma),
+                                       new.with_changes(comma=last.comma)])
+    return call.with_changes(args=[*rest, last.with_changes(comma=cst.Comma(
+        whitespace_after=cst.SimpleWhitespace(" "))), new])

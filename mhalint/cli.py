@@ -8,13 +8,16 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
+import libcst as cst
 
 from mhalint import __version__
 from mhalint.engine import ENGINE_CODES, Checker
 from mhalint.finding import Finding, Severity
+from mhalint.fixes import FixError, SourceFile, applicable, fix_source
 from mhalint.probe.runner import ProbeLimits, ProbeUnavailable, probe_findings
 from mhalint.report import concise
 from mhalint.report import json as json_report
@@ -69,31 +72,54 @@ _FORMATS = {"concise": concise, "json": json_report}
 @click.option("--min-severity", type=click.Choice([str(s) for s in Severity]), default="warning",
               show_default=True, help="Hide findings below this severity (info: correct code relying on a default).")
 @click.option("--output-format", type=click.Choice(sorted(_FORMATS)), default="concise", show_default=True)
+@click.option("--fix", is_flag=True, help="Apply safe fixes in place (atomic writes).")
+@click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, also apply fixes that change behaviour.")
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff and write nothing.")
 @click.option("--probe", is_flag=True, help="Confirm each finding by re-creating it with torch (needs torch).")
 @_probe_options
 @click.option("--show-traceback", is_flag=True, help="Print the traceback of any internal error.")
 def check(paths: tuple[Path, ...], select: tuple[str, ...], ignore: tuple[str, ...], respect_gitignore: bool,
-          exclude: tuple[str, ...], min_severity: str, output_format: str, probe: bool, probe_timeout: float,
-          probe_total_timeout: float, probe_memory: int, show_traceback: bool) -> None:
+          exclude: tuple[str, ...], min_severity: str, output_format: str, fix: bool, unsafe_fixes: bool,
+          diff: bool, probe: bool, probe_timeout: float, probe_total_timeout: float, probe_memory: int,
+          show_traceback: bool) -> None:
     """Check PATHS (files or directories; default: the current directory)."""
     missing = [str(path) for path in paths if not os.path.lexists(path)]
     if missing:
         raise UsageError(f"path {missing[0]!r} does not exist")
     rules = load_rules()
     selection = Selection(rules, _split(select), _split(ignore), engine_codes=ENGINE_CODES)
-    result = Checker(selection.rules).check_paths(paths or (Path("."),), respect_gitignore=respect_gitignore,
-                                                  exclude=exclude)
+    checker = Checker(selection.rules)
     threshold = Severity.parse(min_severity)
+
+    def shown(found):
+        return [f for f in found if selection.reports(f.code) and f.severity >= threshold]
+
+    def run():
+        return checker.check_paths(paths or (Path("."),), respect_gitignore=respect_gitignore, exclude=exclude)
+
+    result = run()
+    if diff or fix:
+        outcome = _fix_files(checker, shown(result.findings), shown, unsafe=unsafe_fixes, write=not diff)
+        if diff:
+            sys.exit(EXIT_ERROR if outcome.failures else EXIT_FINDINGS if outcome.applied else EXIT_CLEAN)
+        if outcome.applied:
+            result = run()
     reported = [f for f in result.findings if selection.reports(f.code)]
     findings = [f for f in reported if f.severity >= threshold]
     if probe:
         findings = _probe(findings, rules, ProbeLimits(probe_timeout, probe_total_timeout, probe_memory))
-    _print(findings, output_format, _summary(len(findings), result.files_checked,
-                                             hidden=len(reported) - len(findings), threshold=threshold))
+    summary = _summary(len(findings), result.files_checked, hidden=len(reported) - len(findings),
+                       threshold=threshold)
+    fixable = sum(1 for f in findings if applicable(f, unsafe=False))
+    if fix:
+        summary += f" Fixed {outcome.applied} finding{'s' if outcome.applied != 1 else ''}."
+    elif fixable:
+        summary += f" {fixable} fixable with --fix."
+    _print(findings, output_format, summary)
     if show_traceback:
         for text in result.tracebacks:
             click.echo(text, err=True)
-    if result.internal_errors:
+    if result.internal_errors or (fix and outcome.failures):
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
 
@@ -114,6 +140,31 @@ def probe_command(source, output_format: str, probe_timeout: float, probe_total_
     findings = _probe(findings, load_rules(), ProbeLimits(probe_timeout, probe_total_timeout, probe_memory))
     _print(findings, output_format, f"Probed {len(findings)} finding{'s' if len(findings) != 1 else ''}.")
     sys.exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
+
+
+@dataclass
+class _FixOutcome:
+    applied: int = 0
+    failures: int = 0
+
+
+def _fix_files(checker: Checker, findings, shown, *, unsafe: bool, write: bool) -> _FixOutcome:
+    """Fix (or, when not writing, print the diff of) every file with an applicable fix."""
+    outcome = _FixOutcome()
+    for path in sorted({f.path for f in findings if applicable(f, unsafe)}):
+        try:
+            source = SourceFile.read(Path(path))
+            new_text, applied = fix_source(
+                source.text, lambda text: shown(checker.check_source(text.encode(source.encoding), path)), unsafe)
+            if applied and write:
+                source.write(new_text)
+            elif applied:
+                click.echo(source.diff(new_text), nl=False)
+            outcome.applied += applied
+        except (FixError, OSError, UnicodeError, LookupError, cst.ParserSyntaxError) as error:
+            outcome.failures += 1
+            click.echo(f"mhalint: error: cannot fix {path}: {getattr(error, 'strerror', None) or error}", err=True)
+    return outcome
 
 
 def _probe(findings, rules, limits: ProbeLimits):

@@ -22,6 +22,44 @@ class Severity(enum.IntEnum):
 
 
 @dataclass(frozen=True)
+class Edit:
+    """Replace the text between two positions (1-based lines, 1-based columns, end exclusive) with `content`."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    content: str
+
+    def to_dict(self) -> dict:
+        return {"line": self.line, "column": self.column, "end_line": self.end_line, "end_column": self.end_column,
+                "content": self.content}
+
+
+SAFE, UNSAFE = "safe", "unsafe"
+
+
+@dataclass(frozen=True)
+class Fix:
+    """Edits that resolve a finding. `safe`: behaviour is kept (or only speed changes); `unsafe`: behaviour
+    changes, so `--unsafe-fixes` must ask for it (ruff's applicability)."""
+
+    edits: tuple[Edit, ...]
+    applicability: str
+    title: str  # what the fix does, in a few words
+
+    def to_dict(self) -> dict:
+        return {"applicability": self.applicability, "title": self.title,
+                "edits": [edit.to_dict() for edit in self.edits]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Fix:
+        return cls(tuple(Edit(int(e["line"]), int(e["column"]), int(e["end_line"]), int(e["end_column"]),
+                              str(e["content"])) for e in data["edits"]),
+                   str(data["applicability"]), str(data.get("title", "")))
+
+
+@dataclass(frozen=True)
 class ProbeResult:
     """What the runtime probe measured for one finding."""
 
@@ -57,6 +95,7 @@ class Finding:
     evidence: tuple[str, ...] = field(default=(), compare=False)
     # Constructor/call arguments as far as they were resolved statically (for the probe and reports).
     arguments: tuple[tuple[str, object], ...] = field(default=(), compare=False)
+    fix: Fix | None = field(default=None, compare=False)
     probe: ProbeResult | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict:
@@ -72,6 +111,7 @@ class Finding:
             "message": self.message,
             "evidence": list(self.evidence),
             "arguments": dict(self.arguments),
+            "fix": self.fix.to_dict() if self.fix is not None else None,
             "probe": self.probe.to_dict() if self.probe is not None else None,
         }
 
@@ -86,4 +126,5 @@ class Finding:
             end_line=int(data.get("end_line", 0)), end_column=int(data.get("end_column", 0)),
             evidence=tuple(str(e) for e in data.get("evidence", ())),
             arguments=tuple(dict(data.get("arguments") or {}).items()),
+            fix=Fix.from_dict(data["fix"]) if data.get("fix") else None,
             probe=ProbeResult.from_dict(probe) if probe else None)

@@ -17,7 +17,7 @@ from typing import Callable, ClassVar, Iterable
 import libcst as cst
 
 from mhalint.context import ModuleContext, Scope
-from mhalint.finding import Finding, Severity
+from mhalint.finding import Edit, Finding, Fix, Severity
 
 ENTRY_POINT_GROUP = "mhalint.rules"
 CODE_PATTERN = re.compile(r"^[A-Z]+[0-9]+$")
@@ -65,13 +65,22 @@ class Rule:
         return self.context.scope
 
     def report(self, node: cst.CSTNode, message: str, *, severity: Severity = Severity.WARNING,
-               evidence: Iterable[str] = (), arguments: dict[str, object] | None = None) -> None:
+               evidence: Iterable[str] = (), arguments: dict[str, object] | None = None,
+               fix: Fix | None = None) -> None:
         position = self.context.position(node)
         self._emit(Finding(
             path=self.context.path, line=position.start.line, column=position.start.column + 1,
             code=self.code, name=self.name, message=message, severity=severity,
             end_line=position.end.line, end_column=position.end.column + 1,
-            evidence=tuple(evidence), arguments=tuple((arguments or {}).items())))
+            evidence=tuple(evidence), arguments=tuple((arguments or {}).items()), fix=fix))
+
+    def replacement(self, node: cst.CSTNode, new: cst.CSTNode | str, *, applicability: str, title: str) -> Fix:
+        """A fix that replaces `node`'s source with `new` (a node, rendered with this module's formatting)."""
+        position = self.context.position(node)
+        content = new if isinstance(new, str) else self.context.module.code_for_node(new)
+        edit = Edit(position.start.line, position.start.column + 1, position.end.line, position.end.column + 1,
+                    content)
+        return Fix((edit,), applicability, title)
 
     @classmethod
     def documentation(cls) -> str:

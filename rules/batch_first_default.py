@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from mhalint import torchapi
-from mhalint.calls import construction, module_calls
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, Severity
+from mhalint.calls import construction, module_calls, with_argument
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity
 from mhalint.layout import BATCH_FIRST, SEQ_FIRST, LayoutReader
 from mhalint.rule import Invalid, Rule, Valid
 from mhalint.values import constructor_values, resolve
@@ -42,8 +42,10 @@ class BatchFirstDefault(Rule):
     or, when the data really is sequence-first, say so: `batch_first=False`.
 
     ## Fix safety
-    No automatic fix: whether the data is batch-first depends on the code that calls the module, and attention
-    across the batch is occasionally deliberate.
+    Unsafe, and offered only for `error` findings, where the code shows the layout: `batch_first=True` for
+    batch-first data (`batch_first=False` for the reverse bug). It changes behaviour (that is the point), and
+    attention across the batch is occasionally deliberate, so `--fix` applies it only with `--unsafe-fixes`.
+    Warnings and infos get no fix.
 
     ## References
     - torch 2.13 `nn/modules/activation.py:1172` (`batch_first=False`), `transformer.py:112, 749, 1034`
@@ -107,7 +109,7 @@ class BatchFirstDefault(Rule):
                 f"{batch.evidence}. Attention then runs across the batch and mixes samples without any error "
                 f"(measured: changing sample 1 moved sample 0's output by 0.47). Evidence: {'; '.join(evidence)}. "
                 f"Fix: pass batch_first=True.",
-                severity=Severity.ERROR, evidence=[*evidence, batch.evidence],
+                severity=Severity.ERROR, evidence=[*evidence, batch.evidence], fix=self._fix(built, "True"),
                 arguments={**constructor_values(self.context, built), "batch_first": False, "layout": BATCH_FIRST})
         elif stated:
             return
@@ -156,8 +158,13 @@ class BatchFirstDefault(Rule):
             f"it gets is sequence-first: {seq.evidence}. Attention then runs across the batch and mixes samples "
             f"without any error. Evidence: {'; '.join(evidence)}. Fix: feed (N, L, E) data (drop the "
             f"permute/transpose to (L, N, E)), or set batch_first=False.",
-            severity=Severity.ERROR, evidence=[*evidence, seq.evidence],
+            severity=Severity.ERROR, evidence=[*evidence, seq.evidence], fix=self._fix(built, "False"),
             arguments={**constructor_values(self.context, built), "batch_first": True, "layout": SEQ_FIRST})
+
+    def _fix(self, built, value: str):
+        """Only offered with layout evidence (an error): attention across the batch can be deliberate."""
+        changed = with_argument(built.call, built.arguments.by_name.get("batch_first"), "batch_first", value)
+        return self.replacement(built.call, changed, applicability=UNSAFE, title=f"pass batch_first={value}")
 
     @staticmethod
     def probe(arguments: dict, torch) -> tuple[str, str]:

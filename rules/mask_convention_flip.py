@@ -6,7 +6,7 @@ import libcst as cst
 
 from mhalint import torchapi
 from mhalint.calls import call_target
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, Severity
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity
 from mhalint.masks import BOOL, Mask, MaskReader, describe
 from mhalint.rule import Invalid, Rule, Valid
 from mhalint.torchapi import IGNORE, KEEP
@@ -44,7 +44,9 @@ class MaskConventionFlip(Rule):
     ```
 
     ## Fix safety
-    No automatic fix yet; inverting the mask changes behaviour.
+    Unsafe: `~` is added where the mask is passed (or a `~` already there is removed). It changes behaviour, as
+    it should, so `--fix` applies it only with `--unsafe-fixes`; check that no other use of the same mask relied
+    on the old direction.
 
     ## References
     - torch 2.13 `nn/functional.py:6400-6412` and `6465`; `nn/modules/activation.py:1284-1299`;
@@ -128,10 +130,21 @@ class MaskConventionFlip(Rule):
             f"({describe(mask.polarity)}), but {name} reads {_READS[convention]}: the mask is silently inverted "
             f"(measured: 1.87 off for a padding mask). Evidence: {'; '.join(mask.evidence)}. Fix: invert it where "
             f"it is passed, e.g. `~{self.context.code(expr)}` (or `.logical_not()`).",
-            severity=severity, evidence=mask.evidence, arguments={
+            severity=severity, evidence=mask.evidence, fix=self._invert(expr), arguments={
                 "api": api, "parameter": parameter, "convention": convention, "polarity": mask.polarity,
                 "mask_expression": mask.built_from,
                 "inverted_after": mask.built_polarity is not None and mask.built_polarity != mask.polarity})
+
+    def _invert(self, expr: cst.BaseExpression):
+        """`~mask` where the mask is passed (`~~m` simplifies to `m`)."""
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
+            inverted = expr.expression
+        elif isinstance(expr, cst.Name | cst.Attribute | cst.Subscript | cst.Call):
+            inverted = cst.UnaryOperation(cst.BitInvert(), expr)
+        else:
+            inverted = cst.UnaryOperation(cst.BitInvert(), expr.with_changes(
+                lpar=[cst.LeftParen()], rpar=[cst.RightParen()]))
+        return self.replacement(expr, inverted, applicability=UNSAFE, title="invert the mask with ~")
 
     @staticmethod
     def probe(arguments: dict, torch) -> tuple[str, str]:
