@@ -21,6 +21,7 @@ from mhalint.context import ModuleContext
 from mhalint.discovery import discover
 from mhalint.finding import Finding, Severity
 from mhalint.rule import Rule
+from mhalint.source import decode
 
 # Diagnostics of the engine itself, reported like findings so a run never stops at one bad file.
 PARSE_ERROR = "MHA900"
@@ -83,7 +84,8 @@ class Checker:
         if not self.rules or not self.triggers.search(source):
             return []
         try:
-            module = cst.parse_module(source)
+            text, _ = decode(source)
+            module = cst.parse_module(text)
         except cst.ParserSyntaxError:
             return [_syntax_error(source, path)]
         except (UnicodeDecodeError, LookupError, SyntaxError) as error:

@@ -20,6 +20,7 @@ from typing import Callable, Iterable, Sequence
 import libcst as cst
 
 from mhalint.finding import SAFE, Finding, Fix
+from mhalint.source import decode
 
 MAX_ROUNDS = 10  # ruff's limit too: fixes that keep producing fixes are a bug, not a reason to loop forever
 
@@ -80,8 +81,8 @@ class SourceFile:
     @classmethod
     def read(cls, path: Path) -> SourceFile:
         raw = path.read_bytes()
-        encoding = cst.parse_module(raw).encoding  # PEP 263 and BOM detection; utf-8-sig keeps a BOM
-        return cls(path, raw, raw.decode(encoding), encoding)
+        text, encoding = decode(raw)
+        return cls(path, raw, text, encoding)
 
     def diff(self, new_text: str) -> str:
         name = str(self.path)

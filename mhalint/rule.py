@@ -74,13 +74,20 @@ class Rule:
             end_line=position.end.line, end_column=position.end.column + 1,
             evidence=tuple(evidence), arguments=tuple((arguments or {}).items()), fix=fix))
 
-    def replacement(self, node: cst.CSTNode, new: cst.CSTNode | str, *, applicability: str, title: str) -> Fix:
-        """A fix that replaces `node`'s source with `new` (a node, rendered with this module's formatting)."""
-        position = self.context.position(node)
-        content = new if isinstance(new, str) else self.context.module.code_for_node(new)
-        edit = Edit(position.start.line, position.start.column + 1, position.end.line, position.end.column + 1,
-                    content)
-        return Fix((edit,), applicability, title)
+    def replacement(self, node: cst.CSTNode, new: cst.CSTNode, *, applicability: str, title: str) -> Fix:
+        """A fix that replaces `node` with `new`. The whole module is rendered with the replacement, so the new
+        code gets the indentation of the block it sits in; the edit is the span where the two renderings differ."""
+        module = self.context.module
+        before, after = module.code, module.deep_replace(node, new).code
+        start = 0
+        while start < min(len(before), len(after)) and before[start] == after[start]:
+            start += 1
+        end_before, end_after = len(before), len(after)
+        while end_before > start and end_after > start and before[end_before - 1] == after[end_after - 1]:
+            end_before, end_after = end_before - 1, end_after - 1
+        line, column = _line_and_column(before, start)
+        end_line, end_column = _line_and_column(before, end_before)
+        return Fix((Edit(line, column, end_line, end_column, after[start:end_after]),), applicability, title)
 
     @classmethod
     def documentation(cls) -> str:
@@ -98,6 +105,12 @@ class Rule:
             elif current is not None:
                 sections[current] += line + "\n"
         return {name: text.strip() for name, text in sections.items()}
+
+
+def _line_and_column(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of an offset, counting lines as Python does (\n, \r\n, \r)."""
+    starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", text[:offset])]
+    return len(starts), offset - starts[-1] + 1
 
 
 class PluginError(Exception):
