@@ -5,6 +5,7 @@ Exit codes follow ruff and flake8: 0 clean, 1 findings, 2 usage or internal erro
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import sys
@@ -15,14 +16,17 @@ import click
 import libcst as cst
 
 from mhalint import __version__
-from mhalint.engine import ENGINE_CODES, Checker
+from mhalint.engine import Checker
 from mhalint.finding import Finding, Severity
+from mhalint.config import ConfigError
 from mhalint.fixes import FixError, SourceFile, applicable, fix_source
 from mhalint.probe.runner import ProbeLimits, ProbeUnavailable, probe_findings
 from mhalint.report import concise
 from mhalint.report import json as json_report
 from mhalint.rule import PluginError, Rule, load_rules
-from mhalint.selection import Selection, SelectionError
+from mhalint.selection import SelectionError
+from mhalint.settings import resolve as resolve_settings
+from mhalint.source import decode
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -37,7 +41,7 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except (UsageError, PluginError, SelectionError) as error:
+        except (UsageError, PluginError, SelectionError, ConfigError) as error:
             click.echo(f"mhalint: error: {error}", err=True)
             ctx.exit(EXIT_ERROR)
 
@@ -49,53 +53,73 @@ def main() -> None:
 
 
 def _probe_options(command):
-    """The probe's limits, shared by `check --probe` and `probe`."""
-    command = click.option("--probe-timeout", type=click.FloatRange(min=0.1), default=ProbeLimits.site_timeout,
-                           show_default=True, help="Seconds one site's experiment may take.")(command)
-    command = click.option("--probe-total-timeout", type=click.FloatRange(min=1), default=ProbeLimits.total_timeout,
-                           show_default=True, help="Seconds the whole probe run may take (torch import included).")(command)
-    return click.option("--probe-memory", type=click.IntRange(min=256), default=ProbeLimits.memory_mb,
-                        show_default=True, metavar="MB", help="Memory cap of the probe process.")(command)
+    """The probe's limits, shared by `check --probe` and `probe` (None: from the configuration, else defaults)."""
+    command = click.option("--probe-timeout", type=click.FloatRange(min=0.1), default=None,
+                           help=f"Seconds one site's experiment may take [default: {ProbeLimits.site_timeout:g}].")(
+        command)
+    command = click.option("--probe-total-timeout", type=click.FloatRange(min=1), default=None,
+                           help="Seconds the whole probe run may take, torch import included "
+                                f"[default: {ProbeLimits.total_timeout:g}].")(command)
+    return click.option("--probe-memory", type=click.IntRange(min=256), default=None, metavar="MB",
+                        help=f"Memory cap of the probe process [default: {ProbeLimits.memory_mb}].")(command)
 
 
 _FORMATS = {"concise": concise, "json": json_report}
+STDIN = Path("-")
 
 
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Read settings from this pyproject.toml instead of the nearest one.")
 @click.option("--select", multiple=True, metavar="CODES",
               help="Comma-separated rule codes or prefixes to enable (default: all rules).")
+@click.option("--extend-select", multiple=True, metavar="CODES", help="Codes or prefixes to enable on top of select.")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Comma-separated rule codes or prefixes to disable.")
-@click.option("--respect-gitignore/--no-respect-gitignore", default=True, show_default=True,
-              help="Skip files that .gitignore excludes.")
-@click.option("--exclude", multiple=True, metavar="PATTERN", help="gitignore-style pattern of paths to skip.")
-@click.option("--min-severity", type=click.Choice([str(s) for s in Severity]), default="warning",
-              show_default=True, help="Hide findings below this severity (info: correct code relying on a default).")
+@click.option("--respect-gitignore/--no-respect-gitignore", default=None,
+              help="Skip files that .gitignore excludes [default: respect].")
+@click.option("--exclude", multiple=True, metavar="PATTERN",
+              help="gitignore-style patterns of paths to skip, replacing the default list (venvs, caches, ...).")
+@click.option("--extend-exclude", multiple=True, metavar="PATTERN", help="Patterns to skip on top of exclude.")
+@click.option("--min-severity", type=click.Choice([str(s) for s in Severity]), default=None,
+              help="Hide findings below this severity [default: warning].")
 @click.option("--output-format", type=click.Choice(sorted(_FORMATS)), default="concise", show_default=True)
+@click.option("--stdin-filename", metavar="PATH", help="The name to report for source read from `-`.")
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place (atomic writes).")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, also apply fixes that change behaviour.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff and write nothing.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (errors still exit 2).")
 @click.option("--probe", is_flag=True, help="Confirm each finding by re-creating it with torch (needs torch).")
 @_probe_options
 @click.option("--show-traceback", is_flag=True, help="Print the traceback of any internal error.")
-def check(paths: tuple[Path, ...], select: tuple[str, ...], ignore: tuple[str, ...], respect_gitignore: bool,
-          exclude: tuple[str, ...], min_severity: str, output_format: str, fix: bool, unsafe_fixes: bool,
-          diff: bool, probe: bool, probe_timeout: float, probe_total_timeout: float, probe_memory: int,
-          show_traceback: bool) -> None:
-    """Check PATHS (files or directories; default: the current directory)."""
-    missing = [str(path) for path in paths if not os.path.lexists(path)]
+def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_select, ignore, respect_gitignore,
+          exclude, extend_exclude, min_severity, output_format: str, stdin_filename: str | None, fix: bool,
+          unsafe_fixes: bool, diff: bool, exit_zero: bool, probe: bool, probe_timeout, probe_total_timeout,
+          probe_memory, show_traceback: bool) -> None:
+    """Check PATHS (files or directories; default: the current directory; - reads standard input)."""
+    missing = [str(path) for path in paths if path != STDIN and not os.path.lexists(path)]
     if missing:
         raise UsageError(f"path {missing[0]!r} does not exist")
     rules = load_rules()
-    selection = Selection(rules, _split(select), _split(ignore), engine_codes=ENGINE_CODES)
-    checker = Checker(selection.rules)
-    threshold = Severity.parse(min_severity)
+    settings = resolve_settings(
+        rules, list(paths), config_path=config_path, select=_split(select) if select else None,
+        extend_select=_split(extend_select), ignore=_split(ignore) if ignore else None,
+        exclude=list(exclude) if exclude else None, extend_exclude=list(extend_exclude),
+        respect_gitignore=respect_gitignore, min_severity=min_severity, probe_timeout=probe_timeout,
+        probe_total_timeout=probe_total_timeout, probe_memory=probe_memory)
+    checker = Checker(settings.selection.rules)
 
     def shown(found):
-        return [f for f in found if selection.reports(f.code) and f.severity >= threshold]
+        return [f for f in found if settings.reports(f)]
+
+    if paths == (STDIN,):
+        _check_stdin(checker, shown, stdin_filename or "-", fix=fix, diff=diff, unsafe=unsafe_fixes)
+        return
 
     def run():
-        return checker.check_paths(paths or (Path("."),), respect_gitignore=respect_gitignore, exclude=exclude)
+        return checker.check_paths(paths or (Path("."),), respect_gitignore=settings.respect_gitignore,
+                                   exclude=settings.exclude, default_exclude=settings.default_exclude,
+                                   anchors=[settings.config.root])
 
     result = run()
     if diff or fix:
@@ -104,12 +128,11 @@ def check(paths: tuple[Path, ...], select: tuple[str, ...], ignore: tuple[str, .
             sys.exit(EXIT_ERROR if outcome.failures else EXIT_FINDINGS if outcome.applied else EXIT_CLEAN)
         if outcome.applied:
             result = run()
-    reported = [f for f in result.findings if selection.reports(f.code)]
-    findings = [f for f in reported if f.severity >= threshold]
+    findings = shown(result.findings)
     if probe:
-        findings = _probe(findings, rules, ProbeLimits(probe_timeout, probe_total_timeout, probe_memory))
-    summary = _summary(len(findings), result.files_checked, hidden=len(reported) - len(findings),
-                       threshold=threshold)
+        findings = _probe(findings, rules, settings.probe_limits)
+    summary = _summary(len(findings), result.files_checked, hidden=sum(map(settings.hidden, result.findings)),
+                       threshold=settings.threshold)
     fixable = sum(1 for f in findings if applicable(f, unsafe=False))
     if fix:
         summary += f" Fixed {outcome.applied} finding{'s' if outcome.applied != 1 else ''}."
@@ -121,6 +144,30 @@ def check(paths: tuple[Path, ...], select: tuple[str, ...], ignore: tuple[str, .
             click.echo(text, err=True)
     if result.internal_errors or (fix and outcome.failures):
         sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_CLEAN)
+
+
+def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: bool, unsafe: bool) -> None:
+    """Lint standard input; with --fix print the fixed source (findings go to stderr), as ruff does."""
+    raw = click.get_binary_stream("stdin").read()
+    findings = shown(checker.check_source(raw, filename))
+    if fix or diff:
+        try:
+            text, encoding = decode(raw)
+            fixed, applied = fix_source(text, lambda t: shown(checker.check_source(t.encode(encoding), filename)),
+                                        unsafe)
+        except (FixError, SyntaxError, UnicodeError) as error:
+            raise UsageError(f"cannot fix {filename}: {error}")
+        if diff:
+            click.echo("".join(difflib.unified_diff(text.splitlines(True), fixed.splitlines(True), filename,
+                                                    filename)), nl=False)
+            sys.exit(EXIT_FINDINGS if applied else EXIT_CLEAN)
+        click.get_binary_stream("stdout").write(fixed.encode(encoding))
+        findings = shown(checker.check_source(fixed.encode(encoding), filename))
+        if findings:
+            click.echo(concise.render(findings), err=True)
+        sys.exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
+    _print(findings, "concise", _summary(len(findings), 1, hidden=0, threshold=Severity.INFO))
     sys.exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
 
 
@@ -137,7 +184,9 @@ def probe_command(source, output_format: str, probe_timeout: float, probe_total_
         findings = [Finding.from_dict(item) for item in items]
     except (ValueError, KeyError, TypeError) as error:
         raise UsageError(f"{source.name} is not a JSON list of mhalint findings ({type(error).__name__}: {error})")
-    findings = _probe(findings, load_rules(), ProbeLimits(probe_timeout, probe_total_timeout, probe_memory))
+    limits = ProbeLimits(probe_timeout or ProbeLimits.site_timeout, probe_total_timeout or ProbeLimits.total_timeout,
+                         probe_memory or ProbeLimits.memory_mb)
+    findings = _probe(findings, load_rules(), limits)
     _print(findings, output_format, f"Probed {len(findings)} finding{'s' if len(findings) != 1 else ''}.")
     sys.exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
 

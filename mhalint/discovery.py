@@ -255,10 +255,11 @@ def _info_exclude(worktree: str) -> str:
 
 
 def _excluded(
-    name: str, key: str, is_dir: bool, rules: tuple[GitIgnore, ...] | None, excludes: tuple[GitIgnore, ...]
+    name: str, key: str, is_dir: bool, rules: tuple[GitIgnore, ...] | None, excludes: tuple[GitIgnore, ...],
+    default_exclude: frozenset[str],
 ) -> bool:
     """Whether a walked entry is skipped: a default-excluded name, an ``exclude`` match, or ignored by git."""
-    if name in DEFAULT_EXCLUDE or any(exclude.match(key, is_dir) for exclude in excludes):
+    if name in default_exclude or any(exclude.match(key, is_dir) for exclude in excludes):
         return True
     for ignore in reversed(rules or ()):  # deeper gitignore files take precedence
         decided = ignore.match(key, is_dir)
@@ -275,9 +276,10 @@ class _Walker:
     Gitignore rules are None outside a repository or when not respected.
     """
 
-    def __init__(self, extensions: tuple[str, ...], respect_gitignore: bool) -> None:
+    def __init__(self, extensions: tuple[str, ...], respect_gitignore: bool, default_exclude: frozenset[str]) -> None:
         self.extensions = extensions
         self.respect_gitignore = respect_gitignore
+        self.default_exclude = default_exclude
         self.files: list[Path] = []
         self.errors: list[tuple[Path, str]] = []
 
@@ -343,12 +345,12 @@ class _Walker:
                 except OSError:  # a symlink loop, or an entry that vanished
                     continue
                 child = posixpath.join(key, entry.name)
-                if is_dir and not _excluded(entry.name, child, True, rules, excludes):
+                if is_dir and not _excluded(entry.name, child, True, rules, excludes, self.default_exclude):
                     stack.append((entry.path, child, rules))
                 elif (
                     is_file
                     and entry.name.endswith(self.extensions)
-                    and not _excluded(entry.name, child, False, rules, excludes)
+                    and not _excluded(entry.name, child, False, rules, excludes, self.default_exclude)
                 ):
                     self.files.append(Path(entry.path))
 
@@ -359,11 +361,16 @@ def discover(
     respect_gitignore: bool = True,
     exclude: Sequence[str] = (),
     extensions: Sequence[str] = DEFAULT_EXTENSIONS,
+    default_exclude: Iterable[str] = DEFAULT_EXCLUDE,
+    anchors: Sequence[str | Path] = (),
 ) -> Discovery:
-    """Find the files to check under ``paths``; see the module docstring for the rules."""
-    walker = _Walker(tuple(extensions), respect_gitignore)
+    """Find the files to check under ``paths``; see the module docstring for the rules. ``default_exclude``
+    replaces the built-in list of skipped names (ruff's ``exclude`` setting); ``anchors`` are more directories
+    that ``exclude`` patterns are anchored at (a configuration file's directory)."""
+    walker = _Walker(tuple(extensions), respect_gitignore, frozenset(default_exclude))
     cwd = Path.cwd().as_posix()
-    cwd_excludes = (GitIgnore(exclude, cwd),) if exclude else ()
+    bases = dict.fromkeys([cwd, *(Path(os.path.realpath(a)).as_posix() for a in anchors)])
+    cwd_excludes = tuple(GitIgnore(exclude, base) for base in bases) if exclude else ()
     for given in paths:
         path = os.path.normpath(given)
         try:
@@ -377,7 +384,7 @@ def discover(
         real = os.path.realpath(path)
         key = Path(real).as_posix()
         excludes = cwd_excludes
-        if exclude and key != cwd:
+        if exclude and key not in bases:
             excludes += (GitIgnore(exclude, key),)
         rules = walker.inherited_rules(real) if respect_gitignore else None
         walker.walk(path, key, rules, excludes)

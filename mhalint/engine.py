@@ -59,10 +59,11 @@ class Checker:
         self.rules = list(rules)
         self.triggers = trigger_pattern(self.rules)
 
-    def check_paths(self, paths: Iterable[str | Path], *, respect_gitignore: bool = True,
-                    exclude: Sequence[str] = ()) -> Result:
+    def check_paths(self, paths: Iterable[str | Path], **discovery) -> Result:
+        """Check every file `discover(paths, **discovery)` finds (its keyword arguments: respect_gitignore,
+        exclude, default_exclude, anchors)."""
         result = Result()
-        found = discover(paths, respect_gitignore=respect_gitignore, exclude=exclude, extensions=PYTHON_SOURCES)
+        found = discover(paths, extensions=PYTHON_SOURCES, **discovery)
         for path, reason in found.errors:
             result.findings.append(_engine_finding(str(path), READ_ERROR, reason))
         for path in found.files:

@@ -12,24 +12,36 @@ class SelectionError(ValueError):
 
 
 class Selection:
-    """Which rules run, and which codes are reported (engine diagnostics such as MHA900 only via --ignore)."""
+    """Which rules run, and which codes are reported (engine diagnostics such as MHA900 only via --ignore).
+
+    Each selector list comes with where it was written ("--select", "`ignore` in pyproject.toml") so that an
+    unknown code is reported where the user can find it.
+    """
 
     def __init__(self, rules: Mapping[str, type[Rule]], select: list[str], ignore: list[str],
-                 engine_codes: Iterable[str] = ()):
+                 engine_codes: Iterable[str] = (), extend_select: list[str] = (),
+                 origins: Mapping[str, str] | None = None):
         engine_codes = set(engine_codes)
-        known = set(rules) | engine_codes
-        for option, selectors in (("--select", select), ("--ignore", ignore)):
-            for selector in selectors:
-                if selector != "ALL" and not any(code.startswith(selector) for code in known):
-                    raise SelectionError(f"unknown rule code or prefix {selector!r} in {option}; "
-                                         f"`mhalint rule --all` lists the codes")
-        self._select = select or ["ALL"]
-        self._ignore = ignore
+        self._known = set(rules) | engine_codes
+        origins = {"select": "--select", "ignore": "--ignore", "extend-select": "--extend-select", **(origins or {})}
+        for key, selectors in (("select", select), ("ignore", ignore), ("extend-select", extend_select)):
+            self.validate(selectors, origins[key])
+        self._select = [*(select or ["ALL"]), *extend_select]
+        self._ignore = list(ignore)
         self._engine_codes = engine_codes
         self.rules = [rule for code, rule in rules.items() if self._enabled(code)]
 
-    def reports(self, code: str) -> bool:
-        """Engine diagnostics (a file that cannot be read or parsed) are always shown unless ignored by name."""
+    def validate(self, selectors: Iterable[str], origin: str) -> None:
+        for selector in selectors:
+            if selector != "ALL" and not any(code.startswith(selector) for code in self._known):
+                raise SelectionError(f"unknown rule code or prefix {selector!r} in {origin}; "
+                                     f"`mhalint rule --all` lists the codes")
+
+    def reports(self, code: str, extra_ignores: Iterable[str] = ()) -> bool:
+        """Engine diagnostics (a file that cannot be read or parsed) are always shown unless ignored by name;
+        `extra_ignores` are per-file ignores, which win over any select."""
+        if _longest_match(code, list(extra_ignores)) >= 0:
+            return False
         if code in self._engine_codes:
             return _longest_match(code, self._ignore) < 0
         return self._enabled(code)
