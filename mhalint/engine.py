@@ -17,6 +17,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from mhalint import noqa
+from mhalint.notebook import Notebook, NotebookError
 from mhalint.context import ModuleContext
 from mhalint.discovery import discover
 from mhalint.finding import Finding, Severity
@@ -34,8 +35,7 @@ ENGINE_CODES = {
 }
 
 
-# Notebooks are discovered by default but need cell extraction before parsing; until then only sources.
-PYTHON_SOURCES = (".py", ".pyi")
+SOURCES = (".py", ".pyi", ".ipynb")
 
 
 @dataclass
@@ -63,12 +63,12 @@ class Checker:
         """Check every file `discover(paths, **discovery)` finds (its keyword arguments: respect_gitignore,
         exclude, default_exclude, anchors)."""
         result = Result()
-        found = discover(paths, extensions=PYTHON_SOURCES, **discovery)
+        found = discover(paths, extensions=SOURCES, **discovery)
         for path, reason in found.errors:
             result.findings.append(_engine_finding(str(path), READ_ERROR, reason))
         for path in found.files:
             self._check_file(str(path), result)
-        result.findings.sort()
+        result.findings.sort(key=Finding.sort_key)
         return result
 
     def _check_file(self, path: str, result: Result) -> None:
@@ -78,7 +78,17 @@ class Checker:
             result.findings.append(_engine_finding(path, READ_ERROR, error.strerror or str(error)))
             return
         result.files_checked += 1
-        result.findings.extend(self.check_source(source, path, result))
+        if path.endswith(".ipynb"):
+            result.findings.extend(self._check_notebook(source, path, result))
+        else:
+            result.findings.extend(self.check_source(source, path, result))
+
+    def _check_notebook(self, raw: bytes, path: str, result: Result) -> list[Finding]:
+        try:
+            notebook = Notebook.parse(raw)
+        except NotebookError as error:
+            return [_engine_finding(path, READ_ERROR, str(error))]
+        return [notebook.locate(f) for f in self.check_source(notebook.source.encode(), path, result)]
 
     def check_source(self, source: bytes, path: str, result: Result | None = None) -> list[Finding]:
         """Findings for one file's bytes (noqa applied, sorted)."""
@@ -103,7 +113,7 @@ class Checker:
             return [_engine_finding(path, PARSE_ERROR, "the code is nested too deeply to analyse")]
         findings.extend(walker.failures)
         kept = noqa.suppress(findings, module.code)
-        return sorted(kept)
+        return sorted(kept, key=Finding.sort_key)
 
 
 class _Walker(cst.CSTVisitor):

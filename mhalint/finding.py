@@ -78,12 +78,12 @@ class ProbeResult:
 CONFIRMED, NOT_CONFIRMED, SKIPPED = "confirmed", "not confirmed", "skipped"
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Finding:
-    """One problem at one place. Ordered by path, line, column, code: the order users read them in."""
+    """One problem at one place. `sort_key` orders findings as users read them: path, cell, line, column, code."""
 
     path: str
-    line: int  # 1-based, where the offending call starts
+    line: int  # 1-based, where the offending call starts (within its notebook cell, for notebooks)
     column: int  # 1-based
     code: str
     message: str = field(compare=False)
@@ -97,12 +97,23 @@ class Finding:
     arguments: tuple[tuple[str, object], ...] = field(default=(), compare=False)
     fix: Fix | None = field(default=None, compare=False)
     probe: ProbeResult | None = field(default=None, compare=False)
+    cell: int | None = field(default=None, compare=False)  # 1-based notebook cell, None for a plain source file
+
+    def sort_key(self) -> tuple:
+        return self.path, self.cell or 0, self.line, self.column, self.code
+
+    @property
+    def location(self) -> str:
+        """`path:line:col`, or `path:cell N:line:col` in a notebook."""
+        cell = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.path}:{cell}{self.line}:{self.column}"
 
     def to_dict(self) -> dict:
         return {
             "code": self.code,
             "name": self.name,
             "path": self.path,
+            "cell": self.cell,
             "line": self.line,
             "column": self.column,
             "end_line": self.end_line,
@@ -127,4 +138,5 @@ class Finding:
             evidence=tuple(str(e) for e in data.get("evidence", ())),
             arguments=tuple(dict(data.get("arguments") or {}).items()),
             fix=Fix.from_dict(data["fix"]) if data.get("fix") else None,
-            probe=ProbeResult.from_dict(probe) if probe else None)
+            probe=ProbeResult.from_dict(probe) if probe else None,
+            cell=int(data["cell"]) if data.get("cell") is not None else None)

@@ -3,15 +3,18 @@ an indented line under its finding."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from mhalint.finding import Finding
 
+if TYPE_CHECKING:
+    from mhalint.rule import Rule
 
-def render(findings: Iterable[Finding]) -> str:
+
+def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None = None) -> str:
     lines = []
     for f in findings:
-        lines.append(f"{f.path}:{f.line}:{f.column}: {f.code} [{f.severity}] {f.message}")
+        lines.append(f"{f.location}: {f.code} [{f.severity}] {f.message}")
         if f.probe is not None:
             version = f" (torch {f.probe.torch_version})" if f.probe.torch_version else ""
             lines.append(f"    probe {f.probe.status}{version}: {f.probe.evidence}")
