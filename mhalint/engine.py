@@ -7,7 +7,10 @@ uses what the Rule base class declares.
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
+import sys
+import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,26 +97,83 @@ class Checker:
         """Findings for one file's bytes (noqa applied, sorted)."""
         if not self.rules or not self.triggers.search(source):
             return []
+        return _on_deep_stack(self._check, source, path, result or Result())
+
+    def _check(self, source: bytes, path: str, result: Result) -> list[Finding]:
         try:
             text, _ = decode(source)
-            module = cst.parse_module(text)
-        except cst.ParserSyntaxError:
-            return [_syntax_error(source, path)]
         except (UnicodeDecodeError, LookupError, SyntaxError) as error:
             return [_engine_finding(path, READ_ERROR, f"cannot decode the source: {error}")]
-        except RecursionError:
-            return [_engine_finding(path, PARSE_ERROR, "the code is nested too deeply for the parser")]
+        refusal = _python_refuses(text, path)
+        if refusal is not None:
+            return [refusal]
         findings: list[Finding] = []
-        context = ModuleContext(module, path, MetadataWrapper(module, unsafe_skip_copy=True))
-        walker = _Walker(context, [rule(context, findings.append) for rule in self.rules], path,
-                         result or Result())
         try:
-            module.visit(walker)
+            with _recursion_limit(_RECURSION_LIMIT):  # safe here: this thread has a large stack
+                module = cst.parse_module(text)
+                context = ModuleContext(module, path, MetadataWrapper(module, unsafe_skip_copy=True))
+                walker = _Walker(context, [rule(context, findings.append) for rule in self.rules], path, result)
+                module.visit(walker)
+        except cst.ParserSyntaxError:
+            return [_engine_finding(path, PARSE_ERROR, "Python accepts this file but libcst cannot parse it "
+                                                       "(syntax newer than the installed libcst?); upgrade libcst")]
         except RecursionError:
             return [_engine_finding(path, PARSE_ERROR, "the code is nested too deeply to analyse")]
         findings.extend(walker.failures)
-        kept = noqa.suppress(findings, module.code)
+        kept = noqa.suppress(findings, text)
         return sorted(kept, key=Finding.sort_key)
+
+
+def _python_refuses(text: str, path: str) -> Finding | None:
+    """CPython's own parser first: it words syntax errors well, and it refuses nesting that would overflow the
+    native stack of libcst's parser (which would kill the whole run, not just this file)."""
+    try:
+        ast.parse(text, filename=path)
+    except SyntaxError as error:
+        message = f"syntax error: {error.msg}; fix the syntax so mhalint can check this file"
+        return _engine_finding(path, PARSE_ERROR, message, error.lineno or 1, error.offset or 1)
+    except (RecursionError, MemoryError):
+        return _engine_finding(path, PARSE_ERROR, "the code is nested deeper than Python's parser accepts")
+    except ValueError as error:  # null bytes: a binary file named .py
+        return _engine_finding(path, READ_ERROR, f"not Python source ({error})")
+    return None
+
+
+@contextlib.contextmanager
+def _recursion_limit(limit: int):
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(previous, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(previous)
+
+
+_STACK_BYTES = 256 * 2**20
+_RECURSION_LIMIT = 20_000
+
+
+def _on_deep_stack(function, *args):
+    """Run `function` on a thread with a large stack: libcst's parser and visitors recurse once per nesting
+    level, and deep but valid code must not overflow the main thread's stack (a crash, not an exception)."""
+    outcome: dict = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = function(*args)
+        except BaseException as error:  # re-raised in the calling thread
+            outcome["error"] = error
+
+    previous = threading.stack_size(_STACK_BYTES)
+    try:
+        thread = threading.Thread(target=target, name="mhalint-check")
+        thread.start()
+    finally:
+        threading.stack_size(previous)
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 class _Walker(cst.CSTVisitor):
@@ -177,20 +237,6 @@ def _line_or_one(context: ModuleContext, node: cst.CSTNode) -> int:
         return context.line(node)
     except Exception:  # positions themselves may be what failed
         return 1
-
-
-def _syntax_error(source: bytes, path: str) -> Finding:
-    """Python's own compiler words a syntax error better than libcst's parser, so ask it for the message."""
-    try:
-        ast.parse(source, filename=path)
-    except SyntaxError as error:
-        line, column = error.lineno or 1, error.offset or 1
-        message = f"syntax error: {error.msg}; fix the syntax so mhalint can check this file"
-        return _engine_finding(path, PARSE_ERROR, message, line, column)
-    except (ValueError, RecursionError, MemoryError) as error:
-        return _engine_finding(path, PARSE_ERROR, f"the file cannot be compiled: {error}")
-    return _engine_finding(path, PARSE_ERROR, "Python accepts this file but libcst cannot parse it "
-                                              "(syntax newer than the installed libcst?); upgrade libcst")
 
 
 def _engine_finding(path: str, code: str, reason: str, line: int = 1, column: int = 1) -> Finding:
