@@ -13,6 +13,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
@@ -51,9 +52,16 @@ def probe_findings(findings: Sequence[Finding], rules: Mapping[str, type[Rule]],
 
 def _run_worker(sites: list[dict], limits: ProbeLimits) -> dict[int, ProbeResult]:
     request = json.dumps({"site_timeout": limits.site_timeout, "sites": sites})
+    # An empty working directory: `python -m` puts it first on sys.path, and the user's own directory there
+    # would let a json.py or torch.py of theirs be imported by the worker.
+    with tempfile.TemporaryDirectory(prefix="mhalint-probe-") as empty:
+        return _communicate(request, sites, limits, empty)
+
+
+def _communicate(request: str, sites: list[dict], limits: ProbeLimits, cwd: str) -> dict[int, ProbeResult]:
     process = subprocess.Popen(
         [sys.executable, "-m", "mhalint.probe"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stderr=subprocess.PIPE, text=True, cwd=cwd, env={**os.environ, "OMP_NUM_THREADS": "1"},
         preexec_fn=_memory_cap(limits.memory_mb))
     try:
         stdout, stderr = process.communicate(request, timeout=limits.total_timeout)

@@ -31,6 +31,9 @@ def main() -> None:
     except (ValueError, TypeError) as error:
         _emit({"error": f"malformed probe request: {error}"})
         sys.exit(2)
+    except RecursionError:
+        _emit({"error": "malformed probe request: nested too deeply"})
+        sys.exit(2)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     try:
         import torch
