@@ -404,3 +404,28 @@ def with_argument(call: cst.Call, existing: cst.Arg | None, keyword: str, value:
                                        new.with_changes(comma=last.comma)])
     return call.with_changes(args=[*rest, last.with_changes(comma=cst.Comma(
         whitespace_after=cst.SimpleWhitespace(" "))), new])
+
+
+def project_function(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Scope | None:
+    """The function or method of this module a call runs: `helper(...)` or `self.method(...)`."""
+    func = call.func
+    if isinstance(func, cst.Name) and func.value in ctx.functions:
+        bindings = ctx.bindings(func.value, scope)
+        if bindings and bindings[-1].kind == "def":
+            return ctx.functions[func.value]
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == scope.self_name:
+        klass = ctx.class_of(scope)
+        if klass is not None:
+            return klass.methods.get(func.attr.value)
+    return None
+
+
+def mask_arguments(ctx: ModuleContext, call: cst.Call, scope: Scope):
+    """(target, parameter, convention, expression) for each mask a torch attention call is given (not None)."""
+    target = call_target(ctx, call, scope)
+    if target is None or target.api not in torchapi.MASK_ARGUMENTS:
+        return
+    for parameter, convention in torchapi.MASK_ARGUMENTS[target.api].items():
+        expr = target.arguments.get(parameter)
+        if expr is not None and not (isinstance(expr, cst.Name) and expr.value == "None"):
+            yield target, parameter, convention, expr

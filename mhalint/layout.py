@@ -69,7 +69,7 @@ class LayoutReader:
 
     def _name(self, name: str, scope: Scope, use: cst.CSTNode, depth: int) -> Layout | None:
         bindings = self.ctx.bindings(name, scope)
-        binding = self._reaching(bindings, use)
+        binding = self.ctx.reaching(bindings, use)
         if binding is None:
             return None
         unpacked = self._unpacking(name, scope, binding, use)
@@ -102,13 +102,6 @@ class LayoutReader:
                     return Layout(kind, f"`{name}` is {kind}: the docstring of `{binding.scope.name}()` says "
                                         f"`{text.strip()}`")
         return None
-
-    def _reaching(self, bindings: list[Binding], use: cst.CSTNode) -> Binding | None:
-        if len(bindings) <= 1:
-            return bindings[0] if bindings else None
-        use_line = self.ctx.line(use)
-        before = [b for b in bindings if b.kind == "param" or self.ctx.line(b.node) < use_line]
-        return before[-1] if before else None
 
     def _parameter(self, name: str, binding: Binding, depth: int) -> Layout | None:
         """What the callers pass: batch-first evidence from any caller wins (it is the one that corrupts)."""

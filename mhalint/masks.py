@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import libcst as cst
 
 from mhalint import torchapi
-from mhalint.calls import call_target, callers, returned
+from mhalint.calls import callers, mask_arguments, project_function, returned
 from mhalint.context import ModuleContext, Scope
 from mhalint.torchapi import IGNORE, KEEP
 from mhalint.values import resolve
@@ -95,7 +95,7 @@ class MaskReader:
     # ---- names ----
     def _name(self, name: str, scope: Scope, use: cst.CSTNode, depth: int) -> Mask | None:
         bindings = self.ctx.bindings(name, scope)
-        binding = self._reaching(bindings, use)
+        binding = self.ctx.reaching(bindings, use)
         if binding is not None and binding.kind == "param":
             return self._parameter(name, binding, depth) or self._by_use(name, scope, use) or self._by_name(name)
         if binding is None or binding.value is None or binding.kind != "assign":
@@ -129,27 +129,14 @@ class MaskReader:
             return None
         return found[0]
 
-    def _reaching(self, bindings, use: cst.CSTNode):
-        """The last binding before the use (by line): straight-line code is what mask building looks like."""
-        if len(bindings) == 1:
-            return bindings[0]
-        if not bindings:
-            return None
-        use_line = self.ctx.line(use)
-        before = [b for b in bindings if self.ctx.line(b.node) < use_line or b.kind == "param"]
-        return before[-1] if before else None
-
     def _by_use(self, name: str, scope: Scope, use: cst.CSTNode) -> Mask | None:
         """A mask passed unchanged to nn.MultiheadAttention or a Transformer mask argument in the same function
         is in their convention (True = ignore). Only that direction counts: it is torch's older, documented one."""
         for call, call_scope in self.ctx.calls():
             if call_scope is not scope or call is use:
                 continue
-            target = call_target(self.ctx, call, call_scope)
-            if target is None:
-                continue
-            for parameter, convention in torchapi.MASK_ARGUMENTS[target.api].items():
-                if convention == IGNORE and _plain_name(target.arguments.get(parameter)) == name:
+            for target, parameter, convention, expr in mask_arguments(self.ctx, call, call_scope):
+                if convention == IGNORE and _plain_name(expr) == name:
                     return Mask(None, IGNORE, (f"`{name}` is also passed unchanged as {parameter} to "
                                                f"{torchapi.short_name(target.api)} at line {self.ctx.line(call)}, "
                                                f"which reads True as ignore",), weak=True)
@@ -183,7 +170,7 @@ class MaskReader:
                 return None
             if keeps_truth:
                 return replace(inner, kind=BOOL, evidence=inner.evidence + (self._at(f"converted by {where}", node),))
-            return inner.flipped(self._at(f"inverted by {where}", node))
+            return replace(inner.flipped(self._at(f"inverted by {where}", node)), kind=BOOL)  # a comparison
         if _PADDING_NAME.search(self.ctx.code(right)) or _PADDING_NAME.search(self.ctx.code(left)):
             if isinstance(op, cst.Equal):
                 return self._built(BOOL, IGNORE, f"{where} is True at padding", node)
@@ -336,24 +323,13 @@ class MaskReader:
 
     def _returned(self, call: cst.Call, scope: Scope, depth: int) -> Mask | None:
         """A project helper that builds the mask: follow its single `return` (same module only)."""
-        function = self._callee(call.func, scope)
+        function = project_function(self.ctx, call, scope)
         if function is None:
             return None
         values = returned(function)
         if len(values) != 1:
             return None
         return self.read(values[0], function, values[0], depth + 1)
-
-    def _callee(self, func, scope: Scope) -> Scope | None:
-        if isinstance(func, cst.Name) and func.value in self.ctx.functions:
-            bindings = self.ctx.bindings(func.value, scope)
-            if bindings and bindings[-1].kind == "def":
-                return self.ctx.functions[func.value]
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == scope.self_name:
-            klass = self.ctx.class_of(scope)
-            if klass is not None:
-                return klass.methods.get(func.attr.value)
-        return None
 
     # ---- helpers ----
     def _built(self, kind, polarity, why: str, node: cst.CSTNode) -> Mask:

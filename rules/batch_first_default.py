@@ -80,6 +80,10 @@ class BatchFirstDefault(Rule):
         Invalid("import torch.nn as nn\nclass Attn(nn.MultiheadAttention):\n    def __init__(self):\n"
                 "        super().__init__(64, 8)\n", line=4),
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)  # noqa: MHA004\n", line=2),
+        Invalid("import torch.nn as nn\nclass Encoder(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                "        self.attn = nn.MultiheadAttention(64, 8)\n    def forward(self, x):\n"
+                "        B, T, C = x.shape\n        return self.attn(x, x, x)[0]\n", line=5,
+                message="the data it gets is batch-first", severity=Severity.ERROR),
     )
 
     def __init__(self, context, emit):

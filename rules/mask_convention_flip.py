@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mhalint import torchapi
-from mhalint.calls import call_target
+from mhalint.calls import mask_arguments
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity
 from mhalint.masks import BOOL, Mask, MaskReader, describe
 from mhalint.rule import Invalid, Rule, Valid
@@ -105,13 +105,7 @@ class MaskConventionFlip(Rule):
         self.masks = MaskReader(context)
 
     def visit_Call(self, node: cst.Call) -> None:
-        target = call_target(self.context, node, self.scope)
-        if target is None or target.api not in torchapi.MASK_ARGUMENTS:
-            return
-        for parameter, convention in torchapi.MASK_ARGUMENTS[target.api].items():
-            expr = target.arguments.get(parameter)
-            if expr is None or (isinstance(expr, cst.Name) and expr.value == "None"):
-                continue
+        for target, parameter, convention, expr in mask_arguments(self.context, node, self.scope):
             mask = self.masks.read(expr, self.scope, node)
             if mask is None or mask.polarity is None or mask.polarity == convention:
                 continue

@@ -5,31 +5,11 @@ from __future__ import annotations
 import pytest
 
 from mhalint.finding import Severity
+from aliases import spellings
 
 CODE = "MHA004"
 MODULES = {"MultiheadAttention": "num_heads", "TransformerEncoderLayer": "nhead",
            "TransformerDecoderLayer": "nhead", "Transformer": "nhead"}
-
-
-def spellings(cls: str) -> list[tuple[str, str]]:
-    """(import line, callee expression) for every way facts 9.1 says `cls` can be reached."""
-    forms = [
-        ("import torch", f"torch.nn.{cls}"),
-        ("import torch.nn as nn", f"nn.{cls}"),
-        ("from torch import nn", f"nn.{cls}"),
-        (f"from torch.nn import {cls}", cls),
-        (f"from torch.nn import {cls} as Alias", "Alias"),
-    ]
-    if cls == "MultiheadAttention":
-        forms += [
-            ("import torch", "torch.nn.modules.activation.MultiheadAttention"),
-            ("import torch", "torch.nn.quantizable.MultiheadAttention"),
-            ("import torch", "torch.ao.nn.quantizable.MultiheadAttention"),
-            ("from torch.ao.nn.quantizable import MultiheadAttention", "MultiheadAttention"),
-        ]
-    else:
-        forms.append(("import torch", f"torch.nn.modules.transformer.{cls}"))
-    return forms
 
 
 ALIASES = [pytest.param(imp, callee, heads, id=callee if "Alias" not in callee else f"{cls}-as-Alias")

@@ -1,0 +1,501 @@
+"""MHA008 float-keep-mask: a 0/1 float mask is added to the attention scores, so it masks nothing."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import libcst as cst
+
+from mhalint import torchapi
+from mhalint.calls import mask_arguments
+from mhalint.context import Scope
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity
+from mhalint.masks import BOOL, ZERO_ONE, Mask, MaskReader
+from mhalint.rule import Invalid, Rule, Valid
+from mhalint.torchapi import IGNORE, KEEP
+from mhalint.values import resolve
+
+_MAX_DEPTH = 12
+# Methods that change a mask's shape or device but not its values (as in mhalint.masks).
+_SHAPE_ONLY = {
+    "unsqueeze", "view", "reshape", "expand", "expand_as", "repeat", "repeat_interleave", "contiguous", "detach",
+    "clone", "transpose", "permute", "flatten", "squeeze", "unflatten", "cuda", "cpu", "narrow", "view_as",
+    "reshape_as", "t", "movedim", "index_select", "tile",
+}
+_TO_FLOAT = {"float", "half", "bfloat16", "double", "type_as"}
+_FLOAT_DTYPE = re.compile(r"\b(float|float16|float32|float64|half|bfloat16|double)\b|\.dtype\b")
+_INT_DTYPE = re.compile(r"dtype\s*=\s*torch\.(long|int|int8|int16|int32|int64|uint8|short)\b")
+_BOOLEAN_METHODS = {"bool", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "logical_or",
+                    "isinf", "isnan", "isfinite"}
+_FACTORIES = {"torch.ones", "torch.zeros", "torch.ones_like", "torch.zeros_like", "torch.empty"}
+_MEANING = {KEEP: "1 = attend", IGNORE: "1 = ignore"}
+_READS = {IGNORE: "True = ignore", KEEP: "True = attend"}
+
+
+class FloatKeepMask(Rule):
+    """
+    ## What it does
+    Flags a mask of 0s and 1s in a floating dtype given as a mask argument of `F.scaled_dot_product_attention`
+    (`attn_mask`), `nn.MultiheadAttention` (`attn_mask`, `key_padding_mask`), `F.multi_head_attention_forward`
+    or the Transformer classes (`src_mask`, `tgt_key_padding_mask`, ...): `torch.tril(torch.ones(L, L))`, a
+    `torch.ones`/`torch.zeros` tensor whose entries are then set to 0 or 1, a boolean mask turned into floats
+    with `.float()`/`.to(q.dtype)`/`.type_as(q)`, or `1 - mask.float()`. The mask is followed through local
+    names, `self.x` attributes (also `register_buffer`) and shape-only operations. A 0/1 mask that is turned into
+    an additive one (`masked_fill(m == 0, float('-inf'))`, `(1 - m) * -1e9`) is correct and is not flagged.
+
+    ## Why is this bad?
+    A floating-point mask is not a selection: all these APIs add it to the attention scores (torch 2.13
+    `nn/modules/activation.py:1288, 1298-1299`, `nn/functional.py:6466`). A 0/1 mask therefore masks nothing; it
+    only adds +1 to some scores. Nothing raises or warns. Measured for a 0/1 keep-mask given as a padding mask:
+    the output is 0.676 away from the correctly masked result and 0.325 from the result with no mask at all.
+
+    ## Example
+    ```python
+    causal = torch.tril(torch.ones(L, L))                    # 1 = may attend
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=causal)
+    ```
+
+    ## Use instead
+    ```python
+    causal = torch.tril(torch.ones(L, L, dtype=torch.bool))  # True = may attend (SDPA's convention)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=causal)
+    ```
+    For `nn.MultiheadAttention` and the Transformer classes a boolean mask means True = ignore, so a 0/1 keep-mask
+    `m` becomes `m == 0`; or build an additive mask (0 where attended, `-inf` where masked).
+
+    ## Fix safety
+    Unsafe, and offered only when the mask's meaning is known from its construction: for SDPA a keep-mask `m`
+    becomes `m.bool()` and an ignore-mask `m == 0`; for MultiheadAttention and the Transformer classes a
+    keep-mask becomes `m == 0` and an ignore-mask `m.bool()`. It changes the output (the mask starts masking),
+    as it should, and `--fix` applies it only with `--unsafe-fixes`.
+
+    ## References
+    - torch 2.13 `nn/modules/activation.py:1284-1299`, `nn/functional.py:6463-6466`,
+      `nn/modules/transformer.py:195-200`
+    - mhalint facts sheet sections 3.1 and 3.2
+    """
+
+    code = "MHA008"
+    name = "float-keep-mask"
+    summary = "A 0/1 float mask given where float masks are added to the scores: it masks nothing"
+    triggers = ("scaled_dot_product_attention", "MultiheadAttention", "Transformer", "multi_head_attention_forward")
+
+    valid = (
+        Valid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, L):\n"
+              "    keep = torch.tril(torch.ones(L, L, dtype=torch.bool))\n"
+              "    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)\n"),
+        Valid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, L):\n"
+              "    keep = torch.tril(torch.ones(L, L))\n"
+              "    bias = keep.masked_fill(keep == 0, float('-inf'))\n"
+              "    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)\n"),
+        Valid("import torch\nfrom torch import nn\nclass SelfAttention(nn.Module):\n"
+              "    def __init__(self, block_size):\n        super().__init__()\n"
+              "        self.register_buffer('bias', torch.tril(torch.ones(block_size, block_size))"
+              ".view(1, 1, block_size, block_size))\n"
+              "    def forward(self, att, T):\n"
+              "        return att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))\n"),
+        Valid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 2, batch_first=True)\n"
+              "def f(x, tokens):\n    keep = (tokens != 0).float()\n"
+              "    return attn(x, x, x, key_padding_mask=(1.0 - keep) * -1e9)[0]\n"),
+        Valid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 2, batch_first=True)\n"
+              "def f(x, L):\n    m = torch.zeros(L, L)\n    m[0, 1:] = float('-inf')\n"
+              "    return attn(x, x, x, attn_mask=m)[0]\n"),
+        Valid("def scaled_dot_product_attention(q, k, v, attn_mask): ...\nimport torch\n"
+              "out = scaled_dot_product_attention(1, 2, 3, attn_mask=torch.tril(torch.ones(4, 4)))\n"),
+    )
+    invalid = (
+        Invalid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, L):\n"
+                "    causal = torch.tril(torch.ones(L, L))\n"
+                "    return F.scaled_dot_product_attention(q, k, v, attn_mask=causal)\n", line=5,
+                message="line 4", severity=Severity.ERROR),
+        Invalid("import torch\nfrom torch import nn\nclass Block(nn.Module):\n"
+                "    def __init__(self, n):\n        super().__init__()\n"
+                "        self.attn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+                "        self.register_buffer('mask', torch.tril(torch.ones(n, n)))\n"
+                "    def forward(self, x):\n        return self.attn(x, x, x, attn_mask=self.mask)[0]\n",
+                line=9, message="`self.mask == 0`"),
+        Invalid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 2, batch_first=True)\n"
+                "def f(x, tokens, pad_id):\n    keep = (tokens != pad_id).float()\n"
+                "    return attn(x, x, x, key_padding_mask=keep)[0]\n", line=6, message="1 = attend"),
+        Invalid("import torch\nfrom torch import nn\nlayer = nn.TransformerEncoderLayer(16, 2, batch_first=True)\n"
+                "def f(x, lengths):\n    valid = torch.ones(x.size(0), x.size(1))\n"
+                "    for i, n in enumerate(lengths):\n        valid[i, n:] = 0\n"
+                "    return layer(x, src_key_padding_mask=valid)\n", line=8, message="set to 0"),
+        Invalid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, tokens):\n"
+                "    m = (tokens == 0).to(q.dtype)\n"
+                "    return F.scaled_dot_product_attention(q, k, v, m[:, None, None, :])\n", line=5),
+    )
+
+    def __init__(self, context, emit):
+        super().__init__(context, emit)
+        self.masks = MaskReader(context)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        for target, parameter, convention, expr in mask_arguments(self.context, node, self.scope):
+            mask = self._zero_one(expr, self.scope, node)
+            if mask is not None:
+                self._report(node, target.api, parameter, convention, expr, mask)
+
+    # ---- is it a 0/1 float mask? ----
+    def _zero_one(self, expr: cst.BaseExpression, scope: Scope, use: cst.CSTNode) -> Mask | None:
+        converted = self._converted(expr, scope, use, 0)
+        if converted is not None:
+            return converted
+        if self._boolean(expr, scope, use, 0):
+            return None  # `m == 0`, `m.bool()`: whatever `m` is, the argument is boolean
+        mask = self.masks.read(expr, scope, use)
+        if mask is not None and mask.kind == ZERO_ONE and mask.evidence:
+            if _INT_DTYPE.search(mask.built_from or "") and not any("0/1 float" in e for e in mask.evidence):
+                return None  # an integer mask: torch raises for it, loudly
+            if mask.built_from and not any("0/1 float" in e for e in mask.evidence):
+                mask = replace(mask, evidence=mask.evidence + (
+                    f"`{mask.built_from}` has no dtype=torch.bool, so it holds 0/1 floats",))
+            return mask
+        return self._factory_written(expr, scope, use)
+
+    def _converted(self, expr, scope: Scope, use, depth: int) -> Mask | None:
+        """A boolean mask turned into 0/1 floats (`.float()`, `.to(q.dtype)`, `.type_as(q)`), followed from the
+        argument through names, `self.x`, indexing, shape-only methods and `1 - x`."""
+        if depth > _MAX_DEPTH:
+            return None
+        if isinstance(expr, cst.Subscript):
+            return self._converted(expr.value, scope, use, depth + 1)
+        if isinstance(expr, cst.Name):
+            binding = self._reaching(expr.value, scope, use)
+            if binding is None:
+                return None
+            found = self._converted(binding.value, binding.scope, binding.node, depth + 1)
+            return _with_origin(found, self.context.line(binding.node)) if found else None
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name:
+            klass = self.context.class_of(scope)
+            bindings = klass.attributes.get(expr.attr.value, []) if klass else []
+            if len(bindings) == 1 and bindings[0].value is not None and bindings[0].kind == "assign":
+                b = bindings[0]
+                found = self._converted(b.value, b.scope, b.node, depth + 1)
+                return _with_origin(found, self.context.line(b.node)) if found else None
+            return None
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Subtract):
+            one = resolve(self.context, expr.left, scope)
+            if one is None or one.value != 1:
+                return None
+            inner = self._converted(expr.right, scope, use, depth + 1)
+            if inner is None:
+                return None
+            polarity = {KEEP: IGNORE, IGNORE: KEEP}.get(inner.polarity)
+            return replace(inner, polarity=polarity, evidence=inner.evidence + (
+                f"`{self.context.code(expr)}` swaps the 0s and 1s (line {self.context.line(expr)})",))
+        if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
+            return None
+        method, receiver = expr.func.attr.value, expr.func.value
+        if method in _SHAPE_ONLY:
+            return self._converted(receiver, scope, use, depth + 1)
+        if not _to_float(method, expr):
+            return None
+        inner = self.masks.read(receiver, scope, use)
+        boolean = inner is not None and inner.kind == BOOL or _boolean_syntax(receiver)
+        if not boolean:
+            return None
+        polarity = inner.polarity if inner is not None and inner.kind == BOOL else None
+        line = self.context.line(expr)
+        conversion = "." + self.context.code(expr)[len(self.context.code(receiver)) + 1:].lstrip()
+        evidence = (inner.evidence if inner is not None and polarity is not None else ()) + (
+            f"`{conversion}` turns the boolean `{self.context.code(receiver)}` into 0/1 floats (line {line})",)
+        return Mask(ZERO_ONE, polarity, evidence, origin_line=line,
+                    weak=inner.weak if inner is not None and polarity is not None else False,
+                    built_from=inner.built_from if inner is not None and polarity is not None else None,
+                    built_polarity=inner.built_polarity if inner is not None and polarity is not None else None)
+
+    def _boolean(self, expr, scope: Scope, use, depth: int) -> bool:
+        """Is the argument's value made by a boolean operation (a comparison, `~`, `.bool()`), followed through
+        local names, indexing and shape-only methods?"""
+        if depth > _MAX_DEPTH:
+            return False
+        if isinstance(expr, cst.Subscript):
+            return self._boolean(expr.value, scope, use, depth + 1)
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SHAPE_ONLY:
+            return self._boolean(expr.func.value, scope, use, depth + 1)
+        if isinstance(expr, cst.Name):
+            binding = self._reaching(expr.value, scope, use)
+            return binding is not None and self._boolean(binding.value, binding.scope, binding.node, depth + 1)
+        return _boolean_syntax(expr)
+
+    def _factory_written(self, expr, scope: Scope, use) -> Mask | None:
+        """`m = torch.ones(...)` (or zeros) whose entries the function then sets to 0 or 1 (`m[i, n:] = 0`,
+        `m.fill_(1)`, `m.masked_fill_(c, 0)`): a 0/1 mask. Writes of -inf make an additive mask instead."""
+        name = _base_name(expr)
+        if name is None:
+            return None
+        binding = self._reaching(name, scope, use)
+        if binding is None or not isinstance(binding.value, cst.Call):
+            return None
+        factory = self.context.qualified_name(binding.value.func, binding.scope)
+        if factory not in _FACTORIES:
+            return None
+        dtype = next((self.context.code(a.value) for a in binding.value.args
+                      if a.keyword is not None and a.keyword.value == "dtype"), "")
+        if dtype and not _FLOAT_DTYPE.search(dtype):
+            return None  # bool masks are right; integer ones raise
+        writes = _writes(self.context, binding.scope, name)
+        if not writes:
+            return None
+        values = []
+        for node, value in writes:
+            resolved = resolve(self.context, value, binding.scope) if value is not None else None
+            if resolved is None or resolved.value not in (0, 1):
+                return None  # -inf, a computed value: not a 0/1 mask
+            values.append((node, resolved.value))
+        line = self.context.line(binding.node)
+        filled = "1" if factory.startswith("torch.ones") else "0"
+        set_to = sorted({str(int(v)) for _, v in values})
+        where = ", ".join(str(self.context.line(n)) for n, _ in values)
+        evidence = (f"`{name} = {self.context.code(binding.value)}` at line {line} is filled with {filled}",
+                    f"entries are then set to {' and '.join(set_to)} (line{'s' if len(values) > 1 else ''} {where})")
+        return Mask(ZERO_ONE, None, evidence, origin_line=line)
+
+    def _reaching(self, name: str, scope: Scope, use: cst.CSTNode):
+        """The assignment of `name` that reaches `use`, if that is a plain assignment."""
+        binding = self.context.reaching(self.context.bindings(name, scope), use)
+        return binding if binding is not None and binding.kind == "assign" and binding.value is not None else None
+
+    # ---- the finding ----
+    def _report(self, node, api, parameter, convention, expr, mask: Mask) -> None:
+        name = torchapi.short_name(api)
+        written = self.context.code(expr)
+        origin = f" built at line {mask.origin_line}" if mask.origin_line else ""
+        meaning = f" ({_MEANING[mask.polarity]})" if mask.polarity in _MEANING else ""
+        fix, suggestion = None, None
+        if mask.polarity in _MEANING and not mask.weak:
+            fix_expr, suggestion = self._corrected(expr, mask.polarity, convention)
+            fix = self.replacement(expr, fix_expr, applicability=UNSAFE,
+                                   title=f"pass a boolean mask in {name}'s convention")
+        if suggestion:
+            advice = f"pass a boolean mask in {name}'s convention ({_READS[convention]}): `{suggestion}`"
+        else:
+            advice = (f"pass a boolean mask in {name}'s convention ({_READS[convention]}), or an additive one "
+                      f"(0 where attended, -inf where masked)")
+        self.report(
+            node,
+            f"{name} gets {parameter}=`{written}`, a 0/1 float mask{origin}{meaning}, but float masks are added "
+            f"to the attention scores (activation.py:1288, 1298-1299; functional.py:6466): 0 and 1 mask nothing, "
+            f"they only add +1 to some scores, silently (measured for a padding mask: 0.676 from the correctly "
+            f"masked result, 0.325 from no mask at all). Evidence: {'; '.join(mask.evidence)}. Fix: {advice}.",
+            severity=Severity.ERROR, evidence=mask.evidence, fix=fix, arguments={
+                "api": api, "parameter": parameter, "convention": convention, "kind": ZERO_ONE,
+                "polarity": mask.polarity,
+                "mask_expression": mask.built_from,
+                "inverted_after": mask.built_polarity is not None and mask.polarity is not None
+                and mask.built_polarity != mask.polarity})
+
+    def _corrected(self, expr: cst.BaseExpression, polarity: str, convention: str):
+        """The boolean mask in the target's convention: `m.bool()` when 1 already means what True must mean,
+        else `m == 0`."""
+        atom = expr if isinstance(expr, cst.Name | cst.Attribute | cst.Subscript | cst.Call) else \
+            expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        if polarity == convention:
+            new = cst.Call(func=cst.Attribute(value=atom, attr=cst.Name("bool")))
+        else:
+            new = cst.Comparison(left=atom, comparisons=[cst.ComparisonTarget(
+                operator=cst.Equal(), comparator=cst.Integer("0"))])
+        return new, self.context.module.code_for_node(new)
+
+    @staticmethod
+    def probe(arguments: dict, torch) -> tuple[str, str]:
+        """Run the attention with the 0/1 float mask as written (added to the scores), with the boolean mask it
+        stands for in the target's convention, and with no mask (facts 3.2). The mask is rebuilt from its
+        construction when that uses only known torch factories; otherwise a causal (tril) mask, or a padding
+        mask for a padding-mask argument, stands in."""
+        n, length = 4, 6
+        parameter = str(arguments.get("parameter", "attn_mask"))
+        padding = "key_padding_mask" in parameter
+        polarity = arguments.get("polarity")
+        notes = []
+        ones, how = _rebuild(torch, arguments.get("mask_expression"), length, padding)
+        if ones is not None:
+            ones = ~ones if arguments.get("inverted_after") else ones
+        else:
+            if padding:
+                lengths = torch.tensor([length, 4, 3, 2])
+                valid = torch.arange(length)[None, :] < lengths[:, None]
+                ones = valid if polarity != IGNORE else ~valid
+                how = (how + ", so " if how else "") + "a padding mask (lengths 6, 4, 3, 2) stood in"
+            else:
+                causal = torch.tril(torch.ones(length, length, dtype=torch.bool))
+                ones = causal if polarity != IGNORE else ~causal
+                how = (how + ", so " if how else "") + "a causal tril mask stood in"
+        if polarity not in (KEEP, IGNORE):
+            notes.append("assumed 1 = attend")
+        keep = ones if polarity != IGNORE else ~ones
+        correct = keep if arguments.get("convention") == KEEP else ~keep
+        floats = arguments.get("kind", ZERO_ONE) == ZERO_ONE  # a fixed site passes the boolean mask instead
+        as_written = ones.float() if floats else ones
+        api = arguments.get("api")
+        written = _attend(torch, api, as_written, n, length)
+        intended = _attend(torch, api, correct, n, length)
+        unmasked = _attend(torch, api, None, n, length)
+        from_correct = float((written - intended).abs().max())
+        from_none = float((written - unmasked).abs().max())
+        target = torchapi.short_name(api)
+        if api not in (torchapi.SDPA, torchapi.MHA):
+            target += " (run as nn.MultiheadAttention, which adds float masks the same way)"
+        detail = f"{how}{'; ' + ', '.join(notes) if notes else ''}"
+        if floats and from_correct > 1e-4 and from_none < from_correct:
+            return CONFIRMED, (f"{target} with the 0/1 float mask as written is {from_correct:.3f} from the result "
+                               f"with the boolean mask it stands for and only {from_none:.3f} from no mask at all; "
+                               f"{detail}")
+        written_as = "the 0/1 float mask" if floats else "the boolean mask"
+        return NOT_CONFIRMED, (f"{target} with {written_as} as written is {from_correct:.3f} from the result with "
+                               f"the boolean mask in its convention and {from_none:.3f} from no mask; {detail}")
+
+
+def _rebuild(torch, expression, length: int, padding: bool):
+    """(bool tensor True where the mask is 1, how it was made) from the construction's text, or (None, why not)."""
+    if not expression:
+        return None, ""
+    import ast
+
+    from mhalint.probe import evaluator
+
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError:
+        return None, f"`{expression}` could not be rebuilt (it does not parse)"
+
+    class _Flatten(ast.NodeTransformer):
+        """`config.block_size` becomes a size name, as plain names are."""
+
+        def visit_Attribute(self, node):
+            parts, inner = [], node
+            while isinstance(inner, ast.Attribute):
+                parts.append(inner.attr)
+                inner = inner.value
+            if isinstance(inner, ast.Name) and inner.id != "torch":
+                return ast.copy_location(ast.Name("_".join([inner.id, *reversed(parts)]), ast.Load()), node)
+            return self.generic_visit(node)
+
+    flat = ast.unparse(_Flatten().visit(tree))
+    names = {node.id for node in ast.walk(ast.parse(flat, mode="eval"))
+             if isinstance(node, ast.Name) and node.id not in ("torch", "float", "True", "False", "None")}
+    try:
+        built = evaluator.evaluate_mask(flat, torch, {name: length for name in names})
+    except (evaluator.Refused, ValueError, RuntimeError, TypeError) as refusal:
+        return None, f"`{expression}` could not be rebuilt ({refusal})"
+    square = built.dim() == 2 and built.shape[0] == built.shape[1]
+    if built.dim() != 2 or (not padding and not square):
+        return None, f"`{expression}` did not rebuild to a 2-D mask of the argument's shape"
+    sizes = ", ".join(sorted(names)) or "no sizes"
+    return built != 0, f"mask rebuilt from `{expression}` with {sizes}={length}"
+
+
+def _attend(torch, api, mask, n: int, length: int):
+    """The attention output with `mask`: (L, S) masks as attn_mask, (N, S) masks as padding masks."""
+    torch.manual_seed(1)
+    embed, heads = 16, 2
+    if mask is not None and mask.shape != (length, length):
+        n = mask.shape[0]
+    if api == torchapi.SDPA:
+        q, k, v = (torch.randn(n, heads, length, embed // heads) for _ in range(3))
+        if mask is None:
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        shaped = mask if mask.shape == (length, length) else mask[:, None, None, :]
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=shaped)
+    mha = torch.nn.MultiheadAttention(embed, heads, batch_first=True).train()  # slow path, no NaN shortcuts
+    x = torch.randn(n, length, embed)
+    if mask is None:
+        keywords = {}
+    elif mask.shape == (length, length):
+        keywords = {"attn_mask": mask}
+    else:
+        keywords = {"key_padding_mask": mask}
+    with torch.no_grad():
+        return mha(x, x, x, need_weights=False, **keywords)[0]
+
+
+def _with_origin(mask: Mask, line: int) -> Mask:
+    return mask if mask.origin_line is not None else replace(mask, origin_line=line)
+
+
+def _to_float(method: str, call: cst.Call) -> bool:
+    if method in _TO_FLOAT:
+        return True
+    if method in ("to", "type") and call.args:
+        first = call.args[0]
+        if first.keyword is not None and first.keyword.value != "dtype":
+            return False
+        return bool(_FLOAT_DTYPE.search(cst.Module([]).code_for_node(first.value)))
+    return False
+
+
+def _boolean_syntax(expr: cst.BaseExpression) -> bool:
+    """Expressions whose value is boolean whatever their operands: comparisons, `~`, `.bool()`, `.eq()`..."""
+    if isinstance(expr, cst.Comparison):
+        return True
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
+        return _boolean_syntax(expr.expression)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.BitAnd | cst.BitOr):
+        return _boolean_syntax(expr.left) or _boolean_syntax(expr.right)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        if expr.func.attr.value in _BOOLEAN_METHODS:
+            return True
+        if expr.func.attr.value in _SHAPE_ONLY:
+            return _boolean_syntax(expr.func.value)
+    if isinstance(expr, cst.Subscript):
+        return _boolean_syntax(expr.value)
+    return False
+
+
+def _base_name(expr) -> str | None:
+    """The variable an argument passes with only indexing and shape-only methods around it."""
+    while True:
+        if isinstance(expr, cst.Name):
+            return expr.value
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) \
+                and expr.func.attr.value in _SHAPE_ONLY:
+            expr = expr.func.value
+        else:
+            return None
+
+
+def _writes(ctx, scope: Scope, name: str) -> list[tuple[cst.CSTNode, cst.BaseExpression | None]]:
+    """In-place writes to `name` in the scope, with the value written (None when it is not a plain value):
+    `name[...] = v`, `name.fill_(v)`, `name[...].fill_(v)`, `name.masked_fill_(c, v)`, `name[...].zero_()`."""
+
+    class _Collect(cst.CSTVisitor):
+        def __init__(self):
+            self.found: list[tuple[cst.CSTNode, cst.BaseExpression | None]] = []
+
+        def visit_FunctionDef(self, node):
+            return node is scope.node
+
+        def visit_ClassDef(self, node):
+            return False
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                if isinstance(target.target, cst.Subscript) and _base_name(target.target.value) == name:
+                    self.found.append((node, node.value))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if _base_name(node.target) == name:
+                self.found.append((node, None))
+
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value.endswith("_")
+                    and _base_name(func.value) == name):
+                return
+            method = func.attr.value
+            if method == "zero_":
+                self.found.append((node, cst.Integer("0")))
+            elif method == "fill_" and len(node.args) == 1:
+                self.found.append((node, node.args[0].value))
+            elif method == "masked_fill_" and len(node.args) == 2:
+                self.found.append((node, node.args[1].value))
+            elif method not in _SHAPE_ONLY:
+                self.found.append((node, None))
+
+    collector = _Collect()
+    scope.node.visit(collector)
+    return collector.found

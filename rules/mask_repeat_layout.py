@@ -1,0 +1,870 @@
+"""MHA006 mask-repeat-layout: a per-sample mask tiled head-major with `.repeat(num_heads, 1, 1)` for MHA."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from mhalint import torchapi
+from mhalint.calls import (PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, call_target, callers, instance, project_function,
+                           returned, wrapping_chain)
+from mhalint.context import Binding, Scope
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity
+from mhalint.rule import Invalid, Rule, Valid
+from mhalint.values import constructor_values, resolve
+
+# The arguments that take a 3-D (N*num_heads, L, S) mask, per entry point (facts 1.4 and 9.2).
+_MASK_PARAMETERS = {
+    torchapi.MHA: ("attn_mask",),
+    torchapi.MHA_FORWARD_FN: ("attn_mask",),
+    torchapi.TRANSFORMER: ("src_mask", "tgt_mask", "memory_mask"),
+    torchapi.ENCODER: ("mask",),
+    torchapi.ENCODER_LAYER: ("src_mask",),
+    torchapi.DECODER: ("tgt_mask", "memory_mask"),
+    torchapi.DECODER_LAYER: ("tgt_mask", "memory_mask"),
+}
+_HEADS_PARAMETER = {torchapi.MHA: "num_heads", torchapi.TRANSFORMER: "nhead", torchapi.ENCODER_LAYER: "nhead",
+                    torchapi.DECODER_LAYER: "nhead"}
+_HEAD_NAME = re.compile(r"^(?:n_?heads?|nb_?heads?|num_?heads?|number_of_heads|num_attention_heads|"
+                        r"num_attn_heads|n_attn_heads|attn_heads|attention_heads|heads)$", re.IGNORECASE)
+# Names that hold per-sample data by convention: padding masks, lengths, token or segment ids.
+_PER_SAMPLE_NAME = re.compile(r"pad|(?:^|_)lengths?$|(?:^|_)lens$|(?:^|_)ids?$|tokens?$|segment|kpm$", re.IGNORECASE)
+_BATCH_NAME = re.compile(r"^(?:b|B|N|bs|bsz|batch|batch_size|batchsize|n_batch|nbatch|num_batch|nb|n_samples)$")
+# Calls that keep a tensor's first-dimension layout: the tiled mask can go through them on its way to the call.
+_KEEPS_LAYOUT = {"to", "bool", "float", "half", "double", "bfloat16", "type", "type_as", "contiguous", "detach",
+                 "clone", "cuda", "cpu", "masked_fill", "masked_fill_", "logical_not", "logical_or", "logical_and",
+                 "logical_not_", "requires_grad_"}
+# Methods that change a mask's shape or dtype but not which sample each value belongs to.
+_SAME_CONTENT = {"unsqueeze", "view", "reshape", "expand", "expand_as", "repeat", "repeat_interleave", "contiguous",
+                 "detach", "clone", "transpose", "permute", "flatten", "squeeze", "unflatten", "cuda", "cpu", "to",
+                 "bool", "float", "half", "double", "bfloat16", "type", "type_as", "long", "int", "byte",
+                 "view_as", "reshape_as", "t", "movedim", "tile", "triu", "tril", "logical_not", "masked_fill",
+                 "masked_fill_", "eq", "ne", "lt", "gt", "le", "ge", "logical_and", "logical_or", "__invert__"}
+_FACTORIES = {"torch.zeros", "torch.ones", "torch.full", "torch.empty", "torch.rand", "torch.randn"}
+_NEW_FACTORIES = {"new_zeros", "new_ones", "new_full", "new_empty"}
+_MATMUL = {"torch.matmul", "torch.bmm", "torch.einsum", "torch.baddbmm"}
+_MAX_DEPTH = 12
+
+PER_SAMPLE, SHARED, UNKNOWN, NEUTRAL = "per-sample", "shared", "unknown", "neutral"
+
+
+@dataclass(frozen=True)
+class _Tiling:
+    """A mask tiled head-major: `base.repeat(h, 1, 1)`, or `base.unsqueeze(0).expand(h, ...).reshape(...)`."""
+
+    node: cst.Call  # what the finding points at and the fix replaces
+    heads: cst.BaseExpression
+    base: cst.BaseExpression  # the (N, L, S) mask before tiling
+    form: str  # "repeat" or "expand"
+
+
+@dataclass(frozen=True)
+class _Destination:
+    call: cst.Call
+    scope: Scope
+    api: str
+    parameter: str
+    heads: int | None  # the module's head count, when it resolves
+    route: tuple[str, ...]
+    foreign: bool = False  # not torch's class: a MultiheadAttention from another module
+
+
+class MaskRepeatLayout(Rule):
+    """
+    ## What it does
+    Flags a per-sample mask of shape `(N, L, S)` tiled for `nn.MultiheadAttention`'s 3-D `attn_mask` with
+    `.repeat(num_heads, 1, 1)` (or `.unsqueeze(0).expand(num_heads, ...).reshape(-1, L, S)`), when the tiled mask
+    reaches a MultiheadAttention or Transformer mask argument (`attn_mask`, `src_mask`, `tgt_mask`,
+    `memory_mask`, `mask`). The mask is followed through names, `self.` attributes, method parameters, and into
+    the project's own modules (`self.decoder(..., attn_mask=m)` then `layer(..., attn_mask)`); the repeat count
+    must be the head count (by name, or equal to the module's `num_heads`).
+
+    ## Why is this bad?
+    MultiheadAttention reads a 3-D mask of shape `(N*num_heads, L, S)` batch-major: row `n*num_heads + head`
+    belongs to sample `n` (torch 2.13 `nn/functional.py:7068`, merged at 7005-7013). `.repeat(h, 1, 1)` lays the
+    copies out head-major (row `head*N + n`), so most heads of sample `n` get the mask of another sample.
+    Nothing raises: the shape is right. Measured: 1.517e-01 off the per-sample result with `.repeat`, 0.0 with
+    `.repeat_interleave` (facts 3.3). A mask that is the same for every sample (a 2-D `(L, S)` causal mask) is
+    not affected and is not flagged; when the analysis cannot tell whether the mask differs between samples, the
+    finding is a warning.
+
+    ## Example
+    ```python
+    pair = torch.matmul(qmask.float(), kmask.float()).bool()        # (N, Lq, Lk), one mask per sample
+    out = self.attn(q, k, v, attn_mask=pair.repeat(self.nhead, 1, 1))[0]
+    ```
+
+    ## Use instead
+    ```python
+    out = self.attn(q, k, v, attn_mask=pair.repeat_interleave(self.nhead, dim=0))[0]
+    ```
+
+    ## Fix safety
+    Unsafe: the tiling is replaced by `.repeat_interleave(num_heads, dim=0)` on the same mask (for the
+    `unsqueeze(0).expand(...).reshape(...)` form, the whole chain is). It changes which mask each head uses, as it
+    should, so outputs change and `--fix` applies it only with `--unsafe-fixes`.
+
+    ## References
+    - torch 2.13 `nn/functional.py:7005-7013` and `7068` (the 3-D mask is viewed as `(N, num_heads, L, S)`);
+      `nn/modules/activation.py:1293-1296`
+    - mhalint facts sheet section 3.3; line/lighthouse#77 (the same fix upstream)
+    """
+
+    code = "MHA006"
+    name = "mask-repeat-layout"
+    summary = "A per-sample mask tiled with .repeat(num_heads, 1, 1): heads get another sample's mask"
+    triggers = ("MultiheadAttention", "Transformer", "multi_head_attention_forward")
+
+    valid = (
+        Valid("import torch\nfrom torch import nn\nclass A(nn.Module):\n    def __init__(self):\n"
+              "        super().__init__()\n        self.nhead = 4\n"
+              "        self.attn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
+              "    def forward(self, x, pad):\n        m = pad.unsqueeze(1).expand(-1, x.size(1), -1)\n"
+              "        return self.attn(x, x, x, attn_mask=m.repeat_interleave(self.nhead, 0))[0]\n"),
+        Valid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 4)\n"
+              "def f(x, L, num_heads=4):\n    causal = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)\n"
+              "    return attn(x, x, x, attn_mask=causal.repeat(num_heads, 1, 1))[0]\n"),
+        Valid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 4)\n"
+              "def f(x, scores, num_heads=4):\n"
+              "    m = scores.sigmoid().flatten(2).unsqueeze(1).repeat(1, num_heads, 1, 1).flatten(0, 1) < 0.5\n"
+              "    return attn(x, x, x, attn_mask=m)[0]\n"),
+        Valid("import torch\nfrom torch import nn\ndef f(x, pad, num_heads=4):\n"
+              "    m = pad.unsqueeze(1).repeat(num_heads, 1, 1)\n    return m.sum()\n"),
+        Valid("import torch\nclass MultiheadAttention:\n    def __call__(self, q, k, v, attn_mask=None): ...\n"
+              "attn = MultiheadAttention()\ndef f(x, pad, num_heads=4):\n"
+              "    return attn(x, x, x, attn_mask=pad.unsqueeze(1).repeat(num_heads, 1, 1))\n"),
+    )
+    invalid = (
+        Invalid("import torch\nfrom torch import nn\nclass Layer(nn.Module):\n"
+                "    def __init__(self, d_model, nhead):\n        super().__init__()\n"
+                "        self.nhead = nhead\n        self.cross_attn = nn.MultiheadAttention(d_model, nhead)\n"
+                "    def forward(self, q, k, v, qmask, kmask):\n"
+                "        attn_mask = torch.matmul(qmask.float(), kmask.float()).bool().repeat(self.nhead, 1, 1)\n"
+                "        return self.cross_attn(q, k, v, attn_mask=attn_mask)[0]\n",
+                line=9, message="repeat_interleave(self.nhead, dim=0)", severity=Severity.ERROR),
+        Invalid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
+                "def f(x, key_padding_mask, num_heads=4):\n"
+                "    m = key_padding_mask[:, None, :].expand(-1, x.size(1), -1)\n"
+                "    m = m.unsqueeze(0).expand(num_heads, -1, -1, -1).reshape(-1, x.size(1), x.size(1))\n"
+                "    return attn(x, x, x, attn_mask=m)[0]\n", line=6, severity=Severity.ERROR),
+        Invalid("from torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
+                "def f(x, mask, num_heads=4):\n    return attn(x, x, x, None, False, mask.repeat(num_heads, 1, 1))\n",
+                line=4, severity=Severity.WARNING),
+        Invalid("import torch\nfrom torch import nn\nHEADS = 4\nlayer = nn.TransformerEncoderLayer(16, HEADS)\n"
+                "def f(x, bs, L):\n    m = torch.zeros(bs, L, L, dtype=torch.bool)\n"
+                "    return layer(x, m.repeat(4, 1, 1))\n", line=7, message="num_heads"),
+    )
+
+    def __init__(self, context, emit):
+        super().__init__(context, emit)
+        self._parents: dict[cst.CSTNode, cst.CSTNode] | None = None
+        self._uses: dict[cst.CSTNode, dict[str, list[cst.Name]]] = {}
+
+    # ---- the finding ----
+    def visit_Call(self, node: cst.Call) -> None:
+        tiling = self._tiling(node)
+        if tiling is None:
+            return
+        scope = self.scope
+        destinations = self._follow(tiling.node, scope, (), 0, set())
+        heads_text = self.context.code(tiling.heads)
+        head_value = resolve(self.context, tiling.heads, scope)
+        heads = head_value.value if head_value is not None and isinstance(head_value.value, int) \
+            and not isinstance(head_value.value, bool) else None
+        named = self._head_named(tiling.heads, scope)
+        chosen, why_heads = None, ""
+        for destination in destinations:
+            if heads is not None and destination.heads is not None and heads != destination.heads:
+                continue  # a count that is not this module's head count
+            if heads == 1 or (heads is None and destination.heads == 1 and named):
+                continue  # one head: both layouts are the same
+            if named:
+                why_heads = f"`{heads_text}` is the head count (by its name)"
+            elif heads is not None and heads == destination.heads:
+                why_heads = f"`{heads_text}` = {heads}, the module's num_heads"
+            else:
+                continue
+            chosen = destination
+            break
+        if chosen is None:
+            return
+        verdict, content_evidence = self._content(tiling.base, scope, tiling.node, 0)
+        if verdict in (SHARED, NEUTRAL):
+            return
+        self._report(tiling, chosen, verdict, content_evidence, why_heads, heads if heads is not None
+                     else chosen.heads)
+
+    def _report(self, tiling: _Tiling, destination: _Destination, verdict: str, content: list[str],
+                why_heads: str, heads: int | None) -> None:
+        ctx = self.context
+        base, heads_text = ctx.code(tiling.base), ctx.code(tiling.heads)
+        written = ctx.code(tiling.node)
+        api = torchapi.short_name(destination.api)
+        where = f"{api} {destination.parameter} at line {ctx.line(destination.call)}"
+        evidence = [why_heads, *destination.route, f"it reaches {where}"]
+        if verdict == PER_SAMPLE:
+            severity = Severity.WARNING if destination.foreign else Severity.ERROR
+            evidence += content
+            sample = "a per-sample (N, L, S) mask"
+        else:
+            severity = Severity.WARNING
+            evidence.append(f"whether `{_short(base)}` differs between samples could not be told from the code; "
+                            "a mask that is the same for every sample is not affected")
+            sample = "a 3-D mask"
+        replacement = f"{base}.repeat_interleave({heads_text}, dim=0)"
+        self.report(
+            tiling.node,
+            f"`{_short(written)}` tiles {sample} head-major (row head*N + n), but {api}"
+            f"{' (taken to keep torch layout)' if destination.foreign else ''} reads a 3-D "
+            f"{destination.parameter} batch-major (row n*num_heads + head, functional.py:7068): the heads of each "
+            f"sample silently use "
+            f"another sample's mask (measured: 1.517e-01 off the per-sample result; repeat_interleave 0.0). "
+            f"Evidence: {'; '.join(e for e in evidence if e)}. Fix: `{_short(replacement)}`.",
+            severity=severity, evidence=[e for e in evidence if e],
+            arguments={"api": destination.api, "parameter": destination.parameter, "form": tiling.form,
+                       "num_heads": heads, "per_sample": verdict == PER_SAMPLE},
+            fix=self.replacement(tiling.node, self._fixed(tiling), applicability=UNSAFE,
+                                 title="tile the mask with repeat_interleave(num_heads, dim=0)"))
+
+    def _fixed(self, tiling: _Tiling) -> cst.Call:
+        """`base.repeat_interleave(heads, dim=0)`, keeping the user's spelling of both (and the spacing inside
+        `.repeat(...)` when the sizes were separate arguments)."""
+        node = tiling.node
+        dim = cst.Arg(cst.Integer("0"), keyword=cst.Name("dim"),
+                      equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                            whitespace_after=cst.SimpleWhitespace("")))
+        if tiling.form == "repeat" and len(node.args) == 3 and node.args[0].comma is not cst.MaybeSentinel.DEFAULT:
+            dim = dim.with_changes(whitespace_after_arg=node.args[-1].whitespace_after_arg)
+            return node.with_changes(func=node.func.with_changes(attr=cst.Name("repeat_interleave")),
+                                     args=[node.args[0], dim])
+        return cst.Call(
+            func=cst.Attribute(value=tiling.base, attr=cst.Name("repeat_interleave")),
+            args=[cst.Arg(tiling.heads, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                  cst.Arg(cst.Integer("0"), keyword=cst.Name("dim"),
+                          equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                                whitespace_after=cst.SimpleWhitespace("")))])
+
+    # ---- the tiling ----
+    def _tiling(self, node: cst.Call) -> _Tiling | None:
+        func = node.func
+        if not isinstance(func, cst.Attribute):
+            return None
+        method = func.attr.value
+        if method in ("repeat", "tile"):
+            factors = _factors(node)
+            if factors is None or len(factors) != 3 or not all(self._is_one(f) for f in factors[1:]):
+                return None
+            return _Tiling(node, factors[0], func.value, "repeat")
+        if method in ("reshape", "view", "flatten"):
+            inner = func.value
+            if not (isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute)
+                    and inner.func.attr.value in ("expand", "repeat", "tile")):
+                return None
+            if _leading_unsqueeze(inner.func.value) is None:
+                return None
+            if method == "flatten" and not self._flattens_first_two(node):
+                return None
+            if inner.func.attr.value == "expand":
+                # `.expand(h, -1, -1, -1)` or `.expand(h, *m.shape)`: only the leading size matters
+                first = inner.args[0] if inner.args else None
+                if first is None or first.star or first.keyword is not None:
+                    return None
+                factors = [first.value]
+                if not any(a.star for a in inner.args) and len(_factors(inner) or ()) != 4:
+                    return None
+            else:
+                factors = _factors(inner)
+                if not factors or len(factors) != 4 or not all(self._is_one(f) for f in factors[1:]):
+                    return None
+            base = _leading_unsqueeze(inner.func.value)
+            if base is None:
+                return None
+            return _Tiling(node, factors[0], base, "expand")
+        return None
+
+    def _is_one(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.Integer):
+            return expr.value == "1"
+        if isinstance(expr, (cst.Float, cst.SimpleString, cst.Call, cst.Subscript, cst.Tuple, cst.List)):
+            return False
+        value = resolve(self.context, expr, self.scope)
+        return value is not None and value.value == 1 and not isinstance(value.value, bool)
+
+    def _flattens_first_two(self, node: cst.Call) -> bool:
+        positional = [a.value for a in node.args if a.keyword is None and not a.star]
+        keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+        start = positional[0] if positional else keywords.get("start_dim")
+        end = positional[1] if len(positional) > 1 else keywords.get("end_dim")
+        values = [resolve(self.context, e, self.scope) if e is not None else None for e in (start, end)]
+        return all(v is not None for v in values) and (values[0].value, values[1].value) == (0, 1)
+
+    def _head_named(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        """Is the repeat count spelled like a head count: `self.nhead`, `num_heads`, or a local bound to one?"""
+        if depth > 4:
+            return False
+        if isinstance(expr, cst.Attribute):
+            return bool(_HEAD_NAME.match(expr.attr.value))
+        if isinstance(expr, cst.Name):
+            bindings = self.context.bindings(expr.value, scope)
+            assigned = [b for b in bindings if b.kind == "assign" and b.value is not None]
+            if len(bindings) == 1 and assigned:
+                return self._head_named(assigned[0].value, assigned[0].scope, depth + 1)
+            return bool(_HEAD_NAME.match(expr.value))
+        return False
+
+    # ---- following the tiled mask forward to the call that uses it ----
+    def _follow(self, expr: cst.BaseExpression, scope: Scope, route: tuple[str, ...], depth: int,
+                seen: set) -> list[_Destination]:
+        """Where the value of `expr` (evaluated in `scope`) ends up as an attention mask argument."""
+        if depth > _MAX_DEPTH:
+            return []
+        top = self._carrier(expr)
+        parent = self._parent(top)
+        ctx = self.context
+        if isinstance(parent, cst.Arg) and parent.value is top:
+            call = self._parent(parent)
+            if isinstance(call, cst.Call) and any(a is parent for a in call.args):
+                return self._into_call(call, parent, scope, route, depth, seen)
+            return []
+        if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is top:
+            targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
+            found: list[_Destination] = []
+            for target in targets:
+                step = route + (f"assigned to `{ctx.code(target)}` at line {ctx.line(parent)}" if not route else
+                                f"`{ctx.code(target)} = {_short(ctx.code(top))}` at line {ctx.line(parent)}",)
+                if isinstance(target, cst.Name):
+                    found += self._follow_name(target.value, parent, scope, step, depth, seen)
+                elif (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+                      and target.value.value == scope.self_name):
+                    found += self._follow_attribute(target.attr.value, scope, step, depth, seen)
+            return found
+        if isinstance(parent, cst.Return) and isinstance(scope.node, cst.FunctionDef):
+            found = []
+            for site in callers(ctx, scope):
+                step = route + (f"returned by `{scope.name}()` to the call at line {ctx.line(site.call)}",)
+                found += self._follow(site.call, site.scope, step, depth + 1, seen)
+            return found
+        return []
+
+    def _carrier(self, expr: cst.BaseExpression) -> cst.BaseExpression:
+        """The outermost expression around `expr` that still holds its layout: `.to(device)`, `.bool()`, `~m`,
+        `m < 0.5`, `m | other`, `a if c else m`."""
+        current = expr
+        while True:
+            parent = self._parent(current)
+            if isinstance(parent, cst.Attribute) and parent.value is current and parent.attr.value in _KEEPS_LAYOUT:
+                call = self._parent(parent)
+                if isinstance(call, cst.Call) and call.func is parent:
+                    current = call
+                    continue
+                return current
+            if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.BitInvert):
+                current = parent
+            elif isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
+                current = parent if isinstance(parent, cst.Comparison) else self._parent(parent)
+            elif isinstance(parent, cst.BinaryOperation) and not isinstance(parent.operator, cst.MatrixMultiply):
+                current = parent
+            elif isinstance(parent, cst.IfExp) and parent.test is not current:
+                current = parent
+            else:
+                return current
+
+    def _follow_name(self, name: str, binder: cst.CSTNode, scope: Scope, route, depth, seen) -> list[_Destination]:
+        key = (id(binder), name)
+        if key in seen:
+            return []
+        seen.add(key)
+        found: list[_Destination] = []
+        bindings = self.context.bindings(name, scope)
+        mine = next((b for b in bindings if b.node is binder), None)
+        for use in self._name_uses(scope).get(name, []):
+            if mine is not None and not self._reaches(mine, bindings, use):
+                continue
+            found += self._follow(use, scope, route, depth + 1, seen)
+        return found
+
+    def _follow_attribute(self, attribute: str, scope: Scope, route, depth, seen) -> list[_Destination]:
+        klass = self.context.class_of(scope)
+        if klass is None or (id(klass), attribute) in seen:
+            return []
+        seen.add((id(klass), attribute))
+        found: list[_Destination] = []
+        for method in klass.methods.values():
+            self_name = method.self_name
+            for use in self._name_uses(method).get(self_name, []) if self_name else []:
+                attr = self._parent(use)
+                if isinstance(attr, cst.Attribute) and attr.value is use and attr.attr.value == attribute \
+                        and not self._is_store(attr):
+                    found += self._follow(attr, method, route, depth + 1, seen)
+        return found
+
+    def _into_call(self, call: cst.Call, arg: cst.Arg, scope: Scope, route, depth, seen) -> list[_Destination]:
+        ctx = self.context
+        target = call_target(ctx, call, scope)
+        if target is not None:
+            parameter = next((p for p, a in target.arguments.by_name.items() if a is arg), None)
+            if parameter not in _MASK_PARAMETERS.get(target.api, ()):
+                return []
+            return [_Destination(call, scope, target.api, parameter, self._module_heads(call, scope, target),
+                                 route)]
+        foreign = self._foreign_attention(call, arg, scope, route)
+        if foreign is not None:
+            return [foreign]
+        how = "as " + (f"{arg.keyword.value}=" if arg.keyword is not None else "a positional argument")
+        found: list[_Destination] = []
+        for callee, label, guessed in self._callees(call, arg, scope):
+            params = callee.node.params
+            names = [p.name.value for p in (*params.posonly_params, *params.params)]
+            if callee.enclosing_class is not None and names:
+                names = names[1:]
+            bound = bind(call, torchapi.Signature(tuple(names)))
+            parameter = next((p for p, a in bound.by_name.items() if a is arg), None)
+            if parameter is None or parameter not in callee.params:
+                continue
+            note = " (the only class in this file whose forward takes it there)" if guessed else ""
+            step = route + (f"passed {how} to `{_short(ctx.code(call.func))}(...)` at line {ctx.line(call)}, "
+                            f"parameter `{parameter}` of `{label}`{note}",)
+            found += self._follow_name(parameter, callee.params[parameter], callee, step, depth + 1, seen)
+        return found
+
+    def _callees(self, call: cst.Call, arg: cst.Arg, scope: Scope) -> list[tuple[Scope, str, bool]]:
+        """The project functions a call runs: a module function, `self.method`, or the forward of a module
+        instance; failing those, the one class in this file whose forward takes this argument by its name."""
+        ctx = self.context
+        func = call.func
+        name = ctx.qualified_name(func, scope)
+        if isinstance(func, cst.Name) and name == PROJECT_PREFIX + func.value and func.value in ctx.functions:
+            return [(ctx.functions[func.value], f"{func.value}()", False)]
+        klass = ctx.class_of(scope)
+        if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and klass is not None
+                and func.value.value == scope.self_name and func.attr.value in klass.methods
+                and func.attr.value not in klass.attributes):
+            return [(klass.methods[func.attr.value], f"{klass.name}.{func.attr.value}()", False)]
+        if name is not None and not name.startswith(PROJECT_PREFIX) and "." in name:
+            return []  # a library call (torch.cat, F.pad, ...)
+        built = instance(ctx, func, scope)
+        if built is not None and built.api.startswith(PROJECT_PREFIX):
+            cls = ctx.classes.get(built.api[len(PROJECT_PREFIX):])
+            forward = cls.methods.get("forward") if cls is not None else None
+            return [(forward, f"{cls.name}.forward()", False)] if forward is not None else []
+        if built is not None and built.api != UNKNOWN_CALLABLE:
+            return []
+        # An instance mhalint cannot trace (built by a helper from another file): match by parameter name.
+        wanted = arg.keyword.value if arg.keyword is not None else (
+            arg.value.value if isinstance(arg.value, cst.Name) else None)
+        if wanted is None or not isinstance(func, (cst.Name, cst.Attribute)):
+            return []
+        candidates = []
+        for cls in ctx.classes.values():
+            forward = cls.methods.get("forward")
+            if forward is None or forward is ctx.scope_of(self._function_of(call)):
+                continue
+            params = forward.node.params
+            names = [p.name.value for p in (*params.posonly_params, *params.params)][1:]
+            bound = bind(call, torchapi.Signature(tuple(names)))
+            if any(a is arg for p, a in bound.by_name.items() if p == wanted):
+                candidates.append((forward, f"{cls.name}.forward()", True))
+        return candidates if len(candidates) == 1 else []
+
+    def _foreign_attention(self, call: cst.Call, arg: cst.Arg, scope: Scope, route) -> _Destination | None:
+        """A `MultiheadAttention` class imported from another module (often a copy of torch's, e.g. DETR's):
+        its `attn_mask` is taken to follow torch's (N*num_heads, L, S) layout."""
+        ctx = self.context
+        built = instance(ctx, call.func, scope)
+        if built is None or built.api in torchapi.CONSTRUCTORS or built.api.startswith(PROJECT_PREFIX):
+            return None
+        spelled = ctx.code(built.call.func)
+        if not (built.api.rsplit(".", 1)[-1] == "MultiheadAttention" or spelled.rsplit(".", 1)[-1]
+                == "MultiheadAttention"):
+            return None
+        parameter = next((p for p, a in bind(call, torchapi.CALLS[torchapi.MHA]).by_name.items() if a is arg), None)
+        if parameter != "attn_mask":
+            return None
+        name = spelled if built.api == UNKNOWN_CALLABLE else built.api
+        heads = resolve(ctx, bind(built.call, torchapi.CONSTRUCTORS[torchapi.MHA]).get("num_heads"), built.scope)
+        step = route + (f"`{_short(ctx.code(call.func))}` is `{name}` (built at line {ctx.line(built.call)}), a "
+                        f"MultiheadAttention from another module, taken to keep torch's (N*num_heads, L, S) layout",)
+        return _Destination(call, scope, name, parameter,
+                            heads.value if heads is not None and isinstance(heads.value, int) else None, step,
+                            foreign=True)
+
+    def _module_heads(self, call: cst.Call, scope: Scope, target) -> int | None:
+        ctx = self.context
+        if target.api == torchapi.MHA_FORWARD_FN:
+            value = resolve(ctx, target.arguments.get("num_heads"), scope)
+            return value.value if value is not None and isinstance(value.value, int) else None
+        for built in wrapping_chain(ctx, call.func, scope):
+            parameter = _HEADS_PARAMETER.get(built.api)
+            if parameter is None:
+                continue
+            values = constructor_values(ctx, built)
+            value = values.get(parameter, torchapi.CONSTRUCTOR_DEFAULTS.get(built.api, {}).get(parameter))
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return None
+
+    # ---- is the mask different for each sample? ----
+    def _content(self, expr: cst.BaseExpression, scope: Scope, use: cst.CSTNode, depth: int) -> tuple[str, list[str]]:
+        """(PER_SAMPLE | SHARED | UNKNOWN | NEUTRAL, evidence): whether the mask holds one mask per sample,
+        read from how it was built."""
+        ctx = self.context
+        if depth > _MAX_DEPTH:
+            return UNKNOWN, []
+        if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
+            return NEUTRAL, []
+        if isinstance(expr, cst.Name):
+            if expr.value in ("True", "False", "None") and not ctx.bindings(expr.value, scope):
+                return NEUTRAL, []
+            return self._content_name(expr.value, scope, use, depth)
+        if isinstance(expr, cst.Attribute):
+            if isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name:
+                klass = ctx.class_of(scope)
+                bindings = klass.attributes.get(expr.attr.value, []) if klass else []
+                if len(bindings) == 1 and bindings[0].value is not None:
+                    found = self._content(bindings[0].value, bindings[0].scope, bindings[0].node, depth + 1)
+                    if found[0] != UNKNOWN:
+                        return found
+            return self._by_name(expr.attr.value)
+        if isinstance(expr, cst.Subscript):
+            return self._content(expr.value, scope, use, depth + 1)
+        if isinstance(expr, cst.UnaryOperation):
+            return self._content(expr.expression, scope, use, depth + 1)
+        if isinstance(expr, cst.Comparison):
+            parts = [expr.left, *(c.comparator for c in expr.comparisons)]
+            return _combine([self._content(p, scope, use, depth + 1) for p in parts])
+        if isinstance(expr, cst.BinaryOperation):
+            parts = [self._content(p, scope, use, depth + 1) for p in (expr.left, expr.right)]
+            if isinstance(expr.operator, cst.MatrixMultiply):
+                return self._matmul(ctx.code(expr), expr, parts)
+            return _combine(parts)
+        if isinstance(expr, cst.IfExp):
+            return _combine([self._content(p, scope, use, depth + 1) for p in (expr.body, expr.orelse)])
+        if isinstance(expr, cst.Call):
+            return self._content_call(expr, scope, use, depth)
+        return UNKNOWN, []
+
+    def _content_call(self, call: cst.Call, scope: Scope, use, depth) -> tuple[str, list[str]]:
+        ctx = self.context
+        name = ctx.qualified_name(call.func, scope)
+        method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        if name == torchapi.GENERATE_SQUARE_SUBSEQUENT_MASK or method == "generate_square_subsequent_mask":
+            return SHARED, [f"`{_short(ctx.code(call))}` is one (L, L) mask for all samples (line {ctx.line(call)})"]
+        if name in _FACTORIES:
+            return self._factory(call, positional, scope)
+        if method in _NEW_FACTORIES:
+            return self._factory(call, positional, scope)
+        if name in _MATMUL or method in ("matmul", "bmm"):
+            operands = positional if name in _MATMUL else [call.func.value, *positional]
+            if name == "torch.einsum":
+                operands = operands[1:]
+            parts = [self._content(o, scope, use, depth + 1) for o in operands]
+            return self._matmul(ctx.code(call), call, parts)
+        if name in ("torch.triu", "torch.tril", "torch.logical_not", "torch.where", "torch.logical_and",
+                    "torch.logical_or", "torch.zeros_like", "torch.ones_like", "torch.full_like",
+                    "torch.empty_like", "torch.eq", "torch.ne"):
+            return _combine([self._content(p, scope, use, depth + 1) for p in positional])
+        if name in ("torch.cat", "torch.stack") and positional and isinstance(positional[0], (cst.List, cst.Tuple)):
+            return _combine([self._content(e.value, scope, use, depth + 1) for e in positional[0].elements])
+        if method in _SAME_CONTENT:
+            parts = [self._content(call.func.value, scope, use, depth + 1)]
+            if method in ("masked_fill", "masked_fill_", "logical_and", "logical_or", "eq", "ne", "lt", "gt",
+                          "le", "ge") and positional:
+                parts.append(self._content(positional[0], scope, use, depth + 1))
+            return _combine(parts)
+        function = project_function(self.context, call, scope)
+        if function is not None:
+            values = returned(function)
+            if len(values) == 1:
+                return self._content(values[0], function, values[0], depth + 1)
+        return UNKNOWN, []
+
+    def _matmul(self, text: str, node, parts) -> tuple[str, list[str]]:
+        verdict, evidence = _combine(parts)
+        if verdict in (SHARED, NEUTRAL):
+            return verdict, evidence
+        return PER_SAMPLE, evidence + [f"`{_short(text)}` multiplies batched (N, L, 1) x (N, 1, S) tensors into "
+                                       f"one mask per sample (line {self.context.line(node)})"]
+
+    def _factory(self, call: cst.Call, positional, scope) -> tuple[str, list[str]]:
+        ctx = self.context
+        if (isinstance(call.func, cst.Attribute) and call.func.attr.value == "new_full") or \
+                ctx.qualified_name(call.func, scope) == "torch.full":
+            sizes = positional[:1]
+        else:
+            sizes = positional
+        if len(sizes) == 1 and isinstance(sizes[0], (cst.List, cst.Tuple)):
+            sizes = [e.value for e in sizes[0].elements]
+        if any(a.star for a in call.args) or not sizes:
+            return UNKNOWN, []
+        text = _short(ctx.code(call))
+        if len(sizes) == 2:
+            return SHARED, [f"`{text}` is a 2-D (L, S) mask (line {ctx.line(call)})"]
+        if len(sizes) >= 3:
+            batch = self._batch_dim(sizes[0], scope, 0)
+            if batch:
+                return PER_SAMPLE, [f"`{text}` at line {ctx.line(call)} has one (L, S) slice per sample: its first "
+                                    f"dimension is the batch ({batch})"]
+        return UNKNOWN, []
+
+    def _batch_dim(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> str | None:
+        """Why `expr` is the batch size: `x.size(0)`, `x.shape[0]`, `len(batch)`, a name like `bs`, or a name
+        bound to one of these."""
+        ctx = self.context
+        text = ctx.code(expr)
+        if depth > 4:
+            return None
+        if re.fullmatch(r".+\.(size\(0\)|shape\[0\])", text.replace(" ", "")) or re.fullmatch(r"len\(.+\)", text):
+            return f"`{text}`"
+        if isinstance(expr, cst.Name):
+            bindings = ctx.bindings(expr.value, scope)
+            if len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:
+                inner = self._batch_dim(bindings[0].value, bindings[0].scope, depth + 1)
+                if inner:
+                    return f"`{expr.value}` = {inner} at line {ctx.line(bindings[0].node)}"
+            if _BATCH_NAME.match(expr.value):
+                return f"`{expr.value}` by its name"
+        return None
+
+    def _content_name(self, name: str, scope: Scope, use: cst.CSTNode, depth: int) -> tuple[str, list[str]]:
+        ctx = self.context
+        bindings = ctx.bindings(name, scope)
+        binding = self.context.reaching(bindings, use)
+        found: tuple[str, list[str]] = (UNKNOWN, [])
+        if binding is not None and binding.kind == "param":
+            found = self._content_parameter(name, binding, depth)
+        elif binding is not None and binding.value is not None and binding.kind in ("assign", "unpack"):
+            value = binding.value
+            if binding.kind == "unpack":
+                if not isinstance(value, (cst.Tuple, cst.List)) or binding.index is None \
+                        or binding.index >= len(value.elements):
+                    value = None
+                else:
+                    value = value.elements[binding.index].value
+            if value is not None:
+                verdict, evidence = self._content(value, binding.scope, binding.node, depth + 1)
+                if verdict == PER_SAMPLE:
+                    step = f"`{name} = {_short(ctx.code(value))}` at line {ctx.line(binding.node)}"
+                    if evidence and evidence[0].startswith(f"`{_short(ctx.code(value))}` at line"):
+                        step = f"`{name}` = {evidence.pop(0)}"
+                    return verdict, [step, *evidence]
+                found = (verdict, evidence)
+        if found[0] == UNKNOWN:
+            by_name = self._by_name(name)
+            if by_name[0] != UNKNOWN:
+                return by_name
+        return found
+
+    def _content_parameter(self, name: str, binding: Binding, depth: int) -> tuple[str, list[str]]:
+        parts = []
+        for site in callers(self.context, binding.scope):
+            argument = site.arguments.get(name)
+            if argument is None:
+                argument = binding.value if site.arguments.absent(name) else None
+            if argument is None:
+                return UNKNOWN, []
+            verdict, evidence = self._content(argument, site.scope, site.call, depth + 1)
+            parts.append((verdict, [f"`{name}` receives `{_short(self.context.code(argument))}` from the call at "
+                                    f"line {self.context.line(site.call)}", *evidence]))
+        if not parts:
+            return UNKNOWN, []
+        verdicts = {p[0] for p in parts}
+        if verdicts == {PER_SAMPLE}:
+            return PER_SAMPLE, parts[0][1]
+        return _combine(parts) if PER_SAMPLE not in verdicts else (UNKNOWN, [])
+
+    def _by_name(self, name: str) -> tuple[str, list[str]]:
+        if _PER_SAMPLE_NAME.search(name):
+            return PER_SAMPLE, [f"`{name}` holds per-sample data by its name (padding, lengths or ids are one row "
+                                f"per sample)"]
+        return UNKNOWN, []
+
+    # ---- syntax helpers: parents, uses, reaching definitions ----
+    def _parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        if self._parents is None:
+            parents: dict[cst.CSTNode, cst.CSTNode] = {}
+
+            class _Parents(cst.CSTVisitor):
+                def on_visit(self, visited: cst.CSTNode) -> bool:
+                    for child in visited.children:
+                        parents[child] = visited
+                    return True
+
+            self.context.module.visit(_Parents())
+            self._parents = parents
+        return self._parents.get(node)
+
+    def _function_of(self, node: cst.CSTNode) -> cst.CSTNode:
+        current = node
+        while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
+            current = self._parent(current)
+        return current if current is not None else self.context.module
+
+    def _name_uses(self, scope: Scope) -> dict[str, list[cst.Name]]:
+        """The Name nodes read in a function's own body (not in functions or classes nested in it)."""
+        if scope.node in self._uses:
+            return self._uses[scope.node]
+        found: dict[str, list[cst.Name]] = {}
+        root = scope.node
+        rule = self
+
+        class _Collect(cst.CSTVisitor):
+            def visit_FunctionDef(self, node):
+                return node is root
+
+            def visit_ClassDef(self, node):
+                return node is root
+
+            def visit_Lambda(self, node):
+                return False
+
+            def visit_Name(self, node):
+                if not rule._is_store(node):
+                    found.setdefault(node.value, []).append(node)
+
+        root.visit(_Collect())
+        self._uses[scope.node] = found
+        return found
+
+    def _is_store(self, node: cst.CSTNode) -> bool:
+        """Is this name or attribute being bound (an assignment target, a parameter, a keyword's name)?"""
+        parent = self._parent(node)
+        if isinstance(parent, cst.Attribute) and parent.attr is node:
+            return True
+        if isinstance(parent, cst.Arg) and parent.keyword is node:
+            return True
+        if isinstance(parent, (cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportAlias, cst.AsName)):
+            return True
+        current = node
+        while isinstance(parent, (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
+            current, parent = parent, self._parent(parent)
+        if isinstance(parent, (cst.AssignTarget, cst.AugAssign)) or (
+                isinstance(parent, cst.AnnAssign) and parent.target is current) or (
+                isinstance(parent, (cst.For, cst.CompFor)) and parent.target is current):
+            return True
+        return False
+
+    def _line(self, node: cst.CSTNode) -> int:
+        return self.context.line(node)
+
+    def _reaches(self, binding: Binding, bindings: list[Binding], use: cst.CSTNode) -> bool:
+        """Can `binding` be the value `use` reads? Not if the use comes first, or another binding in the same
+        block (or one around it) comes in between; a rebinding in a sibling branch does not count."""
+        start = -1 if binding.kind == "param" else self._line(binding.node)
+        line = self._line(use)
+        if binding.kind != "param" and start >= line:
+            return False
+        block = self._block(binding)
+        for other in bindings:
+            if other is binding or other.kind == "param":
+                continue
+            other_line = self._line(other.node)
+            if start < other_line < line and self._encloses(self._block(other), block):
+                return False
+        return True
+
+    def _block(self, binding: Binding) -> cst.CSTNode | None:
+        node = binding.node
+        if binding.kind == "param":
+            return binding.scope.node.body if isinstance(binding.scope.node, cst.FunctionDef) else None
+        current = self._parent(node)
+        while current is not None and not isinstance(current, (cst.IndentedBlock, cst.Module,
+                                                               cst.SimpleStatementSuite)):
+            current = self._parent(current)
+        return current
+
+    def _encloses(self, outer: cst.CSTNode | None, inner: cst.CSTNode | None) -> bool:
+        current = inner
+        while current is not None:
+            if current is outer:
+                return True
+            current = self._parent(current)
+        return False
+
+    # ---- the runtime experiment ----
+    @staticmethod
+    def probe(arguments: dict, torch) -> tuple[str, str]:
+        """A per-sample mask (N=2, h=4, L=S=5; sample 0 pads its last key, sample 1 its last three) tiled as the
+        site does and with repeat_interleave, each run through MultiheadAttention and compared with a loop that
+        runs each sample alone with its own 2-D mask (facts 3.3)."""
+        n, heads, length, embed = 2, 4, 5, 16
+        torch.manual_seed(0)
+        mha = torch.nn.MultiheadAttention(embed, heads, dropout=0.0, batch_first=True).train()  # slow path
+        x = torch.randn(n, length, embed)
+        padding = torch.zeros(n, length, dtype=torch.bool)
+        padding[0, -1:] = True
+        padding[1, -3:] = True
+        mask = padding[:, None, :].expand(n, length, length)  # (N, L, S): each sample masks its own padding
+        if arguments.get("form") == "expand":
+            written = mask.unsqueeze(0).expand(heads, -1, -1, -1).reshape(-1, length, length)
+            how = "unsqueeze(0).expand(h, ...).reshape(-1, L, S)"
+        elif arguments.get("form") == "repeat_interleave":  # a fixed site
+            written = mask.repeat_interleave(heads, dim=0)
+            how = "repeat_interleave(h, 0)"
+        else:
+            written = mask.repeat(heads, 1, 1)
+            how = "repeat(h, 1, 1)"
+        interleaved = mask.repeat_interleave(heads, dim=0)
+        with torch.no_grad():
+            reference = torch.cat([mha(x[i:i + 1], x[i:i + 1], x[i:i + 1], attn_mask=mask[i],
+                                       need_weights=False)[0] for i in range(n)])
+            as_written = mha(x, x, x, attn_mask=written, need_weights=False)[0]
+            fixed = mha(x, x, x, attn_mask=interleaved, need_weights=False)[0]
+        wrong = float((as_written - reference).abs().max())
+        right = float((fixed - reference).abs().max())
+        site = arguments.get("num_heads")
+        note = f" (the site has num_heads={site})" if isinstance(site, int) and site != heads else ""
+        if not arguments.get("per_sample") and arguments.get("form") != "repeat_interleave":
+            note += "; the site's mask was not shown to differ between samples, so a per-sample one stood in"
+        sizes = f"N={n}, h={heads}, L=S={length}, E={embed}{note}"
+        if wrong > 1e-4 and right < 1e-5:
+            return CONFIRMED, (f"{how} differs from the per-sample result by {wrong:.3e}; "
+                               f"repeat_interleave(h, 0) by {right:.1e} ({sizes})")
+        return NOT_CONFIRMED, (f"{how} is {wrong:.1e} and repeat_interleave {right:.1e} from the per-sample "
+                               f"result ({sizes})")
+
+
+def _factors(call: cst.Call) -> list[cst.BaseExpression] | None:
+    """The sizes given to `.repeat(...)`/`.expand(...)`/`.tile(...)`, as separate arguments or one tuple."""
+    if any(a.keyword is not None or a.star for a in call.args):
+        return None
+    values = [a.value for a in call.args]
+    if len(values) == 1 and isinstance(values[0], (cst.Tuple, cst.List)):
+        if any(isinstance(e, cst.StarredElement) for e in values[0].elements):
+            return None
+        values = [e.value for e in values[0].elements]
+    return values
+
+
+def _leading_unsqueeze(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`m.unsqueeze(0)`, `m[None]`, `m[None, ...]`: the mask `m` with a new leading axis, else None."""
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "unsqueeze":
+        if len(expr.args) == 1 and isinstance(expr.args[0].value, cst.Integer) and expr.args[0].value.value == "0":
+            return expr.func.value
+        return None
+    if isinstance(expr, cst.Subscript) and expr.slice:
+        first = expr.slice[0].slice
+        if isinstance(first, cst.Index) and isinstance(first.value, cst.Name) and first.value.value == "None":
+            rest = expr.slice[1:]
+            if all(isinstance(s.slice, cst.Slice) or (isinstance(s.slice, cst.Index)
+                   and isinstance(s.slice.value, cst.Ellipsis)) for s in rest):
+                return expr.value
+    return None
+
+
+def _combine(parts: list[tuple[str, list[str]]]) -> tuple[str, list[str]]:
+    """Per-sample if any part is; shared if every part is shared or a constant; unknown otherwise."""
+    per = [p for p in parts if p[0] == PER_SAMPLE]
+    if per:
+        return PER_SAMPLE, per[0][1]
+    verdicts = {p[0] for p in parts}
+    if verdicts <= {SHARED, NEUTRAL}:
+        if SHARED in verdicts:
+            return SHARED, [e for p in parts if p[0] == SHARED for e in p[1]]
+        return NEUTRAL, []
+    return UNKNOWN, []
+
+
+def _short(text: str, limit: int = 90) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -1,0 +1,361 @@
+"""MHA007 weights-discarded: attention weights computed (need_weights defaults to True) and thrown away."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import libcst as cst
+from libcst.metadata import ExpressionContext, ExpressionContextProvider, MetadataWrapper
+
+from mhalint import torchapi
+from mhalint.calls import call_target, with_argument
+from mhalint.context import Scope
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, SAFE, Severity
+from mhalint.rule import Invalid, Rule, Valid
+from mhalint.values import constructor_values, resolve
+
+_APIS = (torchapi.MHA, torchapi.MHA_FORWARD_FN)
+_MAX_DEPTH = 8
+
+
+class WeightsDiscarded(Rule):
+    """
+    ## What it does
+    Flags a `nn.MultiheadAttention` call (or `F.multi_head_attention_forward`) that leaves `need_weights` at its
+    default `True` (or passes `True`, or a constant that resolves to `True`) and then throws the attention weights
+    away: `out = attn(...)[0]`, `attn(...)[0]` used in an expression, `out, _ = attn(...)`, `out, w = attn(...)`
+    where `w` is never read in the function, or `res = attn(...)` followed only by `res[0]`. A `need_weights`
+    forwarded from a parameter is the caller's choice and is not flagged.
+
+    ## Why is this bad?
+    By default `MultiheadAttention.forward` also computes and returns the attention weights, averaged over heads.
+    On the slow path (training, odd head counts, `batch_first=False`, float masks, cross-attention) that means an
+    explicit `bmm` + `softmax` instead of the fused `scaled_dot_product_attention` kernel (torch 2.13
+    `nn/functional.py:7023-7093`). Measured on CPU with one thread at L=1024: 1.83x slower in eval with odd heads
+    and 2.01x slower in a training forward; on the CPU inference fast path the cost is the same either way
+    (1.01-1.09x), and at L=128 the difference is within noise. `need_weights=True` also gives NaN for a fully
+    padded sample where `need_weights=False` stays finite. The output itself is the same, so nothing ever shows
+    the wasted work; torch's own docstring calls it "a significant performance degradation".
+
+    ## Example
+    ```python
+    out = self.attn(x, x, x, key_padding_mask=pad)[0]
+    ```
+
+    ## Use instead
+    ```python
+    out = self.attn(x, x, x, key_padding_mask=pad, need_weights=False)[0]
+    ```
+
+    ## Fix safety
+    Safe: `need_weights=False` is added to the call (or a `True` given for it is replaced). The attention output
+    is unchanged; only the weights, which the code does not use, are no longer computed (and the second element
+    of the result becomes `None`).
+
+    ## References
+    - torch 2.13 `nn/modules/activation.py:1289-1292` (the `need_weights` docstring), `nn/functional.py:6685-6688`
+      and `7023-7093`
+    - mhalint facts sheet sections 1.7, 5 and 7
+    """
+
+    code = "MHA007"
+    name = "weights-discarded"
+    summary = "need_weights left True while the attention weights are thrown away: slower on the slow path"
+    triggers = ("MultiheadAttention", "multi_head_attention_forward")
+
+    valid = (
+        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+              "def f(x):\n    return attn(x, x, x, need_weights=False)[0]\n"),
+        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+              "def f(x):\n    out, weights = attn(x, x, x)\n    return out, weights\n"),
+        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+              "def f(x, need_weights=True):\n    return attn(x, x, x, need_weights=need_weights)[0]\n"),
+        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+              "def f(x):\n    return attn(x, x, x)\n"),
+        Valid("class MultiheadAttention:\n    def __call__(self, *a): ...\nattn = MultiheadAttention()\n"
+              "out = attn(1, 2, 3)[0]\n"),
+        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+              "def f(x, **kw):\n    return attn(x, x, x, **kw)[0]\n"),
+        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n"
+              "def f(x):\n    return attn(x, x, x)[0]  # noqa: MHA007\n"),
+    )
+    invalid = (
+        Invalid("import torch.nn as nn\nclass Block(nn.Module):\n    def __init__(self):\n"
+                "        super().__init__()\n        self.attn = nn.MultiheadAttention(64, 8)\n"
+                "    def forward(self, x):\n        return x + self.attn(x, x, x)[0]\n", line=7,
+                message="need_weights", severity=Severity.WARNING),
+        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n"
+                "def f(x):\n    out, _ = attn(x, x, x)\n    return out\n", line=4, message="`out, _ =`"),
+        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n"
+                "def f(x):\n    out, weights = attn(x, x, x, None, True)\n    return out\n", line=4,
+                message="never read"),
+        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n"
+                "def f(x):\n    res = attn(x, x, x)\n    res = res[0]\n    return res\n", line=4,
+                message="`res[0]`"),
+        Invalid("import torch.nn.functional as F\ndef f(q, w, b, ow, ob):\n"
+                "    return F.multi_head_attention_forward(q, q, q, 8, 2, w, b, None, None, False, 0.0, ow, ob)[0]\n",
+                line=3),
+    )
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        """`attn(...)[0]`, wherever it stands."""
+        if isinstance(node.value, cst.Call) and _is_index(node, 0):
+            self._check(node.value, lambda: f"`[0]` keeps only the output (line {self.context.line(node)})")
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """`out, _ = attn(...)`, `out, w = attn(...)` with `w` unread, `res = attn(...)` then only `res[0]`."""
+        if not isinstance(node.value, cst.Call) or len(node.targets) != 1:
+            return
+        target = node.targets[0].target
+        if isinstance(target, cst.Tuple | cst.List):
+            self._check(node.value, lambda: self._unpacked(node, target))
+        elif isinstance(target, cst.Name):
+            self._check(node.value, lambda: self._only_first(node, target.value))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if isinstance(node.value, cst.Call) and isinstance(node.target, cst.Name):
+            self._check(node.value, lambda: self._only_first(node, node.target.value))
+
+    # ---- how the weights are thrown away ----
+    def _unpacked(self, statement: cst.Assign, target: cst.Tuple | cst.List) -> str | None:
+        elements = target.elements
+        if len(elements) != 2 or any(isinstance(e, cst.StarredElement) for e in elements):
+            return None
+        first, second = (e.value for e in elements)
+        if not isinstance(second, cst.Name):
+            return None  # `out, self.weights = ...` keeps them
+        written = f"`{self.context.code(first)}, {second.value} =`"
+        line = self.context.line(statement)
+        if second.value == "_":
+            return f"{written} discards the weights (line {line})"
+        reads = self._reads(second.value, statement)
+        if reads is not None and not reads:
+            return f"`{second.value}` from {written} at line {line} is never read in `{self._where()}`"
+        return None
+
+    def _only_first(self, statement: cst.CSTNode, name: str) -> str | None:
+        reads = self._reads(name, statement)
+        if not reads or not all(indexed for _, indexed in reads):
+            return None
+        lines = ", ".join(str(self.context.line(node)) for node, _ in reads)
+        return (f"`{name}` from line {self.context.line(statement)} is only read as `{name}[0]` "
+                f"(line{'s' if len(reads) > 1 else ''} {lines})")
+
+    def _reads(self, name: str, statement: cst.CSTNode) -> list[tuple[cst.Name, bool]] | None:
+        """The reads of `name` that see the value assigned by `statement`, each with whether it is `name[0]`:
+        those after the statement and up to the end of the next statement that assigns the name again (straight-
+        line code; a read in that statement's own right-hand side still sees the old value). None when the name
+        is rebound in a way that reads the whole value (`+=`)."""
+        scope = self.scope
+        end = self.context.position(statement).end
+        rebinds = []
+        for binding in scope.bindings.get(name, []):
+            if binding.node is statement or binding.kind == "param":
+                continue
+            position = self.context.position(binding.node)
+            if (position.start.line, position.start.column) <= (end.line, end.column):
+                continue
+            if binding.kind == "augmented":
+                return None
+            rebinds.append(position.end if binding.kind in ("assign", "unpack") else position.start)
+        limit = min(((p.line, p.column) for p in rebinds), default=None)
+        found = []
+        for node, indexed in _loads(self.context, scope.node).get(name, []):
+            position = self.context.position(node).start
+            if (position.line, position.column) < (end.line, end.column):
+                continue
+            if limit is not None and (position.line, position.column) >= limit:
+                continue
+            found.append((node, indexed))
+        return found
+
+    def _where(self) -> str:
+        return self.scope.name if self.scope.kind == "function" else "the module"
+
+    # ---- the call ----
+    def _check(self, call: cst.Call, discarded: Callable[[], str | None]) -> None:
+        """Report `call` when it reaches MultiheadAttention with need_weights True and `discarded()` (asked only
+        then: it reads the whole function) says how the weights are thrown away."""
+        target = call_target(self.context, call, self.scope)
+        if target is None or target.api not in _APIS:
+            return
+        arguments = target.arguments
+        expr = arguments.get("need_weights")
+        if expr is None:
+            if arguments.opaque:
+                return  # *args/**kwargs may carry need_weights
+            setting = "need_weights is not passed (default True)"
+        else:
+            if _forwarded(self.context, expr, self.scope):
+                return
+            value = resolve(self.context, expr, self.scope)
+            if value is None or value.value is not True:
+                return
+            written = self.context.code(expr)
+            setting = f"need_weights={written}" + (" resolves to True" if written != "True" else "")
+            if value.trail:
+                setting += f" ({'; '.join(value.trail)})"
+        why = discarded()
+        if not why:
+            return
+        evidence = [setting, why]
+        slow = self._slow_path(target)
+        if slow:
+            evidence.append(f"this call always takes the slow path: {slow}")
+        name = torchapi.short_name(target.api)
+        existing = arguments.by_name.get("need_weights")
+        fix = self.replacement(call, with_argument(call, existing, "need_weights", "False"), applicability=SAFE,
+                               title="pass need_weights=False")
+        details: dict[str, object] = {"api": target.api}
+        if target.construction is not None:
+            details.update(constructor_values(self.context, target.construction))
+        self.report(
+            call,
+            f"{name} computes attention weights here (need_weights is True) but the code throws them away: on "
+            f"the slow path (training, odd heads, batch_first=False, float masks, cross-attention) torch then runs "
+            f"an explicit bmm + softmax instead of scaled_dot_product_attention (functional.py:7023-7093), "
+            f"measured 1.83x slower in eval (odd heads) and 2.01x in a training forward at L=1024 (CPU, 1 thread); "
+            f"on the CPU fast path the cost is the same (1.01-1.09x) and at L=128 within noise. need_weights=True "
+            f"also turns a fully padded sample into NaN where need_weights=False stays finite. "
+            f"Evidence: {'; '.join(evidence)}. Fix: pass need_weights=False (the output is unchanged).",
+            severity=Severity.WARNING, evidence=evidence, arguments={**details, "need_weights": True}, fix=fix)
+
+    def _slow_path(self, target) -> str | None:
+        """Why the call can never take the fused inference kernel (facts 1.6), when the code shows it."""
+        if target.api == torchapi.MHA_FORWARD_FN:
+            return "F.multi_head_attention_forward is the slow path itself"
+        built = target.construction
+        if built is None:
+            return None
+        arguments = built.arguments
+        batch_first = arguments.get("batch_first")
+        if batch_first is None and not arguments.opaque:
+            return "the module is built without batch_first (default False)"
+        value = resolve(self.context, batch_first, built.scope)
+        if value is not None and value.value is False:
+            return "the module has batch_first=False"
+        heads = resolve(self.context, arguments.get("num_heads"), built.scope)
+        if heads is not None and isinstance(heads.value, int) and heads.value % 2 == 1:
+            return f"num_heads={heads.value} is odd"
+        for parameter, blocks in (("bias", False), ("add_bias_kv", True), ("add_zero_attn", True)):
+            value = resolve(self.context, arguments.get(parameter), built.scope)
+            if value is not None and value.value is blocks:
+                return f"the module has {parameter}={blocks}"
+        return None
+
+    @staticmethod
+    def probe(arguments: dict, torch) -> tuple[str, str]:
+        """Run the module's slow path (a training-mode forward) with the site's need_weights and with the fix's
+        need_weights=False, counting the calls of scaled_dot_product_attention and softmax in torch.nn.functional
+        (facts 1.7): confirmed when the outputs match and only need_weights=False reaches the fused kernel."""
+        from mhalint.probe import support
+
+        functional = torch.nn.functional
+        site = arguments.get("need_weights", True) is not False
+        spec, note = dict(arguments), ""
+        if spec.get("api") != torchapi.MHA:
+            spec = {"api": torchapi.MHA}
+            note = "; run through nn.MultiheadAttention, whose slow path is F.multi_head_attention_forward"
+        batch_first = spec.get("batch_first") is True
+        module, embed, heads, notes = support.build(torch, spec, batch_first=batch_first)
+        module.train()  # dropout is 0: training mode only selects the slow path
+        shape = (support.N, support.L, embed) if batch_first else (support.L, support.N, embed)
+        x = torch.randn(*shape)
+        originals = {name: getattr(functional, name) for name in ("scaled_dot_product_attention", "softmax")}
+
+        def forward(need_weights: bool):
+            counts = dict.fromkeys(originals, 0)
+
+            def counting(name):
+                def wrapper(*args, **kwargs):
+                    counts[name] += 1
+                    return originals[name](*args, **kwargs)
+                return wrapper
+
+            for name in originals:
+                setattr(functional, name, counting(name))
+            try:
+                out, weights = module(x, x, x, need_weights=need_weights)
+            finally:
+                for name, original in originals.items():
+                    setattr(functional, name, original)
+            return out.detach(), weights, counts
+
+        out_site, weights, ran_site = forward(site)
+        out_fixed, none, ran_fixed = forward(False)
+        diff = support.max_diff(out_site, out_fixed)
+        sizes = support.sizes(embed, heads, notes) + note
+
+        def ran(counts) -> str:
+            return f"SDPA {counts['scaled_dot_product_attention']} time(s), softmax {counts['softmax']} time(s)"
+
+        returned = f" and returned weights of shape {tuple(weights.shape)}" if weights is not None else ""
+        if site and diff < 1e-5 and ran_site["scaled_dot_product_attention"] == 0 \
+                and ran_fixed["scaled_dot_product_attention"] > 0 and none is None:
+            return CONFIRMED, (f"in a training-mode forward (slow path) need_weights=True ran {ran(ran_site)}"
+                               f"{returned}; need_weights=False ran {ran(ran_fixed)}; the outputs are equal (max "
+                               f"diff {diff:.1e}; {sizes})")
+        if not site:
+            return NOT_CONFIRMED, (f"the site already passes need_weights=False: a training-mode forward ran "
+                                   f"{ran(ran_fixed)} and returned no weights ({sizes})")
+        return NOT_CONFIRMED, (f"in a training-mode forward need_weights=True ran {ran(ran_site)}{returned}, "
+                               f"need_weights=False ran {ran(ran_fixed)}, and the outputs differ by {diff:.1e} "
+                               f"({sizes})")
+
+
+def _is_index(node: cst.Subscript, index: int) -> bool:
+    if len(node.slice) != 1 or node.slice[0].comma != cst.MaybeSentinel.DEFAULT:
+        return False
+    inner = node.slice[0].slice
+    return (isinstance(inner, cst.Index) and isinstance(inner.value, cst.Integer)
+            and inner.value.evaluated_value == index)
+
+
+def _forwarded(ctx, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+    """Does the value come from a parameter (the caller decides), through names and `self.x`?"""
+    if depth > _MAX_DEPTH:
+        return False
+    if isinstance(expr, cst.Name):
+        bindings = ctx.bindings(expr.value, scope)
+    elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name:
+        klass = ctx.class_of(scope)
+        bindings = klass.attributes.get(expr.attr.value, []) if klass else []
+    else:
+        return False
+    return any(b.kind == "param" or (b.kind == "assign" and b.value is not None
+                                     and _forwarded(ctx, b.value, b.scope, depth + 1)) for b in bindings)
+
+
+def _loads(ctx, scope_node: cst.CSTNode) -> dict[str, list[tuple[cst.Name, bool]]]:
+    """Every name read in a scope (nested functions included: a closure's read counts), with whether the read
+    is `name[0]`; keyword names and attribute names are not reads."""
+    memo = ctx.memo.setdefault("MHA007-loads", {})
+    if scope_node in memo:
+        return memo[scope_node]
+    contexts = ctx.memo.get("expression-context")
+    if contexts is None:
+        contexts = MetadataWrapper(ctx.module, unsafe_skip_copy=True).resolve(ExpressionContextProvider)
+        ctx.memo["expression-context"] = contexts
+
+    class _Collect(cst.CSTVisitor):
+        def __init__(self):
+            self.loads: dict[str, list[tuple[cst.Name, bool]]] = {}
+            self.first: set[int] = set()
+            self.keywords: set[int] = set()
+
+        def visit_Arg(self, node: cst.Arg) -> None:
+            if node.keyword is not None:
+                self.keywords.add(id(node.keyword))
+
+        def visit_Subscript(self, node: cst.Subscript) -> None:
+            if isinstance(node.value, cst.Name) and _is_index(node, 0):
+                self.first.add(id(node.value))
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if contexts.get(node) == ExpressionContext.LOAD and id(node) not in self.keywords:
+                self.loads.setdefault(node.value, []).append((node, id(node) in self.first))
+
+    collector = _Collect()
+    scope_node.visit(collector)
+    memo[scope_node] = collector.loads
+    return collector.loads
