@@ -15,15 +15,15 @@ from pathlib import Path
 import click
 import libcst as cst
 
-from mhalint import __version__
+from mhalint import __version__, ruledocs
 from mhalint.engine import Checker
 from mhalint.finding import Finding, Severity
 from mhalint.config import ConfigError
 from mhalint.fixes import FixError, SourceFile, applicable, fix_source
 from mhalint.probe.runner import ProbeLimits, ProbeUnavailable, probe_findings
-from mhalint.report import concise
+from mhalint.report import concise, full, github, json_lines, sarif
 from mhalint.report import json as json_report
-from mhalint.rule import PluginError, Rule, load_rules
+from mhalint.rule import PluginError, load_rules
 from mhalint.selection import SelectionError
 from mhalint.settings import resolve as resolve_settings
 from mhalint.source import decode
@@ -64,7 +64,9 @@ def _probe_options(command):
                         help=f"Memory cap of the probe process [default: {ProbeLimits.memory_mb}].")(command)
 
 
-_FORMATS = {"concise": concise, "json": json_report}
+_FORMATS = {"concise": concise, "full": full, "json": json_report, "json-lines": json_lines, "github": github,
+            "sarif": sarif}
+_FORMAT_HELP = "Default: full on a terminal, concise otherwise."
 STDIN = Path("-")
 
 
@@ -83,7 +85,7 @@ STDIN = Path("-")
 @click.option("--extend-exclude", multiple=True, metavar="PATTERN", help="Patterns to skip on top of exclude.")
 @click.option("--min-severity", type=click.Choice([str(s) for s in Severity]), default=None,
               help="Hide findings below this severity [default: warning].")
-@click.option("--output-format", type=click.Choice(sorted(_FORMATS)), default="concise", show_default=True)
+@click.option("--output-format", type=click.Choice(sorted(_FORMATS)), default=None, help=_FORMAT_HELP)
 @click.option("--stdin-filename", metavar="PATH", help="The name to report for source read from `-`.")
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place (atomic writes).")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, also apply fixes that change behaviour.")
@@ -113,7 +115,8 @@ def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_sele
         return [f for f in found if settings.reports(f)]
 
     if paths == (STDIN,):
-        _check_stdin(checker, shown, stdin_filename or "-", fix=fix, diff=diff, unsafe=unsafe_fixes)
+        _check_stdin(checker, shown, stdin_filename or "-", fix=fix, diff=diff, unsafe=unsafe_fixes,
+                     output_format=output_format, rules=rules)
         return
 
     def run():
@@ -138,7 +141,7 @@ def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_sele
         summary += f" Fixed {outcome.applied} finding{'s' if outcome.applied != 1 else ''}."
     elif fixable:
         summary += f" {fixable} fixable with --fix."
-    _print(findings, output_format, summary)
+    _print(findings, output_format, summary, rules)
     if show_traceback:
         for text in result.tracebacks:
             click.echo(text, err=True)
@@ -147,7 +150,8 @@ def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_sele
     sys.exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_CLEAN)
 
 
-def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: bool, unsafe: bool) -> None:
+def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: bool, unsafe: bool,
+                 output_format: str | None, rules) -> None:
     """Lint standard input; with --fix print the fixed source (findings go to stderr), as ruff does."""
     raw = click.get_binary_stream("stdin").read()
     findings = shown(checker.check_source(raw, filename))
@@ -167,13 +171,13 @@ def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: boo
         if findings:
             click.echo(concise.render(findings), err=True)
         sys.exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
-    _print(findings, "concise", _summary(len(findings), 1, hidden=0, threshold=Severity.INFO))
+    _print(findings, output_format, _summary(len(findings), 1, hidden=0, threshold=Severity.INFO), rules)
     sys.exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
 
 
 @main.command(name="probe")
 @click.argument("source", default="-", type=click.File("r"))
-@click.option("--output-format", type=click.Choice(sorted(_FORMATS)), default="concise", show_default=True)
+@click.option("--output-format", type=click.Choice(sorted(_FORMATS)), default=None, help=_FORMAT_HELP)
 @_probe_options
 def probe_command(source, output_format: str, probe_timeout: float, probe_total_timeout: float,
                   probe_memory: int) -> None:
@@ -182,12 +186,13 @@ def probe_command(source, output_format: str, probe_timeout: float, probe_total_
         data = json.load(source)
         items = data["findings"] if isinstance(data, dict) else data
         findings = [Finding.from_dict(item) for item in items]
-    except (ValueError, KeyError, TypeError) as error:
+    except (ValueError, KeyError, TypeError, RecursionError) as error:
         raise UsageError(f"{source.name} is not a JSON list of mhalint findings ({type(error).__name__}: {error})")
     limits = ProbeLimits(probe_timeout or ProbeLimits.site_timeout, probe_total_timeout or ProbeLimits.total_timeout,
                          probe_memory or ProbeLimits.memory_mb)
-    findings = _probe(findings, load_rules(), limits)
-    _print(findings, output_format, f"Probed {len(findings)} finding{'s' if len(findings) != 1 else ''}.")
+    rules = load_rules()
+    findings = _probe(findings, rules, limits)
+    _print(findings, output_format, f"Probed {len(findings)} finding{'s' if len(findings) != 1 else ''}.", rules)
     sys.exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
 
 
@@ -223,32 +228,38 @@ def _probe(findings, rules, limits: ProbeLimits):
         raise UsageError(str(error))
 
 
-def _print(findings, output_format: str, summary: str) -> None:
-    text = _FORMATS[output_format].render(findings)
+def _print(findings, output_format: str | None, summary: str, rules=None) -> None:
+    """Findings in the chosen format; the summary line only for the human formats."""
+    output_format = output_format or ("full" if sys.stdout.isatty() else "concise")
+    text = _FORMATS[output_format].render(findings, rules)
     if text:
-        click.echo(text)
-    if output_format == "concise":
+        click.echo(text.rstrip("\n"))
+    if output_format in ("concise", "full"):
         click.echo(summary)
 
 
 @main.command()
 @click.argument("code", required=False)
 @click.option("--all", "show_all", is_flag=True, help="List every rule.")
-def rule(code: str | None, show_all: bool) -> None:
+@click.option("--output-format", type=click.Choice(["text", "json", "markdown"]), default="text",
+              show_default=True, help="json: machine-readable; markdown (with --all): the README's rules table.")
+def rule(code: str | None, show_all: bool, output_format: str) -> None:
     """Explain rule CODE, or list all rules with --all."""
     rules = load_rules()
     if show_all or code is None:
-        for rule_class in rules.values():
-            click.echo(f"{rule_class.code}  {rule_class.name:<28} {rule_class.summary}")
+        if output_format == "json":
+            click.echo(json.dumps([ruledocs.as_dict(r) for r in rules.values()], indent=2))
+        elif output_format == "markdown":
+            click.echo(ruledocs.markdown_table(rules))
+        else:
+            for rule_class in rules.values():
+                click.echo(f"{rule_class.code}  {rule_class.name:<28} {rule_class.summary}")
         return
     rule_class = rules.get(code.upper())
     if rule_class is None:
         raise UsageError(f"unknown rule code {code!r}; `mhalint rule --all` lists them")
-    click.echo(_rule_text(rule_class))
-
-
-def _rule_text(rule_class: type[Rule]) -> str:
-    return f"# {rule_class.name} ({rule_class.code})\n\n{rule_class.documentation()}"
+    click.echo(json.dumps(ruledocs.as_dict(rule_class), indent=2) if output_format == "json"
+               else ruledocs.text(rule_class))
 
 
 def _split(values: tuple[str, ...]) -> list[str]:

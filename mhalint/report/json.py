@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from mhalint.finding import Finding
 
+if TYPE_CHECKING:
+    from mhalint.rule import Rule
 
-def render(findings: Iterable[Finding]) -> str:
+
+def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None = None) -> str:
     return json.dumps([f.to_dict() for f in findings], indent=2)

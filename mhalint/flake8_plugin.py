@@ -1,0 +1,114 @@
+"""The flake8 plugin: `flake8 --select MHA` runs mhalint's rules through mhalint's engine.
+
+Registered in the `flake8.extension` entry-point group under the code prefix `MHA`, so flake8's own `--select`,
+`--ignore`, `--extend-ignore`, `--per-file-ignores` and `# noqa` choose and suppress codes exactly as for any other
+plugin. The plugin adds nothing of its own to the analysis: it hands the file's source to
+`Checker(rules).check_source`, the function `mhalint check` uses, with every rule registered in `mhalint.rules`,
+and translates the findings.
+
+Decisions, for a flake8 user:
+
+* **Source.** flake8 has already read and decoded the file (or standard input, for `flake8 -`), and passes its
+  physical lines; the plugin checks those lines, so `flake8 -` with `--stdin-display-name` works and flake8 and
+  mhalint see the same text. The lines are encoded back with the file's PEP 263 declaration (UTF-8 without one)
+  so that the engine, which decodes as Python does, gets the same characters back. Only a caller that passes no
+  lines makes the plugin read the file itself.
+* **Columns.** mhalint's columns are 1-based; flake8 expects 0-based offsets from a plugin and adds 1 when it
+  prints. So flake8 prints the same `line:col` as `mhalint check`.
+* **Message.** `MHA001 [error] ...`: the code, then the severity in brackets, then mhalint's message, the same text
+  `mhalint check` prints after `path:line:col:`. flake8 has no severity of its own, and mhalint's severity is
+  not a style level but its confidence that results are corrupted (error: the code shows it; warning: possible
+  and nothing shows it is handled; info: correct but relying on a default). A flake8 user cannot select on it,
+  so it is worth reading in the message; the code still comes first, which is all flake8 parses.
+* **Severity threshold.** As with `mhalint check`, `info` findings are hidden by default. The flake8 option
+  `--mhalint-min-severity {info,warning,error}` (or `mhalint-min-severity = info` in the flake8 configuration)
+  changes the threshold.
+* **noqa.** flake8 applies `# noqa` and `# noqa: MHA001` itself. The engine also applies mhalint's own
+  suppression, which reads the same comments the same way (a bare `# noqa`, or a list of codes on the line a
+  finding is reported on), so the two agree and applying both is harmless: whatever either suppresses, the user
+  asked to suppress. The one difference: under `flake8 --disable-noqa`, MHA findings on lines with a matching
+  `# noqa` stay hidden, because the engine's suppression cannot be turned off from here.
+* **Syntax errors.** flake8 does not run tree plugins on a file Python cannot parse; it reports `E999` instead.
+  So mhalint's `MHA900` (could not parse) reaches flake8 only for a file that Python parses but libcst cannot
+  (syntax newer than the installed libcst): it is kept, because it says the file was not checked by mhalint.
+  `MHA901` (cannot decode, e.g. an unknown PEP 263 encoding) and `MHA902` (a rule failed on this file) are kept
+  for the same reason; `--extend-ignore MHA9` hides all three.
+"""
+
+from __future__ import annotations
+
+import io
+import tokenize
+from pathlib import Path
+from typing import ClassVar, Iterator, Sequence
+
+from mhalint import __version__
+from mhalint.engine import Checker
+from mhalint.finding import Finding, Severity
+from mhalint.rule import load_rules
+
+_SEVERITIES = [str(severity) for severity in Severity]
+
+
+class Plugin:
+    """A flake8 tree plugin. flake8 passes `tree` (unused: the engine parses with libcst), `filename` and
+    `lines` by name; `run()` yields `(line, column, message, type)` with 0-based columns."""
+
+    name = "mhalint"
+    version = __version__
+
+    # Loaded once per flake8 process (flake8 runs one checker process per job), on first use.
+    _checker: ClassVar[Checker | None] = None
+    min_severity: ClassVar[Severity] = Severity.WARNING
+
+    def __init__(self, tree: object = None, filename: str = "stdin", lines: Sequence[str] | None = None):
+        self.filename = filename
+        self.lines = lines
+
+    @classmethod
+    def add_options(cls, option_manager) -> None:
+        option_manager.add_option(
+            "--mhalint-min-severity", default="warning", choices=_SEVERITIES, parse_from_config=True,
+            help="Hide mhalint (MHA) findings below this severity; info shows correct code that relies on a "
+                 "default. (Default: %(default)s)")
+
+    @classmethod
+    def parse_options(cls, options) -> None:
+        cls.min_severity = Severity.parse(getattr(options, "mhalint_min_severity", None) or "warning")
+
+    @classmethod
+    def checker(cls) -> Checker:
+        if cls._checker is None:
+            cls._checker = Checker(list(load_rules().values()))
+        return cls._checker
+
+    def run(self) -> Iterator[tuple[int, int, str, type]]:
+        source = self._source()
+        for finding in self.checker().check_source(source, self.filename):
+            if finding.severity >= self.min_severity:
+                yield finding.line, max(finding.column - 1, 0), message(finding), type(self)
+
+    def _source(self) -> bytes:
+        if self.lines is None:
+            return Path(self.filename).read_bytes()
+        return encode("".join(self.lines))
+
+
+def message(finding: Finding) -> str:
+    """The flake8 message: code first (flake8 splits it off at the first space), then severity and text."""
+    return f"{finding.code} [{finding.severity}] {finding.message}"
+
+
+def encode(text: str) -> bytes:
+    """Bytes that decode, as Python decodes a source file, to `text`: encoded with the file's PEP 263
+    declaration, since the engine honours it. A character that codec cannot hold (flake8 falls back to latin-1
+    for a file whose bytes do not match its declaration) becomes one `?`, which keeps every column in place."""
+    raw = text.encode("utf-8")
+    try:
+        normalised = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(normalised).readline)
+    except SyntaxError:  # an unknown or malformed declaration: the engine reports it as MHA901
+        return raw
+    if encoding in ("utf-8", "utf-8-sig"):
+        return raw
+    return text.encode(encoding, errors="replace")

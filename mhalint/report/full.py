@@ -1,0 +1,175 @@
+"""ruff's `full` format: each finding with a code frame of its source, a caret under the flagged span, the fix
+and the probe result (the evidence is part of the message already).
+
+    MHA001 [error] nn.MultiheadAttention is built without batch_first ...
+      --> model.py:20:21
+       |
+    18 |         super().__init__()
+    19 |         self.embed = nn.Embedding(VOCAB_SIZE, EMBED_DIM)
+    20 |         self.attn = nn.MultiheadAttention(EMBED_DIM, NUM_HEADS)
+       |                     ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+    21 |         self.norm = nn.LayerNorm(EMBED_DIM)
+    22 |         self.head = nn.Linear(EMBED_DIM, NUM_CLASSES)
+       |
+    help: pass batch_first=True
+    note: this fix changes behaviour; `--fix` applies it only with `--unsafe-fixes`
+    probe: confirmed (torch 2.13.0): <what the probe measured>
+
+Columns count characters (as libcst and the finding do); what the terminal shows is measured in cells: a tab
+goes to the next multiple of TAB_SIZE, East Asian wide characters take two cells, combining marks none, and
+control characters are shown as their Unicode control pictures. The source line and the caret line go through
+the same measure, so the caret stays under the span whatever the line holds. A file that cannot be read or
+decoded, or a line it no longer has, leaves the frame out; the rest of the finding is still printed. A finding in
+a notebook is shown in its cell (` --> path:cell N:line:col`, the frame from the cell's source).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+from mhalint.finding import SAFE, Finding
+from mhalint.source import decode
+
+if TYPE_CHECKING:
+    from mhalint.rule import Rule
+
+TAB_SIZE = 4  # ruff's default indent width, which its code frames use for tabs
+CONTEXT = 2  # source lines shown before and after the flagged one
+_NEWLINE = re.compile(r"\r\n|\r|\n")  # line breaks as Python (and libcst's positions) count them
+
+
+def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None = None) -> str:
+    """Every finding as a block; blocks are separated, and followed, by an empty line (as ruff prints them)."""
+    sources = _Sources()
+    blocks = [_block(finding, sources) for finding in findings]
+    return "\n\n".join(blocks) + "\n" if blocks else ""
+
+
+class _Sources:
+    """Source lines by path, read once per render and only for paths that have a finding."""
+
+    def __init__(self):
+        self._lines: dict[str, list[str] | None] = {}
+        self._cells: dict[str, dict[int, list[str]] | None] = {}
+
+    def lines(self, path: str, cell: int | None = None) -> list[str] | None:
+        """The file's lines, or for a notebook finding the lines of its cell."""
+        if cell is not None:
+            if path not in self._cells:
+                self._cells[path] = _read_cells(path)
+            cells = self._cells[path]
+            return None if cells is None else cells.get(cell)
+        if path not in self._lines:
+            self._lines[path] = _read_lines(path)
+        return self._lines[path]
+
+
+def _read_lines(path: str) -> list[str] | None:
+    try:
+        text, _ = decode(Path(path).read_bytes())
+    except (OSError, ValueError, SyntaxError, LookupError):  # UnicodeDecodeError is a ValueError
+        return None
+    return _NEWLINE.split(text)
+
+
+def _read_cells(path: str) -> dict[int, list[str]] | None:
+    """A notebook's code cells by 1-based cell number (every cell counts, as in `Finding.cell`), as written:
+    magics are shown as they are, not as the comments mhalint parsed them as (they have the same length)."""
+    try:
+        cells = json.loads(Path(path).read_bytes())["cells"]
+        code = {}
+        for number, cell in enumerate(cells, start=1):
+            if isinstance(cell, dict) and cell.get("cell_type") == "code":
+                text = cell.get("source", "")
+                code[number] = ("".join(text) if isinstance(text, list) else str(text)).splitlines() or [""]
+        return code
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _block(finding: Finding, sources: _Sources) -> str:
+    header = f"{finding.code} [{finding.severity}] {finding.message}"
+    lines = sources.lines(finding.path, finding.cell)
+    if lines is None or not 1 <= finding.line <= len(lines):
+        out = [header, f" --> {finding.location}"]
+    else:
+        out = [header, *_frame(finding, lines, finding.location)]
+    if finding.fix is not None:
+        out.append(f"help: {finding.fix.title}" if finding.fix.title else "help: a fix is available")
+        if finding.fix.applicability != SAFE:
+            out.append("note: this fix changes behaviour; `--fix` applies it only with `--unsafe-fixes`")
+    if finding.probe is not None:
+        version = f" (torch {finding.probe.torch_version})" if finding.probe.torch_version else ""
+        out.append(f"probe: {finding.probe.status}{version}: {finding.probe.evidence}")
+    return "\n".join(out)
+
+
+def _frame(finding: Finding, lines: list[str], location: str) -> list[str]:
+    first = max(1, finding.line - CONTEXT)
+    last = min(len(lines), finding.line + CONTEXT)
+    while last > finding.line and not lines[last - 1].strip():  # no trailing blank context (the file's end)
+        last -= 1
+    width = len(str(last))
+    gutter = " " * width
+    out = [f"{gutter}--> {location}", f"{gutter} |"]
+    for number in range(first, last + 1):
+        shown, cells = _display(lines[number - 1])
+        if number != finding.line:
+            shown = shown.rstrip()
+        out.append(f"{number:>{width}} | {shown}" if shown else f"{number:>{width}} |")
+        if number == finding.line:
+            start, end = _span(finding, len(lines[number - 1]))
+            indent = cells[start]
+            out.append(f"{gutter} | {' ' * indent}{'^' * max(1, cells[end] - indent)}")
+    out.append(f"{gutter} |")
+    return out
+
+
+def _span(finding: Finding, length: int) -> tuple[int, int]:
+    """0-based character offsets [start, end) of the flagged text on the finding's first line."""
+    start = min(max(finding.column - 1, 0), length)
+    if finding.end_line == finding.line and finding.end_column > finding.column:
+        end = min(finding.end_column - 1, length)
+    elif finding.end_line > finding.line:
+        end = length  # the span goes on past this line: underline to its end
+    else:
+        end = start
+    return start, max(start, end)
+
+
+def _display(line: str) -> tuple[str, list[int]]:
+    """The line as the terminal shows it, and the cell at which each character starts (plus one past the end)."""
+    shown: list[str] = []
+    cells = [0]
+    for char in line:
+        column = cells[-1]
+        if char == "\t":
+            width = TAB_SIZE - column % TAB_SIZE
+            shown.append(" " * width)
+        else:
+            char = _visible(char)
+            width = _cells(char)
+            shown.append(char)
+        cells.append(column + width)
+    return "".join(shown), cells
+
+
+def _visible(char: str) -> str:
+    code = ord(char)
+    if code < 0x20:
+        return chr(0x2400 + code)  # control pictures: ␀ ... ␟
+    if code == 0x7F:
+        return "\u2421"  # ␡
+    if unicodedata.category(char) == "Cc":
+        return "\ufffd"
+    return char
+
+
+def _cells(char: str) -> int:
+    if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1

@@ -1,0 +1,38 @@
+"""Rule documentation in the forms users read it: text for `mhalint rule`, JSON, and the README's table.
+
+Everything comes from the rule classes themselves (code, name, summary, docstring sections), so the docs cannot
+drift from the rules; a test compares the README's table with `markdown_table`.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from mhalint.finding import SAFE, UNSAFE
+from mhalint.rule import Rule
+
+TABLE_START, TABLE_END = "<!-- rules-table:start -->", "<!-- rules-table:end -->"
+
+
+def text(rule: type[Rule]) -> str:
+    return f"# {rule.name} ({rule.code})\n\n{rule.documentation()}"
+
+
+def as_dict(rule: type[Rule]) -> dict:
+    return {"code": rule.code, "name": rule.name, "summary": rule.summary, "sections": rule.doc_sections(),
+            "fix": fix_availability(rule), "probe": rule.probe is not None}
+
+
+def fix_availability(rule: type[Rule]) -> str:
+    """What the Fix safety section promises: "safe", "unsafe" or "none" (read from its first word)."""
+    first = rule.doc_sections().get("Fix safety", "").split()
+    word = first[0].strip(".,:;").lower() if first else ""
+    return word if word in (SAFE, UNSAFE) else "none"
+
+
+def markdown_table(rules: Mapping[str, type[Rule]]) -> str:
+    rows = ["| code | name | what it flags | fix | probe |", "|---|---|---|---|---|"]
+    for rule in rules.values():
+        rows.append(f"| {rule.code} | {rule.name} | {rule.summary} | {fix_availability(rule)} | "
+                    f"{'yes' if rule.probe is not None else 'no'} |")
+    return "\n".join(rows)

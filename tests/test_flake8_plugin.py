@@ -1,0 +1,162 @@
+"""The flake8 plugin, through the real `flake8` command: same findings, same line:col as `mhalint check`."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mhalint.engine import Checker
+from mhalint.rule import load_rules
+
+pytest.importorskip("flake8")
+
+BAD = textwrap.dedent("""\
+    import torch.nn as nn
+
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(64, 8)
+    """)
+GOOD = BAD.replace("nn.MultiheadAttention(64, 8)", "nn.MultiheadAttention(64, 8, batch_first=True)")
+# Correct, but relying on the default: an info finding, hidden unless asked for.
+INFO = textwrap.dedent("""\
+    import torch.nn as nn
+
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(64, 8)
+
+        def forward(self, x):
+            x = x.permute(1, 0, 2)
+            return self.attn(x, x, x, need_weights=False)[0]
+    """)
+LINE = re.compile(r"^(?P<path>.+?):(?P<line>\d+):(?P<col>\d+): (?P<code>MHA\d+) \[(?P<severity>\w+)\] (?P<text>.+)$")
+
+
+def flake8(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
+    # --isolated: no user or project configuration can change what is selected.
+    return subprocess.run([sys.executable, "-m", "flake8", "--isolated", "--select", "MHA", *args], cwd=cwd,
+                          input=stdin, capture_output=True, text=True, timeout=120)
+
+
+def parsed(output: str) -> list[dict[str, str]]:
+    lines = [line for line in output.splitlines() if line.strip()]
+    matches = [LINE.match(line) for line in lines]
+    assert all(matches), output
+    return [match.groupdict() for match in matches]
+
+
+def mhalint_findings(source: str, path: str = "bad.py"):
+    return Checker(list(load_rules().values())).check_source(source.encode(), path)
+
+
+def test_plugin_is_registered():
+    result = subprocess.run([sys.executable, "-m", "flake8", "--version"], capture_output=True, text=True)
+    assert "mhalint: 0.1.0" in result.stdout
+
+
+def test_bad_file_is_reported_at_mhalints_line_and_column(tmp_path):
+    (tmp_path / "bad.py").write_text(BAD)
+    result = flake8("bad.py", cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    (reported,) = parsed(result.stdout)
+    (finding,) = mhalint_findings(BAD)
+    assert reported["path"] == "bad.py"
+    assert reported["code"] == finding.code == "MHA001"
+    assert (int(reported["line"]), int(reported["col"])) == (finding.line, finding.column) == (7, 21)
+    assert reported["severity"] == str(finding.severity)
+    assert reported["text"] == finding.message
+
+
+def test_output_is_the_same_line_mhalint_check_prints(tmp_path):
+    (tmp_path / "bad.py").write_text(BAD)
+    flake8_line = flake8("bad.py", cwd=tmp_path).stdout.splitlines()[0]
+    check = subprocess.run([sys.executable, "-m", "mhalint", "check", "bad.py"], cwd=tmp_path,
+                           capture_output=True, text=True)
+    assert check.stdout.splitlines()[0] == flake8_line
+
+
+def test_good_file_passes(tmp_path):
+    (tmp_path / "good.py").write_text(GOOD)
+    result = flake8("good.py", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, ""), result.stderr
+
+
+def test_noqa_for_the_code_is_honoured(tmp_path):
+    (tmp_path / "bad.py").write_text(BAD.replace("(64, 8)", "(64, 8)  # noqa: MHA001"))
+    result = flake8("bad.py", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, ""), result.stderr
+
+
+def test_noqa_for_another_code_is_not(tmp_path):
+    (tmp_path / "bad.py").write_text(BAD.replace("(64, 8)", "(64, 8)  # noqa: E501"))
+    result = flake8("bad.py", cwd=tmp_path)
+    assert result.returncode == 1
+    assert [r["code"] for r in parsed(result.stdout)] == ["MHA001"]
+
+
+def test_flake8_ignore_and_select_apply_to_mha_codes(tmp_path):
+    (tmp_path / "bad.py").write_text(BAD)
+    assert flake8("--extend-ignore", "MHA001", "bad.py", cwd=tmp_path).returncode == 0
+    assert flake8("--per-file-ignores", "bad.py:MHA", "bad.py", cwd=tmp_path).returncode == 0
+
+
+def test_stdin_with_display_name(tmp_path):
+    result = flake8("--stdin-display-name", "pkg/model.py", "-", cwd=tmp_path, stdin=BAD)
+    assert result.returncode == 1, result.stderr
+    (reported,) = parsed(result.stdout)
+    assert (reported["path"], reported["line"], reported["col"], reported["code"]) == (
+        "pkg/model.py", "7", "21", "MHA001")
+    assert flake8("-", cwd=tmp_path, stdin=GOOD).returncode == 0
+
+
+def test_info_findings_hidden_unless_asked_for(tmp_path):
+    (tmp_path / "info.py").write_text(INFO)
+    (finding,) = mhalint_findings(INFO, "info.py")
+    assert (finding.code, str(finding.severity)) == ("MHA001", "info")
+    assert flake8("info.py", cwd=tmp_path).returncode == 0
+    result = flake8("--mhalint-min-severity", "info", "info.py", cwd=tmp_path)
+    assert result.returncode == 1
+    (reported,) = parsed(result.stdout)
+    assert (reported["code"], reported["severity"]) == ("MHA001", "info")
+    (tmp_path / "setup.cfg").write_text("[flake8]\nmhalint-min-severity = info\n")
+    no_isolation = subprocess.run([sys.executable, "-m", "flake8", "--select", "MHA", "info.py"], cwd=tmp_path,
+                                  capture_output=True, text=True)
+    assert no_isolation.returncode == 1, no_isolation.stderr
+
+
+def test_declared_encoding_keeps_columns(tmp_path):
+    # A latin-1 file with a non-ASCII character before the finding on its line: columns count characters.
+    source = "# -*- coding: latin-1 -*-\n" + BAD.replace("self.attn = ", "self.attn = ('é', ")[:-1] + ")\n"
+    (tmp_path / "latin.py").write_bytes(source.encode("latin-1"))
+    result = flake8("latin.py", cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    (reported,) = parsed(result.stdout)
+    (finding,) = Checker(list(load_rules().values())).check_source(source.encode("latin-1"), "latin.py")
+    assert (int(reported["line"]), int(reported["col"])) == (finding.line, finding.column) == (8, 27)
+
+
+def test_several_files_in_parallel_jobs(tmp_path):
+    for name in ("a.py", "b.py", "c.py"):
+        (tmp_path / name).write_text(BAD)
+    (tmp_path / "ok.py").write_text(GOOD)
+    result = flake8("--jobs", "2", ".", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert sorted(Path(r["path"]).name for r in parsed(result.stdout)) == ["a.py", "b.py", "c.py"]
+
+
+def test_syntax_error_is_flake8s_e999_only(tmp_path):
+    (tmp_path / "broken.py").write_text(BAD + "def (:\n")
+    result = subprocess.run([sys.executable, "-m", "flake8", "--isolated", "--select", "MHA,E999", "broken.py"],
+                            cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "E999" in result.stdout and "MHA" not in result.stdout
