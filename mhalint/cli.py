@@ -18,6 +18,9 @@ import libcst as cst
 from mhalint import __version__, ruledocs
 from mhalint.engine import Checker
 from mhalint.finding import Finding, Severity
+from mhalint import config
+from mhalint.cache import Cache, cache_dir
+from mhalint.cache import clean as clean_cache
 from mhalint.config import ConfigError
 from mhalint.fixes import FixError, SourceFile, applicable, fix_source
 from mhalint.probe.runner import ProbeLimits, ProbeUnavailable, probe_findings
@@ -91,13 +94,17 @@ STDIN = Path("-")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, also apply fixes that change behaviour.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff and write nothing.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (errors still exit 2).")
+@click.option("--no-cache", is_flag=True, help="Check every file again (the cache lives in .mhalint_cache, or "
+                                               "MHALINT_CACHE_DIR).")
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="Processes to parse files in [default: the number of CPUs].")
 @click.option("--probe", is_flag=True, help="Confirm each finding by re-creating it with torch (needs torch).")
 @_probe_options
 @click.option("--show-traceback", is_flag=True, help="Print the traceback of any internal error.")
 def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_select, ignore, respect_gitignore,
           exclude, extend_exclude, min_severity, output_format: str, stdin_filename: str | None, fix: bool,
-          unsafe_fixes: bool, diff: bool, exit_zero: bool, probe: bool, probe_timeout, probe_total_timeout,
-          probe_memory, show_traceback: bool) -> None:
+          unsafe_fixes: bool, diff: bool, exit_zero: bool, no_cache: bool, jobs: int | None, probe: bool,
+          probe_timeout, probe_total_timeout, probe_memory, show_traceback: bool) -> None:
     """Check PATHS (files or directories; default: the current directory; - reads standard input)."""
     missing = [str(path) for path in paths if path != STDIN and not os.path.lexists(path)]
     if missing:
@@ -119,10 +126,12 @@ def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_sele
                      output_format=output_format, rules=rules)
         return
 
+    cache = None if no_cache else Cache(cache_dir(settings.config.root), settings.selection.rules)
+
     def run():
-        return checker.check_paths(paths or (Path("."),), respect_gitignore=settings.respect_gitignore,
-                                   exclude=settings.exclude, default_exclude=settings.default_exclude,
-                                   anchors=[settings.config.root])
+        return checker.check_paths(paths or (Path("."),), cache=cache, jobs=jobs,
+                                   respect_gitignore=settings.respect_gitignore, exclude=settings.exclude,
+                                   default_exclude=settings.default_exclude, anchors=[settings.config.root])
 
     result = run()
     if diff or fix:
@@ -173,6 +182,16 @@ def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: boo
         sys.exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
     _print(findings, output_format, _summary(len(findings), 1, hidden=0, threshold=Severity.INFO), rules)
     sys.exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
+
+
+@main.command()
+def clean() -> None:
+    """Remove the findings cache (.mhalint_cache in the project, or MHALINT_CACHE_DIR)."""
+    found = config.find(Path.cwd())
+    directory = cache_dir(found.parent if found else Path.cwd())
+    removed = clean_cache(directory)
+    click.echo(f"Removed {directory} ({removed} file{'s' if removed != 1 else ''})." if removed
+               else f"No cache at {directory}.")
 
 
 @main.command(name="probe")

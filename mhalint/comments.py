@@ -10,7 +10,7 @@ def comments(source: str) -> dict[int, str]:
     """Line number -> the comment text on that line (with its `#`); empty when the source does not tokenize."""
     found: dict[int, str] = {}
     try:
-        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        for token in tokenize.generate_tokens(io.StringIO(source, newline=None).readline):  # \r lines too
             if token.type == tokenize.COMMENT:
                 found[token.start[0]] = token.string
     except (tokenize.TokenError, SyntaxError):

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from mhalint import torchapi
 from mhalint.comments import comments
+from mhalint.positions import Positions
+from mhalint.walk import walk
 
 
 @dataclass(eq=False)
@@ -68,11 +69,10 @@ class Scope:
 class ModuleContext:
     """What a rule may ask about the module it is visiting."""
 
-    def __init__(self, module: cst.Module, path: str, wrapper: MetadataWrapper):
+    def __init__(self, module: cst.Module, path: str):
         self.module = module
         self.path = path
-        self._wrapper = wrapper
-        self._positions = None
+        self._positions: Positions | None = None
         self.imports: dict[str, str] = {}  # local name -> dotted name it refers to
         self.star_imports: list[str] = []
         self.root = Scope("module", module, None)
@@ -87,7 +87,7 @@ class ModuleContext:
     # ---- positions (resolved lazily: only files with something to report pay for them) ----
     def position(self, node: cst.CSTNode):
         if self._positions is None:
-            self._positions = self._wrapper.resolve(PositionProvider)
+            self._positions = Positions(self.module)
         return self._positions[node]
 
     def line(self, node: cst.CSTNode) -> int:
@@ -159,7 +159,7 @@ class ModuleContext:
         across functions need it)."""
         if self._calls is None:
             collector = _CallCollector(self)
-            self.module.visit(collector)
+            walk(self.module, collector.on_visit, collector.on_leave)
             self._calls = collector.calls
         return self._calls
 
@@ -184,7 +184,7 @@ class ModuleContext:
         return None
 
 
-class _CallCollector(cst.CSTVisitor):
+class _CallCollector:
     def __init__(self, ctx: ModuleContext):
         self.ctx = ctx
         self.stack = [ctx.root]

@@ -7,7 +7,10 @@ uses what the Rule base class declares.
 from __future__ import annotations
 
 import ast
+import concurrent.futures
 import contextlib
+import multiprocessing
+import os
 import re
 import sys
 import threading
@@ -17,15 +20,16 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper
 
 from mhalint import noqa
+from mhalint.cache import Cache
 from mhalint.notebook import Notebook, NotebookError
 from mhalint.context import ModuleContext
 from mhalint.discovery import discover
 from mhalint.finding import Finding, Severity
 from mhalint.rule import Rule
 from mhalint.source import decode
+from mhalint.walk import walk
 
 # Diagnostics of the engine itself, reported like findings so a run never stops at one bad file.
 PARSE_ERROR = "MHA900"
@@ -62,29 +66,64 @@ class Checker:
         self.rules = list(rules)
         self.triggers = trigger_pattern(self.rules)
 
-    def check_paths(self, paths: Iterable[str | Path], **discovery) -> Result:
+    def check_paths(self, paths: Iterable[str | Path], *, cache: Cache | None = None, jobs: int | None = None,
+                    **discovery) -> Result:
         """Check every file `discover(paths, **discovery)` finds (its keyword arguments: respect_gitignore,
-        exclude, default_exclude, anchors)."""
+        exclude, default_exclude, anchors). Unchanged files come from `cache`; files that need parsing are
+        spread over `jobs` processes (default: the CPU count) when there are enough of them."""
         result = Result()
         found = discover(paths, extensions=SOURCES, **discovery)
         for path, reason in found.errors:
             result.findings.append(_engine_finding(str(path), READ_ERROR, reason))
-        for path in found.files:
-            self._check_file(str(path), result)
+        parse: list[tuple[str, bytes, os.stat_result]] = []
+        for path in map(str, found.files):
+            cached = cache.lookup(path) if cache is not None else None
+            if cached is not None:
+                result.files_checked += 1
+                result.findings.extend(cached)
+                continue
+            try:
+                raw = Path(path).read_bytes()
+                stat = os.stat(path)
+            except OSError as error:
+                result.findings.append(_engine_finding(path, READ_ERROR, error.strerror or str(error)))
+                continue
+            result.files_checked += 1
+            if self.triggers.search(raw) or path.endswith(".ipynb"):  # a notebook is read even to say it is broken
+                parse.append((path, raw, stat))
+            elif cache is not None:
+                cache.store(path, raw, stat, [])
+        for (path, raw, stat), outcome in zip(parse, self._run(parse, jobs)):
+            findings, failures = outcome
+            result.findings.extend(findings)
+            result.internal_errors += len(failures)
+            result.tracebacks.extend(failures)
+            if cache is not None and not failures and not any(f.code == READ_ERROR for f in findings):
+                cache.store(path, raw, stat, findings)
+        if cache is not None:
+            cache.save()
         result.findings.sort(key=Finding.sort_key)
         return result
 
-    def _check_file(self, path: str, result: Result) -> None:
-        try:
-            source = Path(path).read_bytes()
-        except OSError as error:
-            result.findings.append(_engine_finding(path, READ_ERROR, error.strerror or str(error)))
-            return
-        result.files_checked += 1
+    def _run(self, files: list[tuple[str, bytes, os.stat_result]], jobs: int | None):
+        """(findings, tracebacks of internal errors) per file, in order; in worker processes when it pays."""
+        jobs = jobs or os.cpu_count() or 1
+        if jobs < 2 or len(files) < _PARALLEL_FROM or "fork" not in multiprocessing.get_all_start_methods():
+            return [self._check_one(path, raw) for path, raw, _ in files]
+        global _FORKED_CHECKER
+        _FORKED_CHECKER = self  # inherited by the forked workers, so rules need not be pickled
+        context = multiprocessing.get_context("fork")
+        chunk = max(1, len(files) // (jobs * 4))
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+            return list(pool.map(_check_in_worker, [(path, raw) for path, raw, _ in files], chunksize=chunk))
+
+    def _check_one(self, path: str, raw: bytes) -> tuple[list[Finding], list[str]]:
+        result = Result()
         if path.endswith(".ipynb"):
-            result.findings.extend(self._check_notebook(source, path, result))
+            findings = self._check_notebook(raw, path, result)
         else:
-            result.findings.extend(self.check_source(source, path, result))
+            findings = self.check_source(raw, path, result)
+        return findings, result.tracebacks
 
     def _check_notebook(self, raw: bytes, path: str, result: Result) -> list[Finding]:
         try:
@@ -111,9 +150,9 @@ class Checker:
         try:
             with _recursion_limit(_RECURSION_LIMIT):  # safe here: this thread has a large stack
                 module = cst.parse_module(text)
-                context = ModuleContext(module, path, MetadataWrapper(module, unsafe_skip_copy=True))
+                context = ModuleContext(module, path)
                 walker = _Walker(context, [rule(context, findings.append) for rule in self.rules], path, result)
-                module.visit(walker)
+                walk(module, walker.on_visit, walker.on_leave)
         except cst.ParserSyntaxError:
             return [_engine_finding(path, PARSE_ERROR, "Python accepts this file but libcst cannot parse it "
                                                        "(syntax newer than the installed libcst?); upgrade libcst")]
@@ -122,6 +161,14 @@ class Checker:
         findings.extend(walker.failures)
         kept = noqa.suppress(findings, text)
         return sorted(kept, key=Finding.sort_key)
+
+
+_PARALLEL_FROM = 8  # files to parse: below this, starting processes costs more than it saves
+_FORKED_CHECKER: Checker | None = None
+
+
+def _check_in_worker(item: tuple[str, bytes]) -> tuple[list[Finding], list[str]]:
+    return _FORKED_CHECKER._check_one(*item)
 
 
 def _python_refuses(text: str, path: str) -> Finding | None:
@@ -176,7 +223,7 @@ def _on_deep_stack(function, *args):
     return outcome["value"]
 
 
-class _Walker(cst.CSTVisitor):
+class _Walker:
     """One traversal for all rules: calls each rule's visit_<Node>/leave_<Node> and keeps the scope current.
 
     A rule that raises is switched off for the rest of the file and reported as an internal error, so one bug in

@@ -1,0 +1,103 @@
+"""The findings cache and parallel checking change how fast results come, never what they are."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from mhalint.cache import Cache
+from mhalint.cli import main
+from mhalint.engine import Checker
+from mhalint.rule import load_rules
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A small tree with every example, a notebook-free copy of each under a subfolder, and plain files."""
+    root = tmp_path / "project"
+    shutil.copytree(EXAMPLES, root / "examples")
+    shutil.copytree(EXAMPLES, root / "more")
+    for index in range(5):
+        (root / f"plain{index}.py").write_text(f"x = {index}\n")
+    (root / "broken.py").write_text("import torch.nn as nn\nnn.MultiheadAttention(\n")
+    return root
+
+
+def dicts(result) -> list[dict]:
+    return [f.to_dict() for f in result.findings]
+
+
+def test_cold_warm_serial_and_parallel_give_identical_findings(tree: Path, tmp_path: Path):
+    rules = list(load_rules().values())
+    checker = Checker(rules)
+    serial = checker.check_paths([tree], jobs=1)
+    parallel = checker.check_paths([tree], jobs=2)
+    cache = Cache(tmp_path / "cache", rules)
+    cold = checker.check_paths([tree], cache=cache)
+    warm = checker.check_paths([tree], cache=Cache(tmp_path / "cache", rules))
+    assert serial.findings, "the tree should produce findings"
+    assert dicts(serial) == dicts(parallel) == dicts(cold) == dicts(warm)
+    assert serial.files_checked == parallel.files_checked == cold.files_checked == warm.files_checked
+
+
+def test_warm_run_reads_no_unchanged_file(tree: Path, tmp_path: Path, monkeypatch):
+    rules = list(load_rules().values())
+    Checker(rules).check_paths([tree], cache=Cache(tmp_path / "cache", rules))
+    read = []
+    original = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: read.append(self) or original(self))
+    Checker(rules).check_paths([tree], cache=Cache(tmp_path / "cache", rules))
+    assert [p for p in read if tree in p.parents] == []  # (mhalint reads its own source for the cache key)
+
+
+def test_a_changed_file_is_checked_again(tree: Path, tmp_path: Path):
+    rules = list(load_rules().values())
+    target = tree / "examples" / "mha001_batch_first_bad.py"
+    Checker(rules).check_paths([target], cache=Cache(tmp_path / "cache", rules))
+    target.write_text(target.read_text().replace("nn.MultiheadAttention(EMBED_DIM, NUM_HEADS)",
+                                                 "nn.MultiheadAttention(EMBED_DIM, NUM_HEADS, batch_first=True)"))
+    again = Checker(rules).check_paths([target], cache=Cache(tmp_path / "cache", rules))
+    assert [f.code for f in again.findings] == []
+
+
+def test_same_content_with_a_new_modification_time_is_a_hit(tree: Path, tmp_path: Path):
+    rules = list(load_rules().values())
+    target = tree / "examples" / "mha003_is_causal_bad.py"
+    first = Checker(rules).check_paths([target], cache=Cache(tmp_path / "cache", rules))
+    os.utime(target, ns=(1, 1))
+    second = Checker(rules).check_paths([target], cache=Cache(tmp_path / "cache", rules))
+    assert dicts(first) == dicts(second)
+
+
+def test_other_rules_use_another_index(tmp_path: Path):
+    rules = load_rules()
+    assert Cache(tmp_path, [rules["MHA001"]]).index_path != Cache(tmp_path, list(rules.values())).index_path
+
+
+def test_a_damaged_index_is_ignored(tree: Path, tmp_path: Path):
+    rules = list(load_rules().values())
+    cache = Cache(tmp_path / "cache", rules)
+    cache.index_path.parent.mkdir(parents=True)
+    cache.index_path.write_bytes(b"not a pickle")
+    result = Checker(rules).check_paths([tree], cache=Cache(tmp_path / "cache", rules))
+    assert result.findings
+
+
+def test_cli_cache_dir_no_cache_and_clean(tree: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tree)
+    monkeypatch.setenv("MHALINT_CACHE_DIR", str(tmp_path / "elsewhere"))
+    runner = CliRunner()
+    first = runner.invoke(main, ["check", "."])
+    assert any(p.name.startswith("findings-") for p in (tmp_path / "elsewhere").iterdir())
+    assert runner.invoke(main, ["check", "."]).output == first.output
+    assert runner.invoke(main, ["check", "--no-cache", "."]).output == first.output
+    cleaned = runner.invoke(main, ["clean"])
+    assert cleaned.exit_code == 0 and "Removed" in cleaned.output
+    assert not (tmp_path / "elsewhere").exists()
+    assert not (tree / ".mhalint_cache").exists()
