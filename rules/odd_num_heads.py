@@ -6,6 +6,7 @@ import libcst as cst
 
 from mhalint import torchapi
 from mhalint.calls import construction, module_calls
+from mhalint.fastpath import off_reason
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, SKIPPED, Severity
 from mhalint.rule import Invalid, Rule, Valid
 from mhalint.values import constructor_values, resolve
@@ -161,24 +162,9 @@ class OddNumHeads(Rule):
 
     def _already_off(self, built) -> str | None:
         """Why the fast path is off anyway at this site (facts 1.6), or None when odd heads are the only reason."""
-        arguments = built.arguments
-        batch_first = arguments.get("batch_first")
-        if batch_first is None and not arguments.opaque:
-            return "batch_first is False (the default)"
-        value = resolve(self.context, batch_first, built.scope)
-        if value is not None and value.value is False:
-            return "batch_first resolves to False"
-        if built.api != torchapi.MHA:
-            return None
-        for parameter, blocks in (("bias", False), ("add_bias_kv", True), ("add_zero_attn", True)):
-            value = resolve(self.context, arguments.get(parameter), built.scope)
-            if value is not None and value.value is blocks:
-                return f"{parameter}={blocks}"
-        embed = resolve(self.context, arguments.get("embed_dim"), built.scope)
-        for parameter in ("kdim", "vdim"):
-            value = resolve(self.context, arguments.get(parameter), built.scope)
-            if value is not None and value.value is not None and (embed is None or value.value != embed.value):
-                return f"{parameter}={value.value} differs from embed_dim"
+        reason = off_reason(self.context, built, count_heads=False)
+        if reason is not None or built.api != torchapi.MHA:
+            return reason
         calls = [c for c in module_calls(self.context, built) if c.direct]
         if calls and not any(_self_attention(c.call, self.context.code) for c in calls):
             return "every call passes different query, key and value tensors (cross-attention)"

@@ -10,6 +10,7 @@ from libcst.metadata import ExpressionContext, ExpressionContextProvider, Metada
 from mhalint import torchapi
 from mhalint.calls import call_target, with_argument
 from mhalint.context import Scope
+from mhalint.fastpath import off_reason
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, SAFE, Severity
 from mhalint.rule import Invalid, Rule, Valid
 from mhalint.values import constructor_values, resolve
@@ -224,24 +225,10 @@ class WeightsDiscarded(Rule):
         """Why the call can never take the fused inference kernel (facts 1.6), when the code shows it."""
         if target.api == torchapi.MHA_FORWARD_FN:
             return "F.multi_head_attention_forward is the slow path itself"
-        built = target.construction
-        if built is None:
+        if target.construction is None:
             return None
-        arguments = built.arguments
-        batch_first = arguments.get("batch_first")
-        if batch_first is None and not arguments.opaque:
-            return "the module is built without batch_first (default False)"
-        value = resolve(self.context, batch_first, built.scope)
-        if value is not None and value.value is False:
-            return "the module has batch_first=False"
-        heads = resolve(self.context, arguments.get("num_heads"), built.scope)
-        if heads is not None and isinstance(heads.value, int) and heads.value % 2 == 1:
-            return f"num_heads={heads.value} is odd"
-        for parameter, blocks in (("bias", False), ("add_bias_kv", True), ("add_zero_attn", True)):
-            value = resolve(self.context, arguments.get(parameter), built.scope)
-            if value is not None and value.value is blocks:
-                return f"the module has {parameter}={blocks}"
-        return None
+        reason = off_reason(self.context, target.construction)
+        return f"the module's {reason}" if reason else None
 
     @staticmethod
     def probe(arguments: dict, torch) -> tuple[str, str]:

@@ -335,12 +335,12 @@ def test_probe_restores_the_functions_it_counts(monkeypatch):
 
 # ---- what the code shows about the path ----------------------------------------------------------------------------
 SLOW_PATH = [
-    pytest.param("nn.MultiheadAttention(64, 8)", "the module is built without batch_first (default False)",
+    pytest.param("nn.MultiheadAttention(64, 8)", "the module's batch_first is False (the default)",
                  id="batch_first-default"),
-    pytest.param("nn.MultiheadAttention(64, 8, batch_first=False)", "the module has batch_first=False",
+    pytest.param("nn.MultiheadAttention(64, 8, batch_first=False)", "the module's batch_first resolves to False",
                  id="batch_first-False"),
-    pytest.param("nn.MultiheadAttention(60, 5, batch_first=True)", "num_heads=5 is odd", id="odd-heads"),
-    pytest.param("nn.MultiheadAttention(64, 8, bias=False, batch_first=True)", "the module has bias=False",
+    pytest.param("nn.MultiheadAttention(60, 5, batch_first=True)", "the module's num_heads=5 is odd", id="odd-heads"),
+    pytest.param("nn.MultiheadAttention(64, 8, bias=False, batch_first=True)", "the module's bias=False",
                  id="no-bias"),
     pytest.param("nn.MultiheadAttention(64, 8, batch_first=True)", None, id="fast-path-possible"),
 ]
