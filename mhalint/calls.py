@@ -13,6 +13,7 @@ import libcst as cst
 
 from mhalint import torchapi
 from mhalint.context import Binding, ModuleContext, Scope
+from mhalint.walk import own_nodes
 
 PROJECT_PREFIX = "<module>."
 UNKNOWN_CALLABLE = "<unknown>"  # an object built by a call mhalint cannot name (e.g. a class from another file)
@@ -321,24 +322,7 @@ def _through_function(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: i
 
 def returned(function: Scope) -> list[cst.BaseExpression]:
     """The values a function returns (not counting functions nested in it)."""
-    found: list[cst.BaseExpression] = []
-
-    class _Collect(cst.CSTVisitor):
-        def visit_FunctionDef(self, node):
-            return node is function.node
-
-        def visit_ClassDef(self, node):
-            return False
-
-        def visit_Lambda(self, node):
-            return False
-
-        def visit_Return(self, node):
-            if node.value is not None:
-                found.append(node.value)
-
-    function.node.visit(_Collect())
-    return found
+    return [node.value for node in own_nodes(function.node, (cst.Return,)) if node.value is not None]
 
 
 def element(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int = 0,

@@ -8,6 +8,7 @@ attention code uses.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -16,7 +17,7 @@ import libcst as cst
 from mhalint import torchapi
 from mhalint.comments import comments
 from mhalint.positions import Positions
-from mhalint.walk import walk
+from mhalint.walk import parents, walk
 
 
 @dataclass(eq=False)
@@ -89,6 +90,20 @@ class ModuleContext:
         if self._positions is None:
             self._positions = Positions(self.module)
         return self._positions[node]
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The node `node` sits in (computed for the whole module on first use)."""
+        if "parents" not in self.memo:
+            self.memo["parents"] = parents(self.module)
+        return self.memo["parents"].get(node)
+
+    def source_lines(self) -> list[str]:
+        """The module's source split into lines, keeping each line's ending."""
+        if "lines" not in self.memo:
+            code = self.module.code
+            starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", code)]  # as positions count lines
+            self.memo["lines"] = [code[a:b] for a, b in zip(starts, starts[1:] + [len(code)])]
+        return self.memo["lines"]
 
     def line(self, node: cst.CSTNode) -> int:
         return self.position(node).start.line

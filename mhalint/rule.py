@@ -75,19 +75,22 @@ class Rule:
             evidence=tuple(evidence), arguments=tuple((arguments or {}).items()), fix=fix))
 
     def replacement(self, node: cst.CSTNode, new: cst.CSTNode, *, applicability: str, title: str) -> Fix:
-        """A fix that replaces `node` with `new`. The whole module is rendered with the replacement, so the new
-        code gets the indentation of the block it sits in; the edit is the span where the two renderings differ."""
+        """A fix that replaces `node` with `new`, keeping the formatting of the block it sits in.
+
+        Rendered alone, a node loses the indentation of its block on its continuation lines; when adding that
+        indentation back reproduces the old node's source exactly, the new node gets the same treatment (cheap).
+        Otherwise the whole module is rendered with the replacement and the edit is the span that differs."""
         module = self.context.module
-        before, after = module.code, module.deep_replace(node, new).code
-        start = 0
-        while start < min(len(before), len(after)) and before[start] == after[start]:
-            start += 1
-        end_before, end_after = len(before), len(after)
-        while end_before > start and end_after > start and before[end_before - 1] == after[end_after - 1]:
-            end_before, end_after = end_before - 1, end_after - 1
-        line, column = _line_and_column(before, start)
-        end_line, end_column = _line_and_column(before, end_before)
-        return Fix((Edit(line, column, end_line, end_column, after[start:end_after]),), applicability, title)
+        span = self.context.position(node)
+        lines = self.context.source_lines()
+        old_text = _slice(lines, span)
+        indent = _leading_whitespace(lines[span.start.line - 1])
+        if _indented(module.code_for_node(node), indent) == old_text:
+            edit = _minimal_edit(old_text, _indented(module.code_for_node(new), indent),
+                                 span.start.line, span.start.column + 1)
+        else:
+            edit = _minimal_edit(module.code, module.deep_replace(node, new).code, 1, 1)
+        return Fix((edit,), applicability, title)
 
     @classmethod
     def documentation(cls) -> str:
@@ -107,10 +110,44 @@ class Rule:
         return {name: text.strip() for name, text in sections.items()}
 
 
-def _line_and_column(text: str, offset: int) -> tuple[int, int]:
-    """1-based line and column of an offset, counting lines as Python does (\n, \r\n, \r)."""
-    starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", text[:offset])]
-    return len(starts), offset - starts[-1] + 1
+def _slice(lines: list[str], span) -> str:
+    """The source text of a span (lines keep their line endings)."""
+    if span.start.line == span.end.line:
+        return lines[span.start.line - 1][span.start.column:span.end.column]
+    middle = lines[span.start.line:span.end.line - 1]
+    return "".join([lines[span.start.line - 1][span.start.column:], *middle,
+                    lines[span.end.line - 1][:span.end.column]])
+
+
+def _leading_whitespace(line: str) -> str:
+    return line[:len(line) - len(line.lstrip(" \t"))]
+
+
+def _indented(code: str, indent: str) -> str:
+    """Continuation lines of a node rendered alone, with the block's indentation put back."""
+    first, *rest = code.splitlines(keepends=True) or [""]
+    return first + "".join(indent + line if line.strip() else line for line in rest)
+
+
+def _minimal_edit(before: str, after: str, line: int, column: int) -> Edit:
+    """The edit that turns `before` (which starts at line, column) into `after`, trimmed to where they differ."""
+    start = 0
+    while start < min(len(before), len(after)) and before[start] == after[start]:
+        start += 1
+    end_before, end_after = len(before), len(after)
+    while end_before > start and end_after > start and before[end_before - 1] == after[end_after - 1]:
+        end_before, end_after = end_before - 1, end_after - 1
+    start_line, start_column = _advance(before[:start], line, column)
+    end_line, end_column = _advance(before[:end_before], line, column)
+    return Edit(start_line, start_column, end_line, end_column, after[start:end_after])
+
+
+def _advance(text: str, line: int, column: int) -> tuple[int, int]:
+    """The position after `text` when it starts at line, column (lines end at \n, \r\n or \r)."""
+    breaks = list(re.finditer(r"\r\n|\r|\n", text))
+    if not breaks:
+        return line, column + len(text)
+    return line + len(breaks), len(text) - breaks[-1].end() + 1
 
 
 class PluginError(Exception):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
+from libcst import ClassDef, FunctionDef, Lambda
 from libcst._nodes.base import CSTNode
 
 _TRIVIA = {"lpar", "rpar", "comma", "semicolon", "leading_lines", "lines_after_decorators", "trailing_whitespace",
@@ -39,3 +40,37 @@ def walk(node: CSTNode, enter: Callable[[CSTNode], bool], leave: Callable[[CSTNo
                 if isinstance(item, CSTNode):
                     walk(item, enter, leave)
     leave(node)
+
+
+def own_nodes(root: CSTNode, kinds: tuple[type, ...]) -> list[CSTNode]:
+    """The nodes of the given kinds inside `root`, not looking into functions, classes or lambdas nested in it
+    (what belongs to `root`'s own body)."""
+    found: list[CSTNode] = []
+    nested = (FunctionDef, ClassDef, Lambda)
+
+    def enter(node: CSTNode) -> bool:
+        if isinstance(node, kinds):
+            found.append(node)
+        return node is root or not isinstance(node, nested)
+
+    walk(root, enter, _nothing)
+    return found
+
+
+def parents(root: CSTNode) -> dict[CSTNode, CSTNode]:
+    """Each node's parent, for every node under `root` that carries code."""
+    found: dict[CSTNode, CSTNode] = {}
+    stack: list[CSTNode] = []
+
+    def enter(node: CSTNode) -> bool:
+        if stack:
+            found[node] = stack[-1]
+        stack.append(node)
+        return True
+
+    walk(root, enter, lambda node: stack.pop())
+    return found
+
+
+def _nothing(node: CSTNode) -> None:
+    return None

@@ -159,7 +159,6 @@ class MaskRepeatLayout(Rule):
 
     def __init__(self, context, emit):
         super().__init__(context, emit)
-        self._parents: dict[cst.CSTNode, cst.CSTNode] | None = None
         self._uses: dict[cst.CSTNode, dict[str, list[cst.Name]]] = {}
 
     # ---- the finding ----
@@ -682,18 +681,7 @@ class MaskRepeatLayout(Rule):
 
     # ---- syntax helpers: parents, uses, reaching definitions ----
     def _parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        if self._parents is None:
-            parents: dict[cst.CSTNode, cst.CSTNode] = {}
-
-            class _Parents(cst.CSTVisitor):
-                def on_visit(self, visited: cst.CSTNode) -> bool:
-                    for child in visited.children:
-                        parents[child] = visited
-                    return True
-
-            self.context.module.visit(_Parents())
-            self._parents = parents
-        return self._parents.get(node)
+        return self.context.parent(node)
 
     def _function_of(self, node: cst.CSTNode) -> cst.CSTNode:
         current = node
