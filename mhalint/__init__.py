@@ -1,3 +1,12 @@
 """mhalint: a static linter for the PyTorch attention mistakes that corrupt results without raising an error."""
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # `mhalint.guard` (the runtime guard, `with mhalint.guard(): ...`) is imported on first use only, so that
+    # `import mhalint` and the static linter never import it (nor torch, which the guard imports when it starts).
+    if name == "guard":
+        import importlib
+        return importlib.import_module("mhalint.guard")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

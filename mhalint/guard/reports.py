@@ -1,0 +1,94 @@
+"""What the runtime guard reports: its codes, the warning and error it raises, and one report's data.
+
+This module does not import torch, so `-W ignore::mhalint.guard.AttentionGuardWarning` and the pytest plugin can
+name these classes without paying for the torch import.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+# The codes the guard reports. Codes with a static rule reuse that rule's code (its documentation applies:
+# `mhalint rule MHA003`); MHA101+ are pitfalls that only the data at a call shows.
+CODES = {
+    "MHA002": "mask-convention-flip",
+    "MHA003": "is-causal-without-mask",
+    "MHA006": "mask-repeat-layout",
+    "MHA008": "float-keep-mask",
+    "MHA101": "fully-masked-rows",
+    "MHA102": "sdpa-padding-mask-broadcast",
+    "MHA103": "nan-output",
+}
+
+
+@dataclass(frozen=True)
+class Site:
+    """The user's own call: the first frame on the stack outside torch and mhalint."""
+
+    filename: str
+    lineno: int
+
+    def __str__(self) -> str:
+        return f"{_display_path(self.filename)}:{self.lineno}"
+
+
+def _display_path(filename: str) -> str:
+    try:
+        relative = os.path.relpath(filename)
+    except ValueError:  # another drive on Windows
+        return filename
+    return filename if relative.startswith(os.pardir) else relative
+
+
+@dataclass(frozen=True)
+class Report:
+    """One problem seen at one call. `headline` is the first sentence of `message`, for summaries."""
+
+    code: str
+    site: Site
+    api: str  # the entry point that was called: "nn.MultiheadAttention", "F.scaled_dot_product_attention", ...
+    message: str
+
+    @property
+    def name(self) -> str:
+        return CODES.get(self.code, "")
+
+    @property
+    def headline(self) -> str:
+        first = self.message.split(". ", 1)[0]
+        return first if first.endswith(".") else first + "."
+
+    def text(self) -> str:
+        return f"{self.code} {self.name} at {self.site}: {self.message}"
+
+
+class AttentionGuardWarning(UserWarning):
+    """A pitfall the runtime guard saw in a real attention call. `code`, `site` ("path:line") and `message`.
+    The warning is issued at the site, so its text leaves the site out."""
+
+    __module__ = "mhalint.guard"
+
+    def __init__(self, code: str, site: str, message: str):
+        super().__init__(f"{code} {CODES.get(code, '')}: {message}")
+        self.code = code
+        self.site = site
+        self.message = message
+
+    def __reduce__(self):  # warnings and exceptions are pickled by pytest-xdist and multiprocessing
+        return type(self), (self.code, self.site, self.message)
+
+
+class AttentionGuardError(Exception):
+    """Raised instead of AttentionGuardWarning in `error` mode; same attributes."""
+
+    __module__ = "mhalint.guard"
+
+    def __init__(self, code: str, site: str, message: str):
+        super().__init__(f"{code} {CODES.get(code, '')} at {site}: {message}")
+        self.code = code
+        self.site = site
+        self.message = message
+
+    def __reduce__(self):
+        return type(self), (self.code, self.site, self.message)

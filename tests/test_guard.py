@@ -1,0 +1,571 @@
+"""The runtime guard (`mhalint.guard`) and its pytest plugin.
+
+The plugin is exercised through real pytest runs (pytester, in a subprocess so that the installed `pytest11` entry
+point is what loads it) on small test files that trigger each check and on correct code that triggers none; the
+outputs those files compute are saved and compared tensor-exactly between a run with the guard and one without.
+The context manager's own behaviour (restoring torch, de-duplication, call sites, error mode, no false alarms) is
+tested in-process. Each subprocess run imports torch (about 2 s).
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+THIS_FILE = str(Path(__file__).resolve())
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+# --------------------------------------------------------------------------------------- import cost
+
+def test_importing_mhalint_and_the_plugin_does_not_import_torch():
+    code = ("import sys, mhalint, mhalint.guard, mhalint.guard.plugin, mhalint.engine\n"
+            "assert callable(mhalint.guard) and mhalint.guard.AttentionGuardWarning\n"
+            "bad = [m for m in ('torch', 'mhalint.guard.core', 'mhalint.guard.checks') if m in sys.modules]\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_mhalint_guard_is_the_package_and_callable():
+    import mhalint
+    import mhalint.guard as package
+    from mhalint.guard import guard
+
+    assert mhalint.guard is package
+    with pytest.raises(ValueError, match="mode must be one of"):
+        mhalint.guard("loud")
+    _torch()
+    assert type(mhalint.guard("error")).__name__ == "Guard" and type(guard()).__name__ == "Guard"
+
+
+# --------------------------------------------------------------------------------------- the plugin, for real
+
+CONFTEST = """
+import os
+import pytest
+import torch
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture
+def record():
+    def save(name, value):
+        torch.save(value, os.path.join(os.environ["MHALINT_GUARD_TEST_OUT"], name + ".pt"))
+    return save
+"""
+
+# Each bad file marks the line of the offending call with `# <- CODE`; the summary must name exactly that site.
+BAD_FILES = {
+    "test_fully_padded.py": """
+        import torch
+        import torch.nn as nn
+
+
+        def test_fully_padded_sample(record):
+            torch.manual_seed(0)
+            mha = nn.MultiheadAttention(16, 4, batch_first=True).eval()
+            x = torch.randn(3, 5, 16)
+            padding = torch.zeros(3, 5, dtype=torch.bool)
+            padding[1] = True
+            with torch.no_grad():
+                for i in range(3):
+                    out, weights = mha(x, x, x, key_padding_mask=padding)  # <- MHA101
+                    record(f"fully_padded_{i}", (out, weights))
+        """,
+    "test_flipped_causal.py": """
+        import torch
+        import torch.nn.functional as F
+
+
+        def test_mha_causal_mask_given_to_sdpa(record):
+            torch.manual_seed(0)
+            q = torch.randn(2, 4, 6, 8)
+            causal = torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1)
+            out = F.scaled_dot_product_attention(q, q, q, attn_mask=causal)  # <- MHA002
+            record("flipped_causal", out)
+        """,
+    "test_is_causal.py": """
+        import pytest
+        import torch
+        import torch.nn as nn
+
+
+        def test_is_causal_is_dropped_in_inference(record):
+            torch.manual_seed(0)
+            mha = nn.MultiheadAttention(16, 4, batch_first=True).eval()
+            x = torch.randn(2, 6, 16)
+            with torch.no_grad():
+                out, _ = mha(x, x, x, is_causal=True, need_weights=False)  # <- MHA003
+            record("is_causal_eval", out)
+
+
+        def test_is_causal_raises_in_training():
+            torch.manual_seed(0)
+            mha = nn.MultiheadAttention(16, 4, batch_first=True)
+            x = torch.randn(2, 6, 16)
+            with pytest.raises(RuntimeError, match="Need attn_mask"):
+                mha(x, x, x, is_causal=True)  # <- MHA003
+        """,
+    "test_repeat_layout.py": """
+        import torch
+        import torch.nn as nn
+
+
+        def test_per_sample_mask_tiled_with_repeat(record):
+            torch.manual_seed(0)
+            heads, n, length = 4, 3, 5
+            mha = nn.MultiheadAttention(16, heads, batch_first=True)
+            x = torch.randn(n, length, 16)
+            lengths = torch.tensor([5, 3, 2])
+            padding = torch.arange(length)[None, :] >= lengths[:, None]
+            per_sample = padding[:, None, :].expand(n, length, length)
+            mask = per_sample.repeat(heads, 1, 1)
+            out, _ = mha(x, x, x, attn_mask=mask)  # <- MHA006
+            record("repeat_layout", out)
+        """,
+    "test_float_keep_mask.py": """
+        import torch
+        import torch.nn.functional as F
+
+
+        def test_tril_ones_as_sdpa_mask(record):
+            torch.manual_seed(0)
+            q = torch.randn(2, 4, 6, 8)
+            causal = torch.tril(torch.ones(6, 6))
+            out = F.scaled_dot_product_attention(q, q, q, attn_mask=causal)  # <- MHA008
+            record("float_keep_mask", out)
+        """,
+    "test_sdpa_broadcast.py": """
+        import torch
+        import torch.nn.functional as F
+
+
+        def test_padding_mask_without_broadcast_dims(record):
+            torch.manual_seed(0)
+            q = torch.randn(4, 2, 4, 8)
+            lengths = torch.tensor([4, 2, 1, 3])
+            keep = torch.arange(4)[None, :] < lengths[:, None]
+            out = F.scaled_dot_product_attention(q, q, q, attn_mask=keep)  # <- MHA102
+            record("sdpa_broadcast", out)
+        """,
+    "test_nan_output.py": """
+        import torch
+        import torch.nn as nn
+
+
+        def test_nan_from_upstream(record):
+            torch.manual_seed(0)
+            mha = nn.MultiheadAttention(16, 4)
+            x = torch.randn(5, 2, 16)
+            x[3, 1, 0] = float("nan")
+            out, _ = mha(x, x, x, need_weights=False)  # <- MHA103
+            record("nan_output", out)
+        """,
+    "test_transformer_layer.py": """
+        import torch
+        import torch.nn as nn
+
+
+        def test_encoder_layer_with_a_fully_padded_sample(record):
+            torch.manual_seed(0)
+            layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True).eval()
+            x = torch.randn(3, 5, 16)
+            padding = torch.zeros(3, 5, dtype=torch.bool)
+            padding[2] = True
+            with torch.no_grad():
+                out = layer(x, src_key_padding_mask=padding)  # <- MHA101
+            record("encoder_layer", out)
+        """,
+}
+
+GOOD_FILE = """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    def test_correct_attention_code(record):
+        torch.manual_seed(0)
+        n, length, embed, heads = 3, 6, 16, 4
+        x = torch.randn(n, length, embed)
+        lengths = torch.tensor([6, 4, 5])
+        padding = torch.arange(length)[None, :] >= lengths[:, None]  # True = padding (MultiheadAttention)
+        causal = nn.Transformer.generate_square_subsequent_mask(length)  # float, -inf above the diagonal
+        causal_bool = torch.triu(torch.ones(length, length, dtype=torch.bool), diagonal=1)
+        mha = nn.MultiheadAttention(embed, heads, batch_first=True)
+        outputs = {}
+        for mode in ("train", "eval"):
+            mha.train(mode == "train")
+            with torch.no_grad():
+                outputs[mode + "_kpm"] = mha(x, x, x, key_padding_mask=padding)
+                outputs[mode + "_causal"] = mha(x, x, x, attn_mask=causal_bool, key_padding_mask=padding,
+                                                need_weights=False)
+                outputs[mode + "_hint"] = mha(x, x, x, attn_mask=causal, is_causal=True, need_weights=False)
+                per_sample = (padding[:, None, :] | causal_bool).repeat_interleave(heads, dim=0)
+                outputs[mode + "_3d"] = mha(x, x, x, attn_mask=per_sample)
+                shared = causal_bool.repeat(n * heads, 1, 1)  # one mask for every sample: either layout is right
+                outputs[mode + "_shared"] = mha(x, x, x, attn_mask=shared)
+                slopes = torch.arange(1, heads + 1, dtype=torch.float)[:, None, None]
+                alibi = -slopes * (torch.arange(length)[None, :] - torch.arange(length)[:, None]).abs()
+                outputs[mode + "_alibi"] = mha(x, x, x, attn_mask=alibi.repeat(n, 1, 1))
+        q = torch.randn(n, heads, length, embed // heads)
+        keep = ~padding
+        outputs["sdpa_kpm"] = F.scaled_dot_product_attention(q, q, q, attn_mask=keep[:, None, None, :])
+        outputs["sdpa_causal"] = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        outputs["sdpa_tril"] = F.scaled_dot_product_attention(q, q, q, attn_mask=torch.tril(torch.ones(
+            length, length, dtype=torch.bool)))
+        pairs = keep[:, None, :, None] & keep[:, None, None, :]  # padded queries have no key: zeros, expected
+        outputs["sdpa_pairs"] = F.scaled_dot_product_attention(q, q, q, attn_mask=pairs)
+        additive = torch.zeros(n, 1, 1, length).masked_fill(padding[:, None, None, :], float("-inf"))
+        outputs["sdpa_additive"] = F.scaled_dot_product_attention(q, q, q, attn_mask=additive)
+        square = torch.randn(length, heads, length, embed // heads)  # N == L with a real (L, S) mask
+        outputs["sdpa_square"] = F.scaled_dot_product_attention(square, square, square,
+                                                                attn_mask=torch.tril(torch.ones(
+                                                                    length, length, dtype=torch.bool)))
+        layer = nn.TransformerEncoderLayer(embed, heads, 32, dropout=0.0, batch_first=True).eval()
+        encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(embed, heads, 32, dropout=0.0,
+                                                                   batch_first=True), 2,
+                                        enable_nested_tensor=False).eval()
+        decoder = nn.TransformerDecoderLayer(embed, heads, 32, dropout=0.0, batch_first=True).eval()
+        with torch.no_grad():
+            outputs["layer"] = layer(x, src_mask=causal_bool, src_key_padding_mask=padding, is_causal=True)
+            outputs["encoder"] = encoder(x, mask=causal, src_key_padding_mask=padding.float().masked_fill(
+                padding, float("-inf")))
+            outputs["decoder"] = decoder(x, x, tgt_mask=causal_bool, tgt_key_padding_mask=padding,
+                                         memory_key_padding_mask=padding)
+        record("correct", outputs)
+    """
+
+
+def _site_lines(source: str) -> dict[int, str]:
+    """{line: code} for the `# <- CODE` markers of a dedented test file."""
+    return {number: match.group(1) for number, text in enumerate(source.splitlines(), 1)
+            if (match := re.search(r"# <- (MHA\d+)", text))}
+
+
+def _write_project(pytester, with_good: bool = True) -> dict[str, str]:
+    files = {name: textwrap.dedent(source).lstrip("\n") for name, source in BAD_FILES.items()}
+    if with_good:
+        files["test_correct.py"] = textwrap.dedent(GOOD_FILE).lstrip("\n")
+    pytester.makeconftest(CONFTEST)
+    for name, source in files.items():
+        pytester.makepyfile(**{name[:-3]: source})
+    return files
+
+
+def _summary(output: str) -> list[str]:
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(r"=+ mhalint guard =+$", line))
+    section = []
+    for line in lines[start + 1:]:
+        if line.startswith("==="):
+            break
+        section.append(line)
+    return section
+
+
+def test_plugin_reports_each_check_at_the_users_line_and_never_changes_outputs(pytester, monkeypatch, tmp_path):
+    torch = _torch()
+    files = _write_project(pytester)
+    outputs = {}
+    for state, args in (("on", ["--mhalint-guard"]), ("off", [])):
+        folder = tmp_path / state
+        folder.mkdir()
+        monkeypatch.setenv("MHALINT_GUARD_TEST_OUT", str(folder))
+        result = pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")
+        result.assert_outcomes(passed=len(files) + 1)  # test_is_causal.py holds two tests
+        outputs[state] = {path.name: torch.load(path) for path in sorted(folder.iterdir())}
+        text = result.stdout.str()
+        if state == "off":
+            assert "mhalint guard" not in text and "AttentionGuardWarning" not in text
+            continue
+        summary = _summary(text)
+        expected = {(code, f"{name}:{line}") for name, source in files.items()
+                    for line, code in _site_lines(source).items()}
+        seen = set()
+        for line in summary[:-1]:
+            match = re.match(r"(MHA\d+) (\S+) +(\d+)x  (\S+)  (.+)$", line)
+            assert match, line
+            seen.add((match.group(1), match.group(4)))
+            assert match.group(2) and match.group(5)
+        assert seen == expected, (seen ^ expected, text)
+        assert not any("test_correct.py" in line for line in summary)
+        # De-duplication: the fully padded call ran 3 times, is counted 3 times and warned about once.
+        padded = next(line for line in summary if "test_fully_padded.py" in line)
+        assert re.search(r" 3x ", padded), padded
+        assert text.count("AttentionGuardWarning: MHA101 fully-masked-rows") == 2  # two sites, one warning each
+        sites = len(expected)
+        assert re.search(rf"{sites} pitfall\(s\) at {sites} call site\(s\), {sites + 2} occurrence\(s\) in \d+ "
+                         r"checked attention calls \(warn mode\)", summary[-1]), summary[-1]
+    assert outputs["on"].keys() == outputs["off"].keys() and len(outputs["on"]) == len(BAD_FILES) + 3
+
+    def same(a, b):
+        if isinstance(a, torch.Tensor):
+            return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and bool(
+                torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0)))
+        if isinstance(a, (tuple, list)):
+            return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        if isinstance(a, dict):
+            return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        return a == b
+
+    for name in outputs["on"]:
+        assert same(outputs["on"][name], outputs["off"][name]), name
+    assert torch.isnan(outputs["on"]["fully_padded_0.pt"][0][1]).all()  # the pitfall really was there
+
+
+def test_plugin_error_mode_fails_the_tests_with_a_pitfall(pytester, monkeypatch, tmp_path):
+    _torch()
+    _write_project(pytester)
+    monkeypatch.setenv("MHALINT_GUARD_TEST_OUT", str(tmp_path))
+    result = pytester.runpytest_subprocess("--mhalint-guard=error", "-p", "no:cacheprovider")
+    # Every bad test fails except the one where torch itself raises: its RuntimeError is kept (with a note), so
+    # pytest.raises(RuntimeError) still passes.
+    result.assert_outcomes(failed=len(BAD_FILES), passed=2)
+    text = result.stdout.str()
+    for code in ("MHA002", "MHA003", "MHA006", "MHA008", "MHA101", "MHA102", "MHA103"):
+        assert re.search(rf"AttentionGuardError: {code} ", text), code
+    assert "FAILED test_is_causal.py::test_is_causal_raises_in_training" not in text
+    assert "FAILED test_correct.py" not in text
+
+
+def test_plugin_is_off_by_default_and_then_imports_nothing(pytester):
+    pytester.makepyfile(test_trivial="""
+        import sys
+
+
+        def test_nothing_was_imported():
+            loaded = [m for m in ("torch", "mhalint.guard.core", "mhalint.guard.checks") if m in sys.modules]
+            assert not loaded, loaded
+        """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "mhalint guard" not in result.stdout.str()
+    help_text = pytester.runpytest_subprocess("--help").stdout.str()
+    assert "--mhalint-guard" in help_text
+
+
+def test_plugin_rejects_an_unknown_mode(pytester):
+    pytester.makepyfile(test_trivial="def test_x():\n    pass\n")
+    result = pytester.runpytest_subprocess("--mhalint-guard=loud")
+    assert result.ret != 0
+    assert "invalid choice: 'loud'" in result.stderr.str()
+
+
+# --------------------------------------------------------------------------------------- the context manager
+
+def _entry_points(torch):
+    nn, F = torch.nn, torch.nn.functional
+    classes = (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerDecoderLayer, nn.TransformerEncoder,
+               nn.TransformerDecoder, nn.Transformer)
+    return ({cls: cls.__dict__["forward"] for cls in classes},
+            {name: getattr(F, name) for name in ("scaled_dot_product_attention", "multi_head_attention_forward")})
+
+
+def _fully_padded(torch):
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    x = torch.randn(3, 5, 16)
+    padding = torch.zeros(3, 5, dtype=torch.bool)
+    padding[1] = True
+    return mha, x, padding
+
+
+def test_torch_is_restored_on_exit_on_exceptions_and_after_nested_use():
+    torch = _torch()
+    import mhalint
+
+    before = _entry_points(torch)
+    with mhalint.guard():
+        patched = _entry_points(torch)
+        assert all(patched[0][cls] is not before[0][cls] for cls in before[0])
+        assert all(patched[1][name] is not before[1][name] for name in before[1])
+        assert torch.nn.functional.scaled_dot_product_attention.__name__ == "scaled_dot_product_attention"
+        with mhalint.guard("error"):  # nested: the wrappers stay installed once
+            assert _entry_points(torch) == patched
+        assert _entry_points(torch) == patched  # the inner exit leaves the outer guard working
+    assert _entry_points(torch) == before
+    with pytest.raises(KeyError):
+        with mhalint.guard():
+            raise KeyError("boom")
+    assert _entry_points(torch) == before
+    reentrant = mhalint.guard()
+    with reentrant:
+        with reentrant:
+            pass
+        assert _entry_points(torch) != before
+    assert _entry_points(torch) == before
+
+    @mhalint.guard()
+    def decorated():
+        return _entry_points(torch) != before
+
+    assert decorated() and _entry_points(torch) == before
+
+
+def test_reports_are_deduplicated_per_code_and_site_and_counted():
+    torch = _torch()
+    import mhalint
+    from mhalint.guard import AttentionGuardWarning
+
+    mha, x, padding = _fully_padded(torch)
+    with warnings.catch_warnings(record=True) as caught, mhalint.guard() as guard:
+        warnings.simplefilter("always")
+        with torch.no_grad():
+            for _ in range(3):
+                mha(x, x, x, key_padding_mask=padding)
+            mha(x, x, x, key_padding_mask=padding)
+    ours = [w for w in caught if issubclass(w.category, AttentionGuardWarning)]
+    assert [(w.message.code, w.filename == THIS_FILE) for w in ours] == [("MHA101", True)] * 2
+    first, second = sorted(ours, key=lambda w: w.lineno)
+    assert second.lineno == first.lineno + 1
+    assert [(e.report.code, e.count) for e in guard.reports()] == [("MHA101", 3), ("MHA101", 1)]
+    assert guard.calls == 4
+    assert first.message.site.endswith(f":{first.lineno}") and "sample 1" in first.message.message
+    # A new guard warns again; the counts belong to each activation.
+    with warnings.catch_warnings(record=True) as caught, mhalint.guard() as again:
+        warnings.simplefilter("always")
+        with torch.no_grad():
+            mha(x, x, x, key_padding_mask=padding)
+    assert [w.message.code for w in caught if issubclass(w.category, AttentionGuardWarning)] == ["MHA101"]
+    assert [e.count for e in again.reports()] == [1]
+
+
+def _call_from_a_helper(module, x, padding):
+    return module(x, src_key_padding_mask=padding)  # the site: the user's own line, not torch's
+
+
+def test_the_site_is_the_users_line_and_internal_calls_are_not_reported_again():
+    torch = _torch()
+    import mhalint
+
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+    x = torch.randn(3, 5, 16)
+    padding = torch.zeros(3, 5, dtype=torch.bool)
+    padding[0] = True
+    for train in (False, True):  # fused kernel, then MultiheadAttention -> F.mha_forward -> SDPA inside
+        layer.train(train)
+        with warnings.catch_warnings(record=True) as caught, mhalint.guard() as guard, torch.no_grad():
+            warnings.simplefilter("always")
+            _call_from_a_helper(layer, x, padding)
+        entries = guard.reports()
+        assert [(e.report.code, e.report.api, e.count) for e in entries] == [
+            ("MHA101", "nn.TransformerEncoderLayer", 1)]
+        site = entries[0].report.site
+        line = _call_from_a_helper.__code__.co_firstlineno + 1
+        assert (site.filename, site.lineno) == (THIS_FILE, line)
+        assert [(w.filename, w.lineno) for w in caught if w.category.__name__ == "AttentionGuardWarning"] == [
+            (THIS_FILE, line)]
+
+
+def test_error_mode_raises_after_the_call_and_keeps_torchs_own_errors():
+    torch = _torch()
+    import mhalint
+    from mhalint.guard import AttentionGuardError
+
+    mha, x, padding = _fully_padded(torch)
+    with mhalint.guard("error"), torch.no_grad():
+        with pytest.raises(AttentionGuardError) as raised:
+            mha(x, x, x, key_padding_mask=padding)
+    assert raised.value.code == "MHA101" and "sample 1" in raised.value.message
+    assert raised.value.site.endswith(".py:" + raised.value.site.rsplit(":", 1)[1])
+    mha.train()
+    with mhalint.guard("error") as guard:
+        with pytest.raises(RuntimeError, match="Need attn_mask") as torch_error:
+            mha(x, x, x, is_causal=True)
+    if sys.version_info >= (3, 11):  # exception notes
+        assert any("MHA003" in note and "raised RuntimeError" in note for note in torch_error.value.__notes__)
+    assert [e.report.code for e in guard.reports()] == ["MHA003"]
+
+
+def test_warning_and_error_carry_code_site_and_message_and_pickle():
+    from mhalint.guard import CODES, AttentionGuardError, AttentionGuardWarning
+
+    for cls in (AttentionGuardWarning, AttentionGuardError):
+        report = cls("MHA101", "model.py:12", "sample 1 has no key.")
+        copy = pickle.loads(pickle.dumps(report))
+        assert (copy.code, copy.site, copy.message) == ("MHA101", "model.py:12", "sample 1 has no key.")
+        assert str(report).startswith("MHA101 fully-masked-rows")
+    assert set(CODES) == {"MHA002", "MHA003", "MHA006", "MHA008", "MHA101", "MHA102", "MHA103"}
+
+
+def test_messages_name_the_evidence_and_the_fix():
+    torch = _torch()
+    import mhalint
+
+    nn, F = torch.nn, torch.nn.functional
+    torch.manual_seed(0)
+    heads, n, length = 4, 3, 5
+    mha = nn.MultiheadAttention(16, heads, batch_first=True)
+    x = torch.randn(n, length, 16)
+    padding = torch.arange(length)[None, :] >= torch.tensor([5, 3, 2])[:, None]
+    q = torch.randn(2, 4, 6, 8)
+    with warnings.catch_warnings(), mhalint.guard() as guard:
+        warnings.simplefilter("ignore")
+        mha(x, x, x, attn_mask=padding[:, None, :].expand(n, length, length).repeat(heads, 1, 1))  # noqa: MHA006
+        F.scaled_dot_product_attention(q, q, q, attn_mask=torch.tril(torch.ones(6, 6)))
+        mha.eval()
+        with torch.no_grad():
+            mha(x, x, x, is_causal=True)
+    messages = {e.report.code: e.report.message for e in guard.reports()}
+    assert "N=3 samples x num_heads=4" in messages["MHA006"] and "repeat_interleave(4, dim=0)" in messages["MHA006"]
+    assert "1.517e-01" in messages["MHA006"]
+    assert "21 ones among 36 entries" in messages["MHA008"] and "mask.bool()" in messages["MHA008"]
+    assert "0.676" in messages["MHA008"] and "0.325" in messages["MHA008"]
+    assert "returned without error" in messages["MHA003"] and "0.69" in messages["MHA003"]
+    assert "generate_square_subsequent_mask" in messages["MHA003"]
+
+
+def test_correct_code_and_the_fast_path_are_untouched():
+    torch = _torch()
+    import mhalint
+
+    nn, F = torch.nn, torch.nn.functional
+    torch.manual_seed(0)
+    calls = {"fused": 0}
+    original = torch._native_multi_head_attention
+
+    def counting(*args, **kwargs):
+        calls["fused"] += 1
+        return original(*args, **kwargs)
+
+    mha = nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    x = torch.randn(3, 5, 16)
+    padding = torch.arange(5)[None, :] >= torch.tensor([5, 3, 4])[:, None]
+    causal = torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1)
+    q = torch.randn(3, 4, 5, 4)
+
+    def run():
+        with torch.no_grad():
+            return (mha(x, x, x, key_padding_mask=padding, attn_mask=causal),
+                    F.scaled_dot_product_attention(q, q, q, attn_mask=~padding[:, None, None, :]),
+                    F.scaled_dot_product_attention(q, q, q, is_causal=True))
+
+    torch._native_multi_head_attention = counting
+    try:
+        plain = run()
+        fused_without = calls["fused"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # any report here would be a false alarm
+            with mhalint.guard() as guard:
+                guarded = run()
+    finally:
+        torch._native_multi_head_attention = original
+    assert guard.reports() == [] and guard.calls == 3
+    assert calls["fused"] == 2 * fused_without == 2
+    assert torch.equal(plain[0][0], guarded[0][0]) and torch.equal(plain[0][1], guarded[0][1])
+    assert torch.equal(plain[1], guarded[1]) and torch.equal(plain[2], guarded[2])
