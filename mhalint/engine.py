@@ -54,9 +54,9 @@ class Result:
 
 
 def trigger_pattern(rules: Iterable[type[Rule]]) -> re.Pattern[bytes]:
-    """One compiled regex over bytes that matches any enabled rule's trigger word."""
-    words = sorted({word for rule in rules for word in rule.triggers})
-    return re.compile(b"|".join(re.escape(word.encode()) for word in words))
+    """One compiled regex over bytes that matches any enabled rule's trigger pattern."""
+    patterns = sorted({pattern for rule in rules for pattern in rule.triggers})
+    return re.compile(b"|".join(f"(?:{pattern})".encode() for pattern in patterns))
 
 
 class Checker:

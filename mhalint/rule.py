@@ -47,7 +47,8 @@ class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
     summary: ClassVar[str]  # one line for `mhalint rule --all`
-    # A file is parsed only if its bytes contain one of the enabled rules' trigger words.
+    # A file is parsed only if its bytes match one of the enabled rules' trigger patterns (regular expressions;
+    # a plain identifier such as "softmax" is one). mhalint.torchapi has the ones for torch's attention APIs.
     triggers: ClassVar[tuple[str, ...]]
     valid: ClassVar[tuple[Valid, ...]] = ()
     invalid: ClassVar[tuple[Invalid, ...]] = ()
@@ -176,6 +177,12 @@ def _validate(name: str, value: str, rule: object) -> None:
     for attribute in ("code", "name", "summary", "triggers"):
         if not getattr(rule, attribute, None):
             raise PluginError(f"rule plugin {name} ({value}) does not set `{attribute}`")
+    for pattern in rule.triggers:
+        try:
+            re.compile(pattern.encode())
+        except (re.error, AttributeError) as error:
+            raise PluginError(f"rule plugin {name} ({value}) has a trigger that is not a regular expression: "
+                              f"{pattern!r} ({error})")
     if not CODE_PATTERN.match(rule.code):
         raise PluginError(f"rule plugin {name} ({value}) has code {rule.code!r}; codes look like ABC123")
     if rule.code != name:

@@ -145,3 +145,14 @@ SHORT_NAMES = {
 
 def short_name(api: str) -> str:
     return SHORT_NAMES.get(api, api)
+
+
+# What a file must contain for a rule about these APIs to find anything in it: regular expressions over the file's
+# bytes, checked before parsing. A bare "Transformer" is in hundreds of docstrings of the transformers library,
+# so the class is only a trigger where code names it (an attribute, a call, an import, a list of names).
+MHA_TRIGGER = r"\bMultiheadAttention\b"
+TRANSFORMER_TRIGGER = (r"\bTransformer(?:Encoder|Decoder)(?:Layer)?\b|\.Transformer\b|\bTransformer\s*[(,)]"
+                       r"|\bimport\s+Transformer\b|\bTransformer\s+as\b")
+SDPA_TRIGGER = r"\bscaled_dot_product_attention\b"
+MHA_FORWARD_FN_TRIGGER = r"\bmulti_head_attention_forward\b"
+MODULE_TRIGGERS = (MHA_TRIGGER, TRANSFORMER_TRIGGER)

@@ -55,7 +55,7 @@ class BatchFirstDefault(Rule):
     code = "MHA001"
     name = "batch-first-default"
     summary = "MultiheadAttention/Transformer built without batch_first=True reads inputs as (L, N, E)"
-    triggers = ("MultiheadAttention", "Transformer")
+    triggers = (torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER)
 
     valid = (
         Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"),

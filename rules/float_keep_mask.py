@@ -79,7 +79,8 @@ class FloatKeepMask(Rule):
     code = "MHA008"
     name = "float-keep-mask"
     summary = "A 0/1 float mask given where float masks are added to the scores: it masks nothing"
-    triggers = ("scaled_dot_product_attention", "MultiheadAttention", "Transformer", "multi_head_attention_forward")
+    triggers = (torchapi.SDPA_TRIGGER, torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER,
+                torchapi.MHA_FORWARD_FN_TRIGGER)
 
     valid = (
         Valid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, L):\n"

@@ -75,7 +75,7 @@ class HeadsNotDividing(Rule):
     code = "MHA005"
     name = "heads-not-dividing"
     summary = "embed_dim/d_model not divisible by num_heads/nhead: the module raises when it is built"
-    triggers = ("MultiheadAttention", "Transformer")
+    triggers = (torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER)
 
     valid = (
         Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"),

@@ -70,8 +70,8 @@ class IsCausalWithoutMask(Rule):
     code = "MHA003"
     name = "is-causal-without-mask"
     summary = "is_causal=True without the attn_mask it describes: inference silently attends to the future"
-    # Positional calls may not spell `is_causal`, so the module names trigger the rule too.
-    triggers = ("is_causal", "MultiheadAttention", "Transformer", "multi_head_attention_forward")
+    # The module names, not `is_causal` (SDPA code is full of it): only a module built in this file can be flagged.
+    triggers = (torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER, torchapi.MHA_FORWARD_FN_TRIGGER)
 
     valid = (
         Valid("import torch.nn.functional as F\ndef f(q, k, v):\n"

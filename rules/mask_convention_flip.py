@@ -57,7 +57,8 @@ class MaskConventionFlip(Rule):
     code = "MHA002"
     name = "mask-convention-flip"
     summary = "A boolean mask passed between MultiheadAttention and SDPA without inverting it"
-    triggers = ("scaled_dot_product_attention", "MultiheadAttention", "Transformer", "multi_head_attention_forward")
+    triggers = (torchapi.SDPA_TRIGGER, torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER,
+                torchapi.MHA_FORWARD_FN_TRIGGER)
 
     valid = (
         Valid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, tokens):\n"

@@ -115,7 +115,7 @@ class MaskRepeatLayout(Rule):
     code = "MHA006"
     name = "mask-repeat-layout"
     summary = "A per-sample mask tiled with .repeat(num_heads, 1, 1): heads get another sample's mask"
-    triggers = ("MultiheadAttention", "Transformer", "multi_head_attention_forward")
+    triggers = (torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER, torchapi.MHA_FORWARD_FN_TRIGGER)
 
     valid = (
         Valid("import torch\nfrom torch import nn\nclass A(nn.Module):\n    def __init__(self):\n"

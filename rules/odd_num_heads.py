@@ -62,7 +62,7 @@ class OddNumHeads(Rule):
     code = "MHA004"
     name = "odd-num-heads"
     summary = "An odd num_heads/nhead silently turns off the inference fast path"
-    triggers = ("MultiheadAttention", "Transformer")
+    triggers = (torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER)
 
     valid = (
         Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"),

@@ -65,7 +65,7 @@ class PositionalPaddingMask(Rule):
     code = "MHA010"
     name = "positional-padding-mask"
     summary = "An attention mask passed 4th positionally to MultiheadAttention, where key_padding_mask goes"
-    triggers = ("MultiheadAttention",)
+    triggers = (torchapi.MHA_TRIGGER,)
 
     valid = (
         Valid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"

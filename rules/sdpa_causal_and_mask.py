@@ -60,7 +60,7 @@ class SdpaCausalAndMask(Rule):
     code = "MHA009"
     name = "sdpa-causal-and-mask"
     summary = "scaled_dot_product_attention given both attn_mask and is_causal=True: the backend decides what happens"
-    triggers = ("scaled_dot_product_attention",)
+    triggers = (torchapi.SDPA_TRIGGER,)
 
     valid = (
         Valid("import torch.nn.functional as F\ndef f(q, k, v):\n"

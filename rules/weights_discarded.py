@@ -62,7 +62,7 @@ class WeightsDiscarded(Rule):
     code = "MHA007"
     name = "weights-discarded"
     summary = "need_weights left True while the attention weights are thrown away: slower on the slow path"
-    triggers = ("MultiheadAttention", "multi_head_attention_forward")
+    triggers = (torchapi.MHA_TRIGGER, torchapi.MHA_FORWARD_FN_TRIGGER)
 
     valid = (
         Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
