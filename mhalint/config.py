@@ -7,6 +7,7 @@ The file is the nearest pyproject.toml with a `[tool.mhalint]` table, looking up
 from __future__ import annotations
 
 import fnmatch
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +51,7 @@ class Config:
         file name, as ruff does)."""
         try:
             relative = Path(path).resolve().relative_to(self.root.resolve()).as_posix()
-        except ValueError:
+        except (ValueError, OSError, RuntimeError):  # outside the root, or a symlink loop
             relative = Path(path).as_posix()
         codes: list[str] = []
         for pattern, ignored in self.per_file_ignores.items():
@@ -61,7 +62,10 @@ class Config:
 
 def find(start: Path) -> Path | None:
     """The nearest pyproject.toml with a [tool.mhalint] table, from `start` upward."""
-    directory = start.resolve()
+    try:
+        directory = start.resolve()
+    except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+        directory = Path(os.path.abspath(start))
     if not directory.is_dir():
         directory = directory.parent
     for candidate in (directory, *directory.parents):

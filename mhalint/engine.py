@@ -117,6 +117,16 @@ class Checker:
         with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
             return list(pool.map(_check_in_worker, [(path, raw) for path, raw, _ in files], chunksize=chunk))
 
+    def _instances(self, context: ModuleContext, findings: list[Finding], path: str, result: Result) -> list[Rule]:
+        """One instance of each rule for this file; a rule that fails to set up is an internal error."""
+        instances = []
+        for rule in self.rules:
+            try:
+                instances.append(rule(context, findings.append))
+            except Exception as error:  # contained like an error in a visitor
+                findings.append(_internal_error(path, 1, rule.code, error, result))
+        return instances
+
     def _check_one(self, path: str, raw: bytes) -> tuple[list[Finding], list[str]]:
         result = Result()
         if path.endswith(".ipynb"):
@@ -151,7 +161,7 @@ class Checker:
             with _recursion_limit(_RECURSION_LIMIT):  # safe here: this thread has a large stack
                 module = cst.parse_module(text)
                 context = ModuleContext(module, path)
-                walker = _Walker(context, [rule(context, findings.append) for rule in self.rules], path, result)
+                walker = _Walker(context, self._instances(context, findings, path, result), path, result)
                 walk(module, walker.on_visit, walker.on_leave)
         except cst.ParserSyntaxError:
             return [_engine_finding(path, PARSE_ERROR, "Python accepts this file but libcst cannot parse it "
@@ -266,17 +276,19 @@ class _Walker:
                 continue
             try:
                 handler(node)
-            except RecursionError:
-                raise
-            except Exception as error:  # contained: reported as MHA902 for this file and rule
+            except Exception as error:  # contained, even a RecursionError: CPython already refused deep code
                 self.disabled.add(id(rule))
-                self.result.internal_errors += 1
-                self.result.tracebacks.append(f"{self.path}: {rule.code}\n{traceback.format_exc()}")
-                line = _line_or_one(self.context, node)
-                self.failures.append(Finding(
-                    self.path, line, 1, INTERNAL_ERROR, name="internal-error", severity=Severity.ERROR,
-                    message=f"internal error in rule {rule.code} ({type(error).__name__}: {error}); the rest of "
-                            f"this file was not checked by {rule.code}. Run with --show-traceback and report it."))
+                self.failures.append(_internal_error(self.path, _line_or_one(self.context, node), rule.code, error,
+                                                     self.result))
+
+
+def _internal_error(path: str, line: int, code: str, error: Exception, result: Result) -> Finding:
+    """MHA902 for one rule on one file, with the traceback kept for --show-traceback."""
+    result.internal_errors += 1
+    result.tracebacks.append(f"{path}: {code}\n{traceback.format_exc()}")
+    return Finding(path, line, 1, INTERNAL_ERROR, name="internal-error", severity=Severity.ERROR,
+                   message=f"internal error in rule {code} ({type(error).__name__}: {error}); the rest of this "
+                           f"file was not checked by {code}. Run with --show-traceback and report it.")
 
 
 def _line_or_one(context: ModuleContext, node: cst.CSTNode) -> int:

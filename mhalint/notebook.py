@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from mhalint.finding import Finding
 
 _MAGIC = re.compile(r"^\s*[%!]")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # Python's line breaks only (str.splitlines also breaks at \x0c, U+2028...)
 _LINE_REFERENCE = re.compile(r"\bline (\d+)\b")
 _ASSIGNED_SHELL = re.compile(r"^\s*[\w.]+\s*=\s*[!%]")
 
@@ -34,16 +35,15 @@ class Notebook:
             cells = document["cells"]
             if not isinstance(cells, list):
                 raise TypeError("`cells` is not a list")
-        except (ValueError, KeyError, TypeError) as error:
+        except (ValueError, KeyError, TypeError, RecursionError) as error:
             raise NotebookError(f"not a valid notebook ({type(error).__name__}: {error})") from None
         lines: list[str] = []
         where: list[tuple[int, int]] = []
         for number, cell in enumerate(cells, start=1):
             if not isinstance(cell, dict) or cell.get("cell_type") != "code":
                 continue
-            text = cell.get("source", "")
-            text = "".join(text) if isinstance(text, list) else str(text)
-            cell_lines = text.splitlines() or [""]
+            text = _cell_source(cell.get("source", ""), number)
+            cell_lines = _LINE_BREAK.split(text.rstrip("\r\n")) if text else [""]
             blank = cell_lines[0].lstrip().startswith("%%")
             for line_number, line in enumerate(cell_lines, start=1):
                 lines.append("" if blank else _neutralise(line))
@@ -71,6 +71,20 @@ class Notebook:
             cell, line = self.cells[number - 1]
             return f"cell {cell} line {line}"
         return _LINE_REFERENCE.sub(cell_line, text)
+
+
+def _cell_source(source, number: int) -> str:
+    """A cell's source as one string (nbformat stores a string or a list of strings), valid Unicode."""
+    if isinstance(source, list) and all(isinstance(part, str) for part in source):
+        source = "".join(source)
+    if not isinstance(source, str):
+        raise NotebookError(f"not a valid notebook (cell {number}: `source` is not text)")
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError:
+        raise NotebookError(f"not a valid notebook (cell {number}: the source holds a lone surrogate, which is not "
+                            f"valid Unicode)") from None
+    return source
 
 
 def _neutralise(line: str) -> str:
