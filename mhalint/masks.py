@@ -313,7 +313,8 @@ class MaskReader:
             return None
         if which.startswith("ones"):
             return Mask(ZERO_ONE, None, origin_line=self.ctx.line(call))
-        return Mask(ADDITIVE, None, origin_line=self.ctx.line(call))  # zeros: a float mask that adds nothing yet
+        # zeros: what it becomes depends on what is written into it later (-inf: additive; 1s: a 0/1 mask)
+        return None
 
     def _where(self, call: cst.Call, scope) -> Mask | None:
         values = [a.value for a in call.args[1:3]]

@@ -402,3 +402,18 @@ def test_triu_diagonal_resolved(check, diagonal, flagged):
               f"    m = torch.triu(torch.ones(L, L), diagonal={diagonal}).bool()\n"
               "    return F.scaled_dot_product_attention(q, k, v, m)\n")
     assert len(check(source)) == (1 if flagged else 0)
+
+
+def test_zeros_filled_with_ones_then_bool_is_a_keep_mask_not_a_flipped_one(check):
+    # diffusers' CogView4: a float zeros matrix whose blocks are set to 1 (attend), made boolean for SDPA
+    source = """\
+        import torch
+        import torch.nn.functional as F
+        def attend(q, k, v, lengths, l):
+            matrix = torch.zeros((len(lengths), l, l), dtype=q.dtype)
+            for index, block in enumerate(matrix):
+                block[: lengths[index], : lengths[index]] = 1
+            mask = matrix.to(dtype=torch.bool).unsqueeze(1)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    """
+    assert check(source) == []
