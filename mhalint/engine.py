@@ -164,8 +164,11 @@ class Checker:
                 walker = _Walker(context, self._instances(context, findings, path, result), path, result)
                 walk(module, walker.on_visit, walker.on_leave)
         except cst.ParserSyntaxError:
-            return [_engine_finding(path, PARSE_ERROR, "Python accepts this file but libcst cannot parse it "
-                                                       "(syntax newer than the installed libcst?); upgrade libcst")]
+            return [_engine_finding(path, PARSE_ERROR, "Python accepts this file but libcst, the parser mhalint "
+                                                       "uses, cannot parse it (syntax newer than the installed "
+                                                       "libcst, or a mix of tabs and spaces libcst does not "
+                                                       "support); upgrading libcst or re-indenting with spaces "
+                                                       "lets mhalint check it")]
         except RecursionError:
             return [_engine_finding(path, PARSE_ERROR, "the code is nested too deeply to analyse")]
         findings.extend(walker.failures)

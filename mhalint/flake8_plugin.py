@@ -30,7 +30,7 @@ Decisions, for a flake8 user:
   `# noqa` stay hidden, because the engine's suppression cannot be turned off from here.
 * **Syntax errors.** flake8 does not run tree plugins on a file Python cannot parse; it reports `E999` instead.
   So mhalint's `MHA900` (could not parse) reaches flake8 only for a file that Python parses but libcst cannot
-  (syntax newer than the installed libcst): it is kept, because it says the file was not checked by mhalint.
+  (newer syntax, or a tab and space mix libcst refuses): it is kept, because it says the file was not checked.
   `MHA901` (cannot decode, e.g. an unknown PEP 263 encoding) and `MHA902` (a rule failed on this file) are kept
   for the same reason; `--extend-ignore MHA9` hides all three.
 """

@@ -307,16 +307,25 @@ def test_inconsistent_tabs_and_spaces_are_mha900(tmp_path: Path):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "BUG: indentation that mixes tabs and spaces consistently (tab, then 8 spaces + tab) is valid Python, but "
-    "libcst's native parser refuses it (Instagram/LibCST#829, #951) and mhalint reports MHA900 'Python accepts "
-    "this file but libcst cannot parse it (syntax newer than the installed libcst?); upgrade libcst': the file "
-    "is not checked and the advice is wrong"))
+    "LIMITATION of libcst: indentation that mixes tabs and spaces consistently (tab, then 8 spaces + tab) is "
+    "valid Python, but libcst's native parser refuses it (Instagram/LibCST#829, #951), so the file is reported "
+    "as MHA900 (see the test below) instead of checked"))
 def test_tab_and_spaces_mix_that_cpython_accepts_is_checked(tmp_path: Path):
     source = f"{HEADER}class A:\n\tdef f(self):\n        \tself.attn = nn.MultiheadAttention(64, 8)\n"
     assert cpython_verdict(source) is None
     run = mhalint(tree_with(tmp_path, **{"mixed.py": source.encode()}))
     assert_sound(run)
     assert [row.code for row in run.of("mixed.py")] == ["MHA001"], run.stdout
+
+
+def test_tab_and_spaces_mix_libcst_refuses_is_reported_with_the_way_out(tmp_path: Path):
+    source = f"{HEADER}class A:\n\tdef f(self):\n        \tself.attn = nn.MultiheadAttention(64, 8)\n"
+    run = mhalint(tree_with(tmp_path, **{"mixed.py": source.encode()}))
+    assert_sound(run)
+    [row] = run.of("mixed.py")
+    assert row.code == "MHA900"
+    assert "a mix of tabs and spaces libcst does not support" in row.message
+    assert "re-indenting with spaces" in row.message
 
 
 def test_empty_comment_only_and_whitespace_files_are_checked_quietly(tmp_path: Path):
@@ -605,26 +614,17 @@ def test_odd_but_valid_notebook_cells_are_skipped_or_checked(tmp_path: Path):
     assert run.only("odd.ipynb").key == ("odd.ipynb", 6, 2, 8, "MHA001")
 
 
-NOTEBOOK_BUGS = {
-    "deeply-nested-json": (
-        b'{"cells": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
-        "BUG: json.loads raises RecursionError on deeply nested JSON; mhalint/notebook.py Notebook.parse catches "
-        "only ValueError/KeyError/TypeError, so the run crashes with a traceback (exit 1). The probe worker "
-        "already refuses deep JSON; notebooks should be MHA901 'not a valid notebook (RecursionError ...)'"),
-    "source-list-with-a-non-string": (
-        _notebook([1, None, "nn.MultiheadAttention\n"]),
-        "BUG: a cell whose `source` list holds a non-string makes `''.join(text)` raise TypeError in "
-        "mhalint/notebook.py:45, outside the try, so the run crashes with a traceback"),
-    "lone-surrogate-escape": (
-        _notebook('x = "\\ud800"\nimport torch.nn as nn\n' + CALL + "\n").replace(b"\\\\ud800", b"\\ud800"),
-        "BUG: a JSON escape for a lone surrogate (\\ud800) decodes to a str that cannot be encoded as UTF-8; "
-        "mhalint/engine.py _check_notebook calls notebook.source.encode() outside any try: UnicodeEncodeError "
-        "crashes the run with a traceback"),
+HOSTILE_NOTEBOOKS = {
+    # each of these crashed the run with a traceback before 7a0518e
+    "deeply-nested-json": b'{"cells": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",  # RecursionError in json.loads
+    "source-list-with-a-non-string": _notebook([1, None, "nn.MultiheadAttention\n"]),  # TypeError in "".join
+    "lone-surrogate-escape": (  # the JSON escape \ud800: a str that cannot be encoded as UTF-8
+        _notebook('x = "\\ud800"\nimport torch.nn as nn\n' + CALL + "\n").replace(b"\\\\ud800", b"\\ud800")),
 }
 
 
-@pytest.mark.parametrize("raw", [raw for raw, _ in NOTEBOOK_BUGS.values()], ids=NOTEBOOK_BUGS.keys())
-def test_hostile_notebook_is_reported_not_crashed_on(tmp_path: Path, raw: bytes, request: pytest.FixtureRequest):
+@pytest.mark.parametrize("raw", HOSTILE_NOTEBOOKS.values(), ids=HOSTILE_NOTEBOOKS.keys())
+def test_hostile_notebook_is_reported_not_crashed_on(tmp_path: Path, raw: bytes):
     run = mhalint(tree_with(tmp_path, **{"nb.ipynb": raw}))
     assert_sound(run)
     codes = [row.code for row in run.of("nb.ipynb")]
