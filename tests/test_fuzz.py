@@ -15,9 +15,9 @@ CI runs a bounded, derandomized campaign (a few hundred examples, well under a m
 
 (MHALINT_FUZZ_RANDOM=1 turns derandomization off, so each run explores new inputs; no example database is
 written; hypothesis prints the shrunk failing source and a @reproduce_failure blob to replay it). A crash found
-that way belongs below as an explicit @example in an xfail(strict=True) test until it is fixed. A campaign of
-2,500 random examples for each engine property (about 9 minutes on 2 busy cores) found no crash in the engine
-itself; the known crashes below are in notebook reading.
+that way belongs below as an explicit @example in an xfail(strict=True) test until it is fixed, then stays as a
+regression example. A campaign of 2,500 random examples for each engine property (about 9 minutes on 2 busy
+cores) found no crash in the engine itself; the examples below crashed notebook reading before 7a0518e.
 """
 
 from __future__ import annotations
@@ -451,7 +451,7 @@ def test_notebooks_of_generated_cells_never_crash(raw: bytes):
     assert result.internal_errors == 0
 
 
-# ------------------------------------------------------------------------------------------------ known crashes
+# ------------------------------------------------------------------------------------------------ regressions
 
 @settings(phases=[Phase.explicit], deadline=None, database=None)
 @given(raw=notebooks())
