@@ -258,9 +258,9 @@ def _instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth:
                 or Construction(name or UNKNOWN_CALLABLE, expr, scope))
     if isinstance(expr, cst.Name):
         return _from_bindings(ctx, ctx.bindings(expr.value, scope), depth, env)
-    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name:
-        klass = ctx.class_of(scope)
-        return _from_bindings(ctx, klass.attributes.get(expr.attr.value, []) if klass else [], depth, env)
+    attribute = ctx.attribute_bindings(expr, scope)
+    if attribute is not None:
+        return _from_bindings(ctx, attribute, depth, env)
     if isinstance(expr, cst.Subscript):
         return element(ctx, expr.value, scope, depth + 1, env)
     return None
@@ -363,10 +363,7 @@ def element(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: i
 def _container_bindings(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> list[Binding]:
     if isinstance(expr, cst.Name):
         return ctx.bindings(expr.value, scope)
-    if isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name:
-        klass = ctx.class_of(scope)
-        return klass.attributes.get(expr.attr.value, []) if klass else []
-    return []
+    return ctx.attribute_bindings(expr, scope) or []
 
 
 def with_argument(call: cst.Call, existing: cst.Arg | None, keyword: str, value: str) -> cst.Call:

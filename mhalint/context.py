@@ -178,6 +178,15 @@ class ModuleContext:
             self._calls = collector.calls
         return self._calls
 
+    def attribute_bindings(self, expr: cst.BaseExpression, scope: Scope) -> list[Binding] | None:
+        """The bindings of `self.x` (assignments in any method, register_buffer, the class body) when `expr` is
+        `self.x` in a method (or a function nested in one); None for any other expression."""
+        if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
+                and expr.value.value == scope.self_name):
+            return None
+        klass = self.class_of(scope)
+        return klass.attributes.get(expr.attr.value, []) if klass is not None else []
+
     def reaching(self, bindings: list[Binding], use: cst.CSTNode) -> Binding | None:
         """The binding a read at `use` sees: the last one before it by line (parameters come first). Code that
         builds masks and tensors is straight-line, so lines stand in for control flow here."""

@@ -59,10 +59,8 @@ class LayoutReader:
             return self.of(expr.value, scope, use, depth + 1) if _keeps_dims(expr) else None
         if isinstance(expr, cst.Name):
             return self._name(expr.value, scope, use, depth)
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and \
-                expr.value.value == scope.self_name:
-            klass = self.ctx.class_of(scope)
-            bindings = klass.attributes.get(expr.attr.value, []) if klass else []
+        bindings = self.ctx.attribute_bindings(expr, scope)
+        if bindings is not None:
             if len(bindings) == 1 and bindings[0].value is not None:
                 return self.of(bindings[0].value, bindings[0].scope, bindings[0].node, depth + 1)
         return None

@@ -83,9 +83,8 @@ class MaskReader:
             return self._either(expr.body, expr.orelse, scope, use, depth)
         if isinstance(expr, cst.Name):
             return self._name(expr.value, scope, use, depth)
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name:
-            klass = self.ctx.class_of(scope)
-            bindings = klass.attributes.get(expr.attr.value, []) if klass else []
+        bindings = self.ctx.attribute_bindings(expr, scope)
+        if bindings is not None:
             if len(bindings) == 1 and bindings[0].value is not None:
                 b = bindings[0]
                 return self.read(b.value, b.scope, b.node, depth + 1)

@@ -104,11 +104,8 @@ def _apply_unary(op: cst.BaseUnaryOp, operand: Value | None) -> Value | None:
 
 def _resolve_attribute(ctx: ModuleContext, expr: cst.Attribute, scope: Scope, depth: int) -> Value | None:
     """`self.x` reads what the class assigns to `x` (in any method, or in the class body)."""
-    if not isinstance(expr.value, cst.Name) or expr.value.value != scope.self_name:
-        return None
-    klass = ctx.class_of(scope)
-    bindings = klass.attributes.get(expr.attr.value, []) if klass is not None else []
-    return _resolve_bindings(ctx, f"self.{expr.attr.value}", bindings, depth)
+    bindings = ctx.attribute_bindings(expr, scope)
+    return _resolve_bindings(ctx, f"self.{expr.attr.value}", bindings, depth) if bindings is not None else None
 
 
 def _resolve_bindings(ctx: ModuleContext, name: str, bindings: list[Binding], depth: int) -> Value | None:

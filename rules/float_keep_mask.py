@@ -168,9 +168,8 @@ class FloatKeepMask(Rule):
                 return None
             found = self._converted(binding.value, binding.scope, binding.node, depth + 1)
             return _with_origin(found, self.context.line(binding.node)) if found else None
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name:
-            klass = self.context.class_of(scope)
-            bindings = klass.attributes.get(expr.attr.value, []) if klass else []
+        bindings = self.context.attribute_bindings(expr, scope)
+        if bindings is not None:
             if len(bindings) == 1 and bindings[0].value is not None and bindings[0].kind == "assign":
                 b = bindings[0]
                 found = self._converted(b.value, b.scope, b.node, depth + 1)

@@ -517,9 +517,8 @@ class MaskRepeatLayout(Rule):
                 return NEUTRAL, []
             return self._content_name(expr.value, scope, use, depth)
         if isinstance(expr, cst.Attribute):
-            if isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name:
-                klass = ctx.class_of(scope)
-                bindings = klass.attributes.get(expr.attr.value, []) if klass else []
+            bindings = ctx.attribute_bindings(expr, scope)
+            if bindings is not None:
                 if len(bindings) == 1 and bindings[0].value is not None:
                     found = self._content(bindings[0].value, bindings[0].scope, bindings[0].node, depth + 1)
                     if found[0] != UNKNOWN:

@@ -161,9 +161,8 @@ class PositionalPaddingMask(Rule):
         if isinstance(expr, cst.Name):
             return self._name(expr.value, scope, use, depth)
         if isinstance(expr, cst.Attribute):
-            if isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name:
-                klass = ctx.class_of(scope)
-                bindings = klass.attributes.get(expr.attr.value, []) if klass else []
+            bindings = ctx.attribute_bindings(expr, scope)
+            if bindings is not None:
                 if len(bindings) == 1 and bindings[0].value is not None:
                     b = bindings[0]
                     verdict, evidence, kind = self._shape(b.value, b.scope, b.node, depth + 1)

@@ -304,11 +304,10 @@ def _forwarded(ctx, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> b
         return False
     if isinstance(expr, cst.Name):
         bindings = ctx.bindings(expr.value, scope)
-    elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name:
-        klass = ctx.class_of(scope)
-        bindings = klass.attributes.get(expr.attr.value, []) if klass else []
     else:
-        return False
+        bindings = ctx.attribute_bindings(expr, scope)
+        if bindings is None:
+            return False
     return any(b.kind == "param" or (b.kind == "assign" and b.value is not None
                                      and _forwarded(ctx, b.value, b.scope, depth + 1)) for b in bindings)
 
