@@ -6,30 +6,25 @@ Exit codes follow ruff and flake8: 0 clean, 1 findings, 2 usage or internal erro
 from __future__ import annotations
 
 import difflib
+import importlib
 import json
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import libcst as cst
 
-from mhalint import __version__, ruledocs
-from mhalint.engine import Checker
-from mhalint.finding import Finding, Severity
-from mhalint import config
-from mhalint.cache import Cache, cache_dir
-from mhalint.cache import clean as clean_cache
-from mhalint.config import ConfigError
-from mhalint.fixes import FixError, SourceFile, applicable, fix_source
+from mhalint import __version__
+from mhalint.finding import SAFE, Finding, Severity
 from mhalint.probe.runner import ProbeLimits, ProbeUnavailable, probe_findings
-from mhalint.report import concise, full, github, json_lines, sarif
-from mhalint.report import json as json_report
-from mhalint.rule import PluginError, load_rules
-from mhalint.selection import SelectionError
-from mhalint.settings import resolve as resolve_settings
-from mhalint.source import decode
+
+if TYPE_CHECKING:
+    from mhalint.engine import Checker
+
+# Everything that imports libcst (the engine, the rules, the formats that need rule metadata) is imported inside the
+# commands, so that `mhalint --version` and `mhalint --help` start in a few milliseconds.
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -44,7 +39,13 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except (UsageError, PluginError, SelectionError, ConfigError) as error:
+        except Exception as error:
+            from mhalint.config import ConfigError
+            from mhalint.rule import PluginError
+            from mhalint.selection import SelectionError
+
+            if not isinstance(error, (UsageError, PluginError, SelectionError, ConfigError)):
+                raise
             click.echo(f"mhalint: error: {error}", err=True)
             ctx.exit(EXIT_ERROR)
 
@@ -67,8 +68,9 @@ def _probe_options(command):
                         help=f"Memory cap of the probe process [default: {ProbeLimits.memory_mb}].")(command)
 
 
-_FORMATS = {"concise": concise, "full": full, "json": json_report, "json-lines": json_lines, "github": github,
-            "sarif": sarif}
+_FORMATS = {"concise": "mhalint.report.concise", "full": "mhalint.report.full", "json": "mhalint.report.json",
+            "json-lines": "mhalint.report.json_lines", "github": "mhalint.report.github",
+            "sarif": "mhalint.report.sarif"}
 _FORMAT_HELP = "Default: full on a terminal, concise otherwise."
 STDIN = Path("-")
 
@@ -106,6 +108,11 @@ def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_sele
           unsafe_fixes: bool, diff: bool, exit_zero: bool, no_cache: bool, jobs: int | None, probe: bool,
           probe_timeout, probe_total_timeout, probe_memory, show_traceback: bool) -> None:
     """Check PATHS (files or directories; default: the current directory; - reads standard input)."""
+    from mhalint.cache import Cache, cache_dir
+    from mhalint.engine import Checker
+    from mhalint.rule import load_rules
+    from mhalint.settings import resolve as resolve_settings
+
     missing = [str(path) for path in paths if path != STDIN and not os.path.lexists(path)]
     if missing:
         raise UsageError(f"path {missing[0]!r} does not exist")
@@ -145,7 +152,7 @@ def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_sele
         findings = _probe(findings, rules, settings.probe_limits)
     summary = _summary(len(findings), result.files_checked, hidden=sum(map(settings.hidden, result.findings)),
                        threshold=settings.threshold)
-    fixable = sum(1 for f in findings if applicable(f, unsafe=False))
+    fixable = sum(1 for f in findings if f.fix is not None and f.fix.applicability == SAFE)
     if fix:
         summary += f" Fixed {outcome.applied} finding{'s' if outcome.applied != 1 else ''}."
     elif fixable:
@@ -162,6 +169,10 @@ def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_sele
 def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: bool, unsafe: bool,
                  output_format: str | None, rules) -> None:
     """Lint standard input; with --fix print the fixed source (findings go to stderr), as ruff does."""
+    from mhalint.fixes import FixError, fix_source
+    from mhalint.report import concise
+    from mhalint.source import decode
+
     raw = click.get_binary_stream("stdin").read()
     findings = shown(checker.check_source(raw, filename))
     if fix or diff:
@@ -187,6 +198,10 @@ def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: boo
 @main.command()
 def clean() -> None:
     """Remove the findings cache (.mhalint_cache in the project, or MHALINT_CACHE_DIR)."""
+    from mhalint import config
+    from mhalint.cache import cache_dir
+    from mhalint.cache import clean as clean_cache
+
     found = config.find(Path.cwd())
     directory = cache_dir(found.parent if found else Path.cwd())
     removed = clean_cache(directory)
@@ -201,6 +216,8 @@ def clean() -> None:
 def probe_command(source, output_format: str, probe_timeout: float, probe_total_timeout: float,
                   probe_memory: int) -> None:
     """Run the probe on findings saved with `check --output-format json` (SOURCE: a file, or - for stdin)."""
+    from mhalint.rule import load_rules
+
     try:
         data = json.load(source)
         items = data["findings"] if isinstance(data, dict) else data
@@ -223,6 +240,10 @@ class _FixOutcome:
 
 def _fix_files(checker: Checker, findings, shown, *, unsafe: bool, write: bool) -> _FixOutcome:
     """Fix (or, when not writing, print the diff of) every file with an applicable fix."""
+    import libcst as cst
+
+    from mhalint.fixes import FixError, SourceFile, applicable, fix_source
+
     outcome = _FixOutcome()
     for path in sorted({f.path for f in findings if applicable(f, unsafe)}):
         try:
@@ -250,7 +271,7 @@ def _probe(findings, rules, limits: ProbeLimits):
 def _print(findings, output_format: str | None, summary: str, rules=None) -> None:
     """Findings in the chosen format; the summary line only for the human formats."""
     output_format = output_format or ("full" if sys.stdout.isatty() else "concise")
-    text = _FORMATS[output_format].render(findings, rules)
+    text = importlib.import_module(_FORMATS[output_format]).render(findings, rules)
     if text:
         click.echo(text.rstrip("\n"))
     if output_format in ("concise", "full"):
@@ -264,6 +285,9 @@ def _print(findings, output_format: str | None, summary: str, rules=None) -> Non
               show_default=True, help="json: machine-readable; markdown (with --all): the README's rules table.")
 def rule(code: str | None, show_all: bool, output_format: str) -> None:
     """Explain rule CODE, or list all rules with --all."""
+    from mhalint import ruledocs
+    from mhalint.rule import load_rules
+
     rules = load_rules()
     if show_all or code is None:
         if output_format == "json":

@@ -164,3 +164,18 @@ def test_gitignored_files_are_skipped(tmp_path: Path):
     (tmp_path / "generated" / "bad.py").write_text(BAD)
     assert run("check", ".", cwd=tmp_path).exit_code == 0
     assert run("check", "--no-respect-gitignore", ".", cwd=tmp_path).exit_code == 1
+
+
+def test_version_and_help_do_not_import_libcst_or_torch():
+    probe = textwrap.dedent("""
+        import sys
+        from mhalint.cli import main
+        for args in (["--version"], ["--help"]):
+            try:
+                main(args)
+            except SystemExit:
+                pass
+        print("heavy imported:", sorted(m for m in ("libcst", "torch") if m in sys.modules))
+    """)
+    completed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert "heavy imported: []" in completed.stdout, completed.stdout + completed.stderr

@@ -15,10 +15,12 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from mhalint.finding import SKIPPED, Finding, ProbeResult
-from mhalint.rule import Rule
+
+if TYPE_CHECKING:  # the rules import libcst, which `mhalint --version` and the probe worker need not load
+    from mhalint.rule import Rule
 
 INSTALL_HINT = "pip install 'mhalint[probe]'"
 
