@@ -8,7 +8,6 @@ attention code uses.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -17,6 +16,7 @@ import libcst as cst
 from mhalint import torchapi
 from mhalint.comments import comments
 from mhalint.positions import Positions
+from mhalint.source import line_starts
 from mhalint.walk import parents, walk
 
 
@@ -101,7 +101,7 @@ class ModuleContext:
         """The module's source split into lines, keeping each line's ending."""
         if "lines" not in self.memo:
             code = self.module.code
-            starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", code)]  # as positions count lines
+            starts = line_starts(code)
             self.memo["lines"] = [code[a:b] for a, b in zip(starts, starts[1:] + [len(code)])]
         return self.memo["lines"]
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Callable, Iterable, Sequence
 import libcst as cst
 
 from mhalint.finding import SAFE, Finding, Fix
-from mhalint.source import decode
+from mhalint.source import decode, line_starts
 
 MAX_ROUNDS = 10  # ruff's limit too: fixes that keep producing fixes are a bug, not a reason to loop forever
 
@@ -37,7 +36,7 @@ def apply_fixes(source: str, findings: Iterable[Finding], unsafe: bool) -> tuple
     """The source with every applicable, non-overlapping fix applied (earlier ones win an overlap), and how many
     fixes were applied. Overlapping fixes are picked up by the next round of `fix_source`."""
     fixes = sorted((f.fix for f in findings if applicable(f, unsafe)), key=lambda fix: _start(fix))
-    starts = _line_starts(source)
+    starts = line_starts(source)
     chosen: list[tuple[int, int, str]] = []
     end_of_last = -1
     applied = 0
@@ -113,11 +112,6 @@ class SourceFile:
 def _start(fix: Fix) -> tuple[int, int]:
     first = min(fix.edits, key=lambda e: (e.line, e.column))
     return first.line, first.column
-
-
-def _line_starts(source: str) -> list[int]:
-    """Offsets where each line starts, counting lines as Python (and libcst) do: \n, \r\n or \r only."""
-    return [0] + [match.end() for match in re.finditer(r"\r\n|\r|\n", source)]
 
 
 def _offset(starts: list[int], line: int, column: int) -> int:

@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass, replace
 
 from mhalint.finding import Finding
+from mhalint.source import LINE_BREAK
 
 _MAGIC = re.compile(r"^\s*[%!]")
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # Python's line breaks only (str.splitlines also breaks at \x0c, U+2028...)
 _LINE_REFERENCE = re.compile(r"\bline (\d+)\b")
 _ASSIGNED_SHELL = re.compile(r"^\s*[\w.]+\s*=\s*[!%]")
 
@@ -43,7 +43,7 @@ class Notebook:
             if not isinstance(cell, dict) or cell.get("cell_type") != "code":
                 continue
             text = _cell_source(cell.get("source", ""), number)
-            cell_lines = _LINE_BREAK.split(text.rstrip("\r\n")) if text else [""]
+            cell_lines = LINE_BREAK.split(text.rstrip("\r\n")) if text else [""]
             blank = cell_lines[0].lstrip().startswith("%%")
             for line_number, line in enumerate(cell_lines, start=1):
                 lines.append("" if blank else _neutralise(line))

@@ -9,12 +9,13 @@ position is asked for. The semantics are PositionProvider's: syntactic positions
 from __future__ import annotations
 
 import bisect
-import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
+
+from mhalint.source import line_starts
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class Positions:
         module._codegen(state)
         self._spans = state.spans
         code = "".join(state.tokens)
-        self._line_starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", code)]
+        self._line_starts = line_starts(code)
 
     def __getitem__(self, node: cst.CSTNode) -> Span:
         start, end = self._spans[node]

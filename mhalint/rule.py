@@ -18,6 +18,7 @@ import libcst as cst
 
 from mhalint.context import ModuleContext, Scope
 from mhalint.finding import Edit, Finding, Fix, Severity
+from mhalint.source import LINE_BREAK
 
 ENTRY_POINT_GROUP = "mhalint.rules"
 CODE_PATTERN = re.compile(r"^[A-Z]+[0-9]+$")
@@ -145,7 +146,7 @@ def _minimal_edit(before: str, after: str, line: int, column: int) -> Edit:
 
 def _advance(text: str, line: int, column: int) -> tuple[int, int]:
     """The position after `text` when it starts at line, column (lines end at \n, \r\n or \r)."""
-    breaks = list(re.finditer(r"\r\n|\r|\n", text))
+    breaks = list(LINE_BREAK.finditer(text))
     if not breaks:
         return line, column + len(text)
     return line + len(breaks), len(text) - breaks[-1].end() + 1

@@ -7,7 +7,17 @@ split at `\\n` only and so misses a declaration in a file with old Mac (`\\r`) l
 from __future__ import annotations
 
 import io
+import re
 import tokenize
+
+# Line breaks as Python, libcst's positions and mhalint's findings count them (str.splitlines also breaks at
+# \x0c, \x1c-\x1e, \x85, U+2028 and U+2029, which are not line breaks in Python source).
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def line_starts(text: str) -> list[int]:
+    """The offset where each line of `text` starts."""
+    return [0] + [match.end() for match in LINE_BREAK.finditer(text)]
 
 
 def decode(raw: bytes) -> tuple[str, str]:

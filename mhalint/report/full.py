@@ -26,20 +26,18 @@ a notebook is shown in its cell (` --> path:cell N:line:col`, the frame from the
 from __future__ import annotations
 
 import json
-import re
 import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from mhalint.finding import SAFE, Finding
-from mhalint.source import decode
+from mhalint.source import LINE_BREAK, decode
 
 if TYPE_CHECKING:
     from mhalint.rule import Rule
 
 TAB_SIZE = 4  # ruff's default indent width, which its code frames use for tabs
 CONTEXT = 2  # source lines shown before and after the flagged one
-_NEWLINE = re.compile(r"\r\n|\r|\n")  # line breaks as Python (and libcst's positions) count them
 
 
 def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None = None) -> str:
@@ -73,7 +71,7 @@ def _read_lines(path: str) -> list[str] | None:
         text, _ = decode(Path(path).read_bytes())
     except (OSError, ValueError, SyntaxError, LookupError):  # UnicodeDecodeError is a ValueError
         return None
-    return _NEWLINE.split(text)
+    return LINE_BREAK.split(text)
 
 
 def _read_cells(path: str) -> dict[int, list[str]] | None:
