@@ -11,7 +11,6 @@ import concurrent.futures
 import contextlib
 import multiprocessing
 import os
-import re
 import sys
 import threading
 import traceback
@@ -24,6 +23,7 @@ import libcst as cst
 from mhalint import noqa
 from mhalint.cache import Cache
 from mhalint.notebook import Notebook, NotebookError
+from mhalint.prefilter import Prefilter
 from mhalint.context import ModuleContext
 from mhalint.discovery import discover
 from mhalint.finding import Finding, Severity
@@ -53,18 +53,12 @@ class Result:
     tracebacks: list[str] = field(default_factory=list)
 
 
-def trigger_pattern(rules: Iterable[type[Rule]]) -> re.Pattern[bytes]:
-    """One compiled regex over bytes that matches any enabled rule's trigger pattern."""
-    patterns = sorted({pattern for rule in rules for pattern in rule.triggers})
-    return re.compile(b"|".join(f"(?:{pattern})".encode() for pattern in patterns))
-
-
 class Checker:
     """Runs a fixed set of rules over sources; reusable across files."""
 
     def __init__(self, rules: Sequence[type[Rule]]):
         self.rules = list(rules)
-        self.triggers = trigger_pattern(self.rules)
+        self.prefilter = Prefilter(pattern for rule in self.rules for pattern in rule.triggers)
 
     def check_paths(self, paths: Iterable[str | Path], *, cache: Cache | None = None, jobs: int | None = None,
                     **discovery) -> Result:
@@ -89,7 +83,7 @@ class Checker:
                 result.findings.append(_engine_finding(path, READ_ERROR, error.strerror or str(error)))
                 continue
             result.files_checked += 1
-            if self.triggers.search(raw) or path.endswith(".ipynb"):  # a notebook is read even to say it is broken
+            if self.prefilter.matches(raw) or path.endswith(".ipynb"):  # a notebook is read even to say it is broken
                 parse.append((path, raw, stat))
             elif cache is not None:
                 cache.store(path, raw, stat, [])
@@ -144,7 +138,7 @@ class Checker:
 
     def check_source(self, source: bytes, path: str, result: Result | None = None) -> list[Finding]:
         """Findings for one file's bytes (noqa applied, sorted)."""
-        if not self.rules or not self.triggers.search(source):
+        if not self.prefilter.matches(source):
             return []
         return _on_deep_stack(self._check, source, path, result or Result())
 

@@ -1,0 +1,104 @@
+"""The prefilter: literal anchors read from trigger patterns, and matches in code only (not in prose)."""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from mhalint import torchapi
+from mhalint.prefilter import Prefilter, anchors_of
+
+ALL_TRIGGERS = (torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER, torchapi.SDPA_TRIGGER,
+                torchapi.MHA_FORWARD_FN_TRIGGER)
+
+
+@pytest.mark.parametrize("pattern, anchors", [
+    (torchapi.MHA_TRIGGER, ["MultiheadAttention"]),
+    (torchapi.TRANSFORMER_TRIGGER, ["Transformer"] * 5),
+    ("softmax", ["softmax"]),
+    (r"a{2,3}bc", ["bc"]),  # the digits of a repeat count are not literal text
+    (r"ab?c", ["a"]),  # the character before a quantifier may be absent
+    (r"[abc]xyz", ["xyz"]),
+    (r"(?:foo)", ["foo"]),
+    (r"(?:a|b)cd", ["cd"]),
+    (r"(?i)foo", None),  # case-insensitive: a literal search would miss FOO
+    (r"foo|\d+", None),  # the second alternative has no literal
+    (r"\x41bc", None),  # an escape the reader does not decode
+])
+def test_anchors_are_literals_every_match_contains(pattern, anchors):
+    assert anchors_of(pattern) == anchors
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("attn = nn.MultiheadAttention(8, 2)\n", True),
+    ("# nn.MultiheadAttention(8, 2)\n", False),
+    ('"""A DETR model (an encoder-decoder Transformer)."""\n', False),
+    ("def f():\n    '''Calls\n    F.scaled_dot_product_attention(q, k, v).\n    '''\n", False),
+    ("name = 'nn.MultiheadAttention'\n", False),
+    ('text = f"{nn.MultiheadAttention(8, 2)}"\n', True),  # a replacement field is code
+    ("x = 1  # MultiheadAttention\ny = nn.MultiheadAttention(8, 2)\n", True),
+    ("x = 'it''s'  # a comment\rmha = nn.MultiheadAttention(8, 2)\r", True),  # CR-only line breaks
+    ('s = "unterminated\nmha = nn.MultiheadAttention(8, 2)\n', True),  # a string the lexer cannot close
+    ("a = '#'; mha = nn.MultiheadAttention(8, 2)\n", True),  # a `#` inside a string starts no comment
+    ("nothing to see here\n", False),
+])
+def test_a_trigger_counts_only_in_code(source, expected):
+    assert Prefilter(ALL_TRIGGERS).matches(source.encode()) is expected
+
+
+def test_a_pattern_without_anchor_searches_every_line():
+    prefilter = Prefilter([r"[0-9]{3}[a-z]+"])
+    assert prefilter.anchors is None
+    assert prefilter.matches(b"x = 1\ny = f(123attention)\n")
+    assert not prefilter.matches(b"x = 1\n# 123attention\n")
+
+
+def test_no_patterns_match_nothing():
+    assert not Prefilter([]).matches(b"nn.MultiheadAttention(8, 2)\n")
+
+
+# Statements mixing code, comments, strings and docstrings that name the APIs; any sequence of them is valid Python.
+_STATEMENTS = [
+    "mha = nn.MultiheadAttention(8, 2)",
+    "out = F.scaled_dot_product_attention(q, k, v)",
+    "layer = nn.TransformerEncoderLayer(8, 2)",
+    "x = 1  # nn.MultiheadAttention is seq-first",
+    "# F.scaled_dot_product_attention flips the mask",
+    '"""A Transformer (encoder-decoder) model.\n\nUses nn.MultiheadAttention.\n"""',
+    "'''it's a scaled_dot_product_attention wrapper'''",
+    "name = 'MultiheadAttention'",
+    'doc = "an \\"escaped\\" TransformerDecoder"',
+    "r = rb'\\'MultiheadAttention'",
+    'msg = f"{nn.MultiheadAttention(8, 2)}"',
+    "total = a + b",
+    "s = '#' + \"'\"",
+]
+
+
+def _reference(source: str, regex: re.Pattern[str]) -> bool:
+    """What Python's own tokenizer says: a match that starts outside comments and non-f strings."""
+    prose = []
+    lines = source.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        is_f_string = token.type == tokenize.STRING and "f" in token.string.split(token.string[-1])[0].lower()
+        if token.type == tokenize.COMMENT or (token.type == tokenize.STRING and not is_f_string):
+            start = offsets[token.start[0] - 1] + token.start[1]
+            end = offsets[token.end[0] - 1] + token.end[1]
+            prose.append((start, end))
+    return any(not any(start <= match.start() < end for start, end in prose) for match in regex.finditer(source))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_STATEMENTS), max_size=8))
+def test_agrees_with_pythons_tokenizer(statements):
+    source = "\n".join(statements) + "\n"
+    prefilter = Prefilter(ALL_TRIGGERS)
+    regex = re.compile(prefilter.regex.pattern.decode())
+    assert prefilter.matches(source.encode()) is _reference(source, regex)
