@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import libcst as cst
+from mhalint.lazy import cst
 
 from mhalint import torchapi
 from mhalint.context import Binding, ModuleContext, Scope
@@ -229,7 +229,7 @@ def module_calls(ctx: ModuleContext, built: Construction) -> list[ModuleCall]:
 
 
 # Arguments bound while following a call into a project function: (callee scope, parameter, argument, caller scope).
-Env = tuple[tuple[Scope, str, cst.BaseExpression, Scope], ...]
+Env = "tuple[tuple[Scope, str, cst.BaseExpression, Scope], ...]"
 
 
 def instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int = 0,

@@ -9,15 +9,17 @@ attention code uses.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-import libcst as cst
+from mhalint.lazy import cst
 
 from mhalint import torchapi
 from mhalint.comments import comments
-from mhalint.positions import Positions
 from mhalint.source import line_starts
 from mhalint.walk import parents, walk
+
+if TYPE_CHECKING:
+    from mhalint.positions import Positions
 
 
 @dataclass(eq=False)
@@ -88,6 +90,8 @@ class ModuleContext:
     # ---- positions (resolved lazily: only files with something to report pay for them) ----
     def position(self, node: cst.CSTNode):
         if self._positions is None:
+            from mhalint.positions import Positions  # subclasses a libcst class: imported when first needed
+
             self._positions = Positions(self.module)
         return self._positions[node]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import libcst as cst
+from mhalint.lazy import cst
 
 from mhalint import noqa
 from mhalint.cache import Cache

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-import libcst as cst
+from mhalint.lazy import cst
 
 from mhalint.finding import SAFE, Finding, Fix
 from mhalint.source import decode, line_starts

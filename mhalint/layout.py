@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import libcst as cst
+from mhalint.lazy import cst
 
 from mhalint.calls import Construction, callers, instance
 from mhalint.context import Binding, ModuleContext, Scope

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-import libcst as cst
+from mhalint.lazy import cst
 
 from mhalint import torchapi
 from mhalint.calls import callers, mask_arguments, project_function, returned

@@ -12,7 +12,7 @@ import bisect
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import libcst as cst
+from mhalint.lazy import cst
 from libcst._nodes.internal import CodegenState
 
 from mhalint.source import line_starts

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Callable, ClassVar, Iterable
 
-import libcst as cst
+from mhalint.lazy import cst
 
 from mhalint.context import ModuleContext, Scope
 from mhalint.finding import Edit, Finding, Fix, Severity

@@ -9,7 +9,7 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass
 
-import libcst as cst
+from mhalint.lazy import cst
 
 from mhalint import torchapi
 from mhalint.calls import Construction, callers
@@ -17,13 +17,13 @@ from mhalint.context import Binding, ModuleContext, Scope
 
 _MAX_DEPTH = 12
 
-_BINARY = {
-    cst.Add: operator.add,
-    cst.Subtract: operator.sub,
-    cst.Multiply: operator.mul,
-    cst.FloorDivide: operator.floordiv,
-    cst.Divide: operator.truediv,
-    cst.Modulo: operator.mod,
+_BINARY = {  # by libcst node name, so that importing this module does not load libcst
+    "Add": operator.add,
+    "Subtract": operator.sub,
+    "Multiply": operator.mul,
+    "FloorDivide": operator.floordiv,
+    "Divide": operator.truediv,
+    "Modulo": operator.mod,
 }
 _CONSTANT_NAMES = {"True": True, "False": False, "None": None}
 _BUILTINS = {"int": int, "max": max, "min": min, "abs": abs}
@@ -73,7 +73,7 @@ def resolve(ctx: ModuleContext, expr: cst.BaseExpression | None, scope: Scope, d
 
 
 def _resolve_binary(ctx: ModuleContext, expr: cst.BinaryOperation, scope: Scope, depth: int) -> Value | None:
-    function = _BINARY.get(type(expr.operator))
+    function = _BINARY.get(type(expr.operator).__name__)
     if function is None:
         return None
     left = resolve(ctx, expr.left, scope, depth + 1)

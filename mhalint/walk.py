@@ -10,8 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from libcst import ClassDef, FunctionDef, Lambda
-from libcst._nodes.base import CSTNode
+from mhalint.lazy import cst
 
 _TRIVIA = {"lpar", "rpar", "comma", "semicolon", "leading_lines", "lines_after_decorators", "trailing_whitespace",
            "header", "footer", "colon", "first_colon", "second_colon", "dot", "equal", "lbracket", "rbracket",
@@ -27,28 +26,32 @@ def _code_fields(node_type: type) -> tuple[str, ...]:
     return names
 
 
-def walk(node: CSTNode, enter: Callable[[CSTNode], bool], leave: Callable[[CSTNode], None]) -> None:
+def walk(node: cst.CSTNode, enter: Callable[[cst.CSTNode], bool], leave: Callable[[cst.CSTNode], None]) -> None:
     """Call `enter` on each node (its children are skipped when it returns False), then `leave`."""
+    _walk(node, enter, leave, cst.CSTNode)
+
+
+def _walk(node, enter, leave, node_type: type) -> None:
     if not enter(node):
         return
     for name in _code_fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, CSTNode):
-            walk(value, enter, leave)
+        if isinstance(value, node_type):
+            _walk(value, enter, leave, node_type)
         elif isinstance(value, (list, tuple)):
             for item in value:
-                if isinstance(item, CSTNode):
-                    walk(item, enter, leave)
+                if isinstance(item, node_type):
+                    _walk(item, enter, leave, node_type)
     leave(node)
 
 
-def own_nodes(root: CSTNode, kinds: tuple[type, ...]) -> list[CSTNode]:
+def own_nodes(root: cst.CSTNode, kinds: tuple[type, ...]) -> list[cst.CSTNode]:
     """The nodes of the given kinds inside `root`, not looking into functions, classes or lambdas nested in it
     (what belongs to `root`'s own body)."""
-    found: list[CSTNode] = []
-    nested = (FunctionDef, ClassDef, Lambda)
+    found: list[cst.CSTNode] = []
+    nested = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 
-    def enter(node: CSTNode) -> bool:
+    def enter(node: cst.CSTNode) -> bool:
         if isinstance(node, kinds):
             found.append(node)
         return node is root or not isinstance(node, nested)
@@ -57,12 +60,12 @@ def own_nodes(root: CSTNode, kinds: tuple[type, ...]) -> list[CSTNode]:
     return found
 
 
-def parents(root: CSTNode) -> dict[CSTNode, CSTNode]:
+def parents(root: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
     """Each node's parent, for every node under `root` that carries code."""
-    found: dict[CSTNode, CSTNode] = {}
-    stack: list[CSTNode] = []
+    found: dict[cst.CSTNode, cst.CSTNode] = {}
+    stack: list[cst.CSTNode] = []
 
-    def enter(node: CSTNode) -> bool:
+    def enter(node: cst.CSTNode) -> bool:
         if stack:
             found[node] = stack[-1]
         stack.append(node)
@@ -72,5 +75,5 @@ def parents(root: CSTNode) -> dict[CSTNode, CSTNode]:
     return found
 
 
-def _nothing(node: CSTNode) -> None:
+def _nothing(node: cst.CSTNode) -> None:
     return None

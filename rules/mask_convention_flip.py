@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import libcst as cst
+from mhalint.lazy import cst
 
 from mhalint import torchapi
 from mhalint.calls import mask_arguments

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import libcst as cst
+from mhalint.lazy import cst
 
 from mhalint import torchapi
 from mhalint.calls import (PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, call_target, callers, instance, project_function,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-import libcst as cst
+from mhalint.lazy import cst
 
 from mhalint import torchapi
 from mhalint.calls import call_target, callers, project_function, returned

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import libcst as cst
+from mhalint.lazy import cst
 
 from mhalint import torchapi
 from mhalint.calls import call_target
@@ -12,8 +12,6 @@ from mhalint.rule import Invalid, Rule, Valid
 from mhalint.values import resolve
 
 _MATH_ERROR = "Explicit attn_mask should not be set when is_causal=True"
-# Expressions that can take `.size(-2)` / `&` without parentheses.
-_ATOMIC = (cst.Name, cst.Attribute, cst.Subscript, cst.Call)
 
 
 class SdpaCausalAndMask(Rule):
@@ -194,7 +192,7 @@ def _fold(code, target, mask_expr: cst.BaseExpression, kind: str | None) -> str:
         sizes = "L, S, dtype=torch.bool"
     causal = f"torch.ones({sizes}).tril()"
     mask = code(mask_expr)
-    if not isinstance(mask_expr, _ATOMIC):
+    if not isinstance(mask_expr, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)):  # `&` binds tighter
         mask = f"({mask})"
     bool_form = f"`attn_mask={mask} & {causal}`"
     float_form = f"`attn_mask={mask}.masked_fill(~{causal}, float(\"-inf\"))`"

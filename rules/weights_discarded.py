@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-import libcst as cst
-from libcst.metadata import ExpressionContext, ExpressionContextProvider, MetadataWrapper
+from mhalint.lazy import cst
 
 from mhalint import torchapi
 from mhalint.calls import call_target, with_argument
@@ -315,6 +314,8 @@ def _forwarded(ctx, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> b
 def _loads(ctx, scope_node: cst.CSTNode) -> dict[str, list[tuple[cst.Name, bool]]]:
     """Every name read in a scope (nested functions included: a closure's read counts), with whether the read
     is `name[0]`; keyword names and attribute names are not reads."""
+    from libcst.metadata import ExpressionContext, ExpressionContextProvider, MetadataWrapper  # libcst is deferred
+
     memo = ctx.memo.setdefault("MHA007-loads", {})
     if scope_node in memo:
         return memo[scope_node]

@@ -179,3 +179,23 @@ def test_version_and_help_do_not_import_libcst_or_torch():
     """)
     completed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert "heavy imported: []" in completed.stdout, completed.stdout + completed.stderr
+
+
+def test_checking_files_without_an_attention_call_does_not_load_libcst(tmp_path: Path):
+    """The pre-commit case: rules are loaded (their trigger patterns are needed) but libcst's code never runs,
+    even for a file that names an API in a comment or docstring only. A file with a call loads it."""
+    (tmp_path / "plain.py").write_text('"""Wraps nn.MultiheadAttention."""\nimport os  # see scaled_dot_product_attention\n')
+    (tmp_path / "bad.py").write_text(BAD)
+    probe = textwrap.dedent("""
+        import sys
+        from mhalint.cli import main
+        try:
+            main(["check", "--no-cache", sys.argv[1]])
+        except SystemExit as exit:
+            print("exit", exit.code)
+        print("libcst loaded:", "libcst._nodes.base" in sys.modules)
+    """)
+    plain = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "plain.py")], capture_output=True, text=True)
+    assert "exit 0" in plain.stdout and "libcst loaded: False" in plain.stdout, plain.stdout + plain.stderr
+    bad = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "bad.py")], capture_output=True, text=True)
+    assert "exit 1" in bad.stdout and "libcst loaded: True" in bad.stdout, bad.stdout + bad.stderr
