@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mhalint.lazy import cst
-
 from mhalint import torchapi
 from mhalint.context import Binding, ModuleContext, Scope
+from mhalint.lazy import cst
 from mhalint.walk import own_nodes
 
 PROJECT_PREFIX = "<module>."

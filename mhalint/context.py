@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
-from mhalint.lazy import cst
-
 from mhalint import torchapi
 from mhalint.comments import comments
+from mhalint.lazy import cst
 from mhalint.source import line_starts
 from mhalint.walk import parents, walk
 

@@ -18,15 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from mhalint.lazy import cst
-
 from mhalint import noqa
 from mhalint.cache import Cache
-from mhalint.notebook import Notebook, NotebookError
-from mhalint.prefilter import Prefilter
 from mhalint.context import ModuleContext
 from mhalint.discovery import discover
 from mhalint.finding import Finding, Severity
+from mhalint.lazy import cst
+from mhalint.notebook import Notebook, NotebookError
+from mhalint.prefilter import Prefilter
 from mhalint.rule import Rule
 from mhalint.source import decode
 from mhalint.walk import walk

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from mhalint.lazy import cst
-
 from mhalint.finding import SAFE, Finding, Fix
+from mhalint.lazy import cst
 from mhalint.source import decode, line_starts
 
 MAX_ROUNDS = 10  # ruff's limit too: fixes that keep producing fixes are a bug, not a reason to loop forever

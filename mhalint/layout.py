@@ -11,10 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mhalint.lazy import cst
-
 from mhalint.calls import Construction, callers, instance
 from mhalint.context import Binding, ModuleContext, Scope
+from mhalint.lazy import cst
 from mhalint.values import resolve
 
 BATCH_FIRST, SEQ_FIRST = "batch-first", "sequence-first"

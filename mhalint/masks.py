@@ -12,11 +12,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from mhalint.lazy import cst
-
 from mhalint import torchapi
 from mhalint.calls import callers, mask_arguments, project_function, returned
 from mhalint.context import ModuleContext, Scope
+from mhalint.lazy import cst
 from mhalint.torchapi import IGNORE, KEEP
 from mhalint.values import resolve
 

@@ -12,7 +12,7 @@ import bisect
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from mhalint.lazy import cst
+import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from mhalint.source import line_starts

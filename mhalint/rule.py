@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Callable, ClassVar, Iterable
 
-from mhalint.lazy import cst
-
 from mhalint.context import ModuleContext, Scope
 from mhalint.finding import Edit, Finding, Fix, Severity
+from mhalint.lazy import cst
 from mhalint.source import LINE_BREAK
 
 ENTRY_POINT_GROUP = "mhalint.rules"

@@ -9,11 +9,10 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass
 
-from mhalint.lazy import cst
-
 from mhalint import torchapi
 from mhalint.calls import Construction, callers
 from mhalint.context import Binding, ModuleContext, Scope
+from mhalint.lazy import cst
 
 _MAX_DEPTH = 12
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from mhalint.lazy import cst
-
 from mhalint import torchapi
 from mhalint.calls import construction, module_calls, with_argument
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity
 from mhalint.layout import BATCH_FIRST, SEQ_FIRST, LayoutReader
+from mhalint.lazy import cst
 from mhalint.rule import Invalid, Rule, Valid
 from mhalint.values import constructor_values, resolve
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from mhalint.lazy import cst
-
 from mhalint import torchapi
 from mhalint.calls import mask_arguments
 from mhalint.context import Scope
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity
+from mhalint.lazy import cst
 from mhalint.masks import BOOL, ZERO_ONE, Mask, MaskReader
 from mhalint.rule import Invalid, Rule, Valid
 from mhalint.torchapi import IGNORE, KEEP

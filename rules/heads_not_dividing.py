@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from mhalint.lazy import cst
-
 from mhalint import torchapi
 from mhalint.calls import construction
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, SKIPPED, Severity
+from mhalint.lazy import cst
 from mhalint.rule import Invalid, Rule, Valid
 from mhalint.values import Value, constructor_values, resolve
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from mhalint.lazy import cst
-
 from mhalint import torchapi
 from mhalint.calls import call_target
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, Severity
+from mhalint.lazy import cst
 from mhalint.rule import Invalid, Rule, Valid
 from mhalint.values import constructor_values, resolve
 

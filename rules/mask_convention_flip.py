@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from mhalint.lazy import cst
-
 from mhalint import torchapi
 from mhalint.calls import mask_arguments
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity
+from mhalint.lazy import cst
 from mhalint.masks import BOOL, Mask, MaskReader, describe
 from mhalint.rule import Invalid, Rule, Valid
 from mhalint.torchapi import IGNORE, KEEP

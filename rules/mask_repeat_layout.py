@@ -5,10 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mhalint.lazy import cst
-
 from mhalint import torchapi
 from mhalint.calls import (PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, call_target, callers, instance, project_function,
+from mhalint.lazy import cst
                            returned, wrapping_chain)
 from mhalint.context import Binding, Scope
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from mhalint.lazy import cst
-
 from mhalint import torchapi
 from mhalint.calls import construction, module_calls
 from mhalint.fastpath import off_reason
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, SKIPPED, Severity
+from mhalint.lazy import cst
 from mhalint.rule import Invalid, Rule, Valid
 from mhalint.values import constructor_values, resolve
 

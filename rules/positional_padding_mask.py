@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import re
 
-from mhalint.lazy import cst
-
 from mhalint import torchapi
 from mhalint.calls import call_target, callers, project_function, returned
 from mhalint.context import Binding, Scope
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity
+from mhalint.lazy import cst
 from mhalint.rule import Invalid, Rule, Valid
 
 # Names that say the tensor is an (L, S) attention mask, and names that say it is a padding mask after all.

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from mhalint.lazy import cst
-
 from mhalint import torchapi
 from mhalint.calls import call_target, with_argument
 from mhalint.context import Scope
 from mhalint.fastpath import off_reason
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, SAFE, Severity
+from mhalint.lazy import cst
 from mhalint.rule import Invalid, Rule, Valid
 from mhalint.values import constructor_values, resolve
 
