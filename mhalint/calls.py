@@ -116,7 +116,16 @@ class Target:
 
 
 def call_target(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Target | None:
-    """The torch attention API a call invokes: a function such as SDPA, or the forward of a known module."""
+    """The torch attention API a call invokes: a function such as SDPA, or the forward of a known module.
+    Memoised per module: most rules ask it of every call."""
+    memo = ctx.memo.setdefault("call_target", {})
+    key = (call, id(scope))
+    if key not in memo:
+        memo[key] = _call_target(ctx, call, scope)
+    return memo[key]
+
+
+def _call_target(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Target | None:
     name = ctx.qualified_name(call.func, scope)
     if name in torchapi.CALLS and name not in torchapi.CONSTRUCTORS:
         return Target(name, bind(call, torchapi.CALLS[name]))

@@ -8,6 +8,7 @@ attention code uses.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
@@ -71,9 +72,13 @@ class Scope:
 class ModuleContext:
     """What a rule may ask about the module it is visiting."""
 
-    def __init__(self, module: cst.Module, path: str):
+    def __init__(self, module: cst.Module, path: str, source: str | None = None, syntax: ast.Module | None = None):
+        """`source` is the text `module` was parsed from and `syntax` CPython's tree of it, when the caller has
+        them: they spare generating the module's code again for lines and positions."""
         self.module = module
         self.path = path
+        self._source = source
+        self._syntax = syntax
         self._positions: Positions | None = None
         self.imports: dict[str, str] = {}  # local name -> dotted name it refers to
         self.star_imports: list[str] = []
@@ -89,10 +94,27 @@ class ModuleContext:
     # ---- positions (resolved lazily: only files with something to report pay for them) ----
     def position(self, node: cst.CSTNode):
         if self._positions is None:
-            from mhalint.positions import Positions  # subclasses a libcst class: imported when first needed
+            from mhalint.positions import Positions, statement_starts  # imported when first needed
 
-            self._positions = Positions(self.module)
+            starts = statement_starts(self.module, self._syntax) if self._syntax is not None else None
+            self._positions = Positions(self.module, self.source(), starts, self._top_statement)
         return self._positions[node]
+
+    def _top_statement(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The statement of the module's body that holds `node`."""
+        while True:
+            parent = self.parent(node)
+            if parent is None:
+                return None
+            if parent is self.module:
+                return node
+            node = parent
+
+    def source(self) -> str:
+        """The module's source text."""
+        if self._source is None:
+            self._source = self.module.code
+        return self._source
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The node `node` sits in (computed for the whole module on first use)."""
@@ -103,7 +125,7 @@ class ModuleContext:
     def source_lines(self) -> list[str]:
         """The module's source split into lines, keeping each line's ending."""
         if "lines" not in self.memo:
-            code = self.module.code
+            code = self.source()
             starts = line_starts(code)
             self.memo["lines"] = [code[a:b] for a, b in zip(starts, starts[1:] + [len(code)])]
         return self.memo["lines"]

@@ -150,14 +150,15 @@ class Checker:
             text, _ = decode(source)
         except (UnicodeDecodeError, LookupError, SyntaxError) as error:
             return [_engine_finding(path, READ_ERROR, f"cannot decode the source: {error}")]
-        refusal = _python_refuses(text, path)
-        if refusal is not None:
-            return [refusal]
+        syntax = _python_parse(text, path)
+        if isinstance(syntax, Finding):
+            return [syntax]
         findings: list[Finding] = []
         try:
             with _recursion_limit(_RECURSION_LIMIT):  # safe here: this thread has a large stack
-                module = cst.parse_module(text)
-                context = ModuleContext(module, path)
+                with _unvalidated_nodes():
+                    module = cst.parse_module(text)
+                context = ModuleContext(module, path, text, syntax)
                 walker = _Walker(context, self._instances(context, findings, path, result), path, result)
                 walk(module, walker.on_visit, walker.on_leave)
         except cst.ParserSyntaxError:
@@ -181,11 +182,12 @@ def _check_in_worker(item: tuple[str, bytes]) -> tuple[list[Finding], list[str]]
     return _FORKED_CHECKER._check_one(*item)
 
 
-def _python_refuses(text: str, path: str) -> Finding | None:
+def _python_parse(text: str, path: str) -> ast.Module | Finding:
     """CPython's own parser first: it words syntax errors well, and it refuses nesting that would overflow the
-    native stack of libcst's parser (which would kill the whole run, not just this file)."""
+    native stack of libcst's parser (which would kill the whole run, not just this file). Its tree gives the
+    lines of the top-level statements (mhalint.positions)."""
     try:
-        ast.parse(text, filename=path)
+        return ast.parse(text, filename=path)
     except SyntaxError as error:
         message = f"syntax error: {error.msg}; fix the syntax so mhalint can check this file"
         return _engine_finding(path, PARSE_ERROR, message, error.lineno or 1, error.offset or 1)
@@ -193,7 +195,33 @@ def _python_refuses(text: str, path: str) -> Finding | None:
         return _engine_finding(path, PARSE_ERROR, "the code is nested deeper than Python's parser accepts")
     except ValueError as error:  # null bytes: a binary file named .py
         return _engine_finding(path, READ_ERROR, f"not Python source ({error})")
+
+
+@contextlib.contextmanager
+def _unvalidated_nodes():
+    """libcst checks every node it builds (a third of a parse); nodes built by its own parser from source CPython
+    has just accepted need no check (libcst says as much in a PERF note in CSTNode.__post_init__). Nodes built
+    anywhere else, fixes included, are still checked: the check is put back as soon as the parse ends, even when
+    another thread's parse overlapped this one."""
+    node_class = cst.CSTNode
+    current = node_class.__dict__.get("__post_init__")
+    if current is None:  # a libcst that validates elsewhere: nothing to skip
+        yield
+        return
+    if current is not _skip_validation:
+        _VALIDATION["post_init"] = current
+    node_class.__post_init__ = _skip_validation
+    try:
+        yield
+    finally:
+        node_class.__post_init__ = _VALIDATION["post_init"]
+
+
+def _skip_validation(node) -> None:
     return None
+
+
+_VALIDATION: dict = {}  # libcst's own CSTNode.__post_init__, kept while it is swapped out
 
 
 @contextlib.contextmanager

@@ -8,9 +8,11 @@ position is asked for. The semantics are PositionProvider's: syntactic positions
 
 from __future__ import annotations
 
+import ast
 import bisect
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Callable
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -71,19 +73,80 @@ class _OffsetState(CodegenState):
 
 
 class Positions:
-    """node -> Span, computed for the whole module on first use."""
+    """node -> Span.
 
-    def __init__(self, module: cst.Module):
-        state = _OffsetState(default_indent=module.default_indent, default_newline=module.default_newline)
-        module._codegen(state)
-        self._spans = state.spans
-        code = "".join(state.tokens)
+    Generating a whole module's code to count characters cost more than parsing it, and most files need a few
+    positions. So when the line each top-level statement starts on is known (`statement_starts`, read off
+    CPython's tree of the same source), only the statement holding the node asked for is generated, starting at
+    that line's offset, and the text it generates is compared with the source there. Without starts, or if a
+    statement's text does not match, the whole module is generated once.
+    """
+
+    def __init__(self, module: cst.Module, code: str, statement_starts: list[int] | None = None,
+                 top_statement: Callable[[cst.CSTNode], cst.CSTNode | None] | None = None):
+        self._module = module
+        self._code = code
         self._line_starts = line_starts(code)
+        self._spans: dict[cst.CSTNode, tuple[int, int]] = {}
+        self._whole = False
+        self._top_statement = top_statement
+        self._offsets: dict[cst.CSTNode, int] = {}
+        if statement_starts is not None and top_statement is not None:
+            self._offsets = {statement: self._line_starts[line - 1]
+                             for statement, line in zip(module.body, statement_starts)}
+        self._generated: set[cst.CSTNode] = set()
 
     def __getitem__(self, node: cst.CSTNode) -> Span:
+        if node not in self._spans and not self._whole:
+            statement = self._top_statement(node) if self._offsets else None
+            if statement in self._offsets and statement not in self._generated:
+                self._generate_statement(statement)
+            if node not in self._spans:
+                self._generate_module()
         start, end = self._spans[node]
         return Span(self._point(start), self._point(end))
+
+    def _generate_statement(self, statement: cst.CSTNode) -> None:
+        self._generated.add(statement)
+        offset = self._offsets[statement]
+        state = self._state(offset)
+        statement._codegen(state)
+        if self._code[offset:state.offset] == "".join(state.tokens):
+            self._spans.update(state.spans)
+
+    def _generate_module(self) -> None:
+        state = self._state(0)
+        self._module._codegen(state)
+        self._spans = state.spans
+        self._whole = True
+
+    def _state(self, offset: int) -> _OffsetState:
+        return _OffsetState(default_indent=self._module.default_indent,
+                            default_newline=self._module.default_newline, offset=offset)
 
     def _point(self, offset: int) -> Point:
         line = bisect.bisect_right(self._line_starts, offset)
         return Point(line, offset - self._line_starts[line - 1])
+
+
+def statement_starts(module: cst.Module, syntax: ast.Module) -> list[int] | None:
+    """The line on which each of `module.body`'s statements begins to generate code (its leading blank and
+    comment lines included), read off CPython's tree of the same source; None when the two do not pair up.
+
+    A libcst line of simple statements (`a = 1; b = 2`) is as many ast statements; any other statement is one.
+    The first token is on the line ast gives for the statement, or for its first decorator. A parenthesised
+    start (ast does not count the parenthesis) gives a wrong line, which Positions catches by comparing texts."""
+    starts = []
+    index = 0
+    for statement in module.body:
+        if index >= len(syntax.body):
+            return None
+        first = syntax.body[index]
+        index += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+        decorators = getattr(first, "decorator_list", None)
+        line = decorators[0].lineno if decorators else first.lineno
+        line -= len(statement.leading_lines)
+        if getattr(statement, "decorators", None):
+            line -= len(statement.decorators[0].leading_lines)
+        starts.append(line)
+    return starts if index == len(syntax.body) else None

@@ -318,10 +318,10 @@ def _loads(ctx, scope_node: cst.CSTNode) -> dict[str, list[tuple[cst.Name, bool]
     memo = ctx.memo.setdefault("MHA007-loads", {})
     if scope_node in memo:
         return memo[scope_node]
-    contexts = ctx.memo.get("expression-context")
-    if contexts is None:
-        contexts = MetadataWrapper(ctx.module, unsafe_skip_copy=True).resolve(ExpressionContextProvider)
-        ctx.memo["expression-context"] = contexts
+    # The scope's own statement is all the provider needs to see: resolving it for the whole module cost more
+    # than parsing the module.
+    tree = scope_node if isinstance(scope_node, cst.Module) else cst.Module(body=[_as_statement(scope_node)])
+    contexts = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(ExpressionContextProvider)
 
     class _Collect(cst.CSTVisitor):
         def __init__(self):
@@ -345,3 +345,10 @@ def _loads(ctx, scope_node: cst.CSTNode) -> dict[str, list[tuple[cst.Name, bool]
     scope_node.visit(collector)
     memo[scope_node] = collector.loads
     return collector.loads
+
+
+def _as_statement(node: cst.CSTNode) -> cst.BaseStatement:
+    """A function or class is a statement already; a lambda becomes one as an expression statement."""
+    if isinstance(node, cst.BaseStatement):
+        return node
+    return cst.SimpleStatementLine(body=[cst.Expr(value=node)])
