@@ -59,6 +59,7 @@ class Checker:
     def __init__(self, rules: Sequence[type[Rule]]):
         self.rules = list(rules)
         self.prefilter = Prefilter(pattern for rule in self.rules for pattern in rule.triggers)
+        self.skip_passed_values = not any(rule.acts_on_passed_values for rule in self.rules)
 
     def check_paths(self, paths: Iterable[str | Path], *, cache: Cache | None = None, jobs: int | None = None,
                     **discovery) -> Result:
@@ -157,6 +158,9 @@ class Checker:
         syntax = _python_parse(text, path)
         if isinstance(syntax, Finding):
             return [syntax]
+        if self.skip_passed_values and self.prefilter.only_passed_as_values(text.encode("utf-8", "surrogatepass"),
+                                                                             syntax):
+            return []  # e.g. torch's 27,820-line OpInfo table, which passes sdpa to a wrapper: 0.8 GB with libcst
         findings: list[Finding] = []
         try:
             with _recursion_limit(_RECURSION_LIMIT):  # safe here: this thread has a large stack

@@ -15,9 +15,10 @@ so every doubt ends in a parse.
 
 from __future__ import annotations
 
+import ast
 import bisect
 import re
-from typing import Iterable
+from typing import Iterable, Iterator
 
 # Comments and string literals, in the order Python's tokenizer finds them: a quote inside a comment or a `#`
 # inside a string never starts anything. The loops are unrolled ("normal* (special normal*)*") to stay fast.
@@ -33,6 +34,7 @@ _CODE_PREFIX = re.compile(rb"(?:[fFtT][A-Za-z]?|[A-Za-z][fFtT])\Z")  # f, rf, Ft
 _ZERO_WIDTH_OR_CLASS = set("bBsSwWdDAZ")
 _QUANTIFIERS = set("?*+{")
 _LINE_END = re.compile(rb"[\r\n]")
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 
 
 class Prefilter:
@@ -48,14 +50,36 @@ class Prefilter:
 
     def matches(self, source: bytes) -> bool:
         """True when a pattern matches somewhere outside comments and non-f strings."""
+        return next(self.code_matches(source), None) is not None
+
+    def code_matches(self, source: bytes) -> Iterator[re.Match[bytes]]:
+        """The matches outside comments and non-f strings, in order."""
         if self.regex is None:
-            return False
+            return
         prose = _Prose(source)
         for start, end in self._lines(source):
             for match in self.regex.finditer(source, start, end):
                 if not prose.covers(match.start()):
-                    return True
-        return False
+                    yield match
+
+    def only_passed_as_values(self, source: bytes, syntax: ast.Module) -> bool:
+        """True when every match in code lies in a name handed over as a value: a call's argument, an element of a
+        list, tuple, set or dict, an operand of a comparison (`wrapper(F.scaled_dot_product_attention, ...)`,
+        `isinstance(m, nn.MultiheadAttention)`). mhalint resolves calls through imports, aliases, base classes
+        and instances built by calls, never through such values. `syntax` is CPython's tree of `source` (UTF-8:
+        ast columns count UTF-8 bytes)."""
+        values = sorted(_passed_values(syntax))  # disjoint: a name or attribute holds no other passed value
+        if not values:
+            return False
+        starts = [start for start, _ in values]
+        breaks = [0] + [match.end() for match in _LINE_BREAK.finditer(source)]
+        for match in self.code_matches(source):
+            line = bisect.bisect_right(breaks, match.start())
+            point = (line, match.start() - breaks[line - 1])
+            index = bisect.bisect_right(starts, point) - 1
+            if index < 0 or not point < values[index][1]:
+                return False
+        return True
 
     def _lines(self, source: bytes):
         """The (start, end) of each line that may hold a match: lines with an anchor word, or every line."""
@@ -72,6 +96,26 @@ class Prefilter:
                 lines.add((start, end))
                 found = source.find(anchor, end)
         yield from sorted(lines)
+
+
+def _passed_values(syntax: ast.Module) -> Iterator[tuple[tuple[int, int], tuple[int, int]]]:
+    """The (start, end) (line, column) spans of names and attributes handed over as values."""
+    for node in ast.walk(syntax):
+        if isinstance(node, ast.Call):
+            candidates = [*node.args, *(keyword.value for keyword in node.keywords)]
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            candidates = node.elts
+        elif isinstance(node, ast.Dict):
+            candidates = [*(key for key in node.keys if key is not None), *node.values]
+        elif isinstance(node, ast.Compare):
+            candidates = [node.left, *node.comparators]
+        else:
+            continue
+        for value in candidates:
+            if isinstance(value, ast.Starred):
+                value = value.value
+            if isinstance(value, (ast.Name, ast.Attribute)):
+                yield (value.lineno, value.col_offset), (value.end_lineno, value.end_col_offset)
 
 
 class _Prose:

@@ -50,6 +50,11 @@ class Rule:
     # A file is parsed only if its bytes match one of the enabled rules' trigger patterns (regular expressions;
     # a plain identifier such as "softmax" is one). mhalint.torchapi has the ones for torch's attention APIs.
     triggers: ClassVar[tuple[str, ...]]
+    # Whether the rule can act on a trigger that appears only as a value handed over: a call's argument, an element
+    # of a list, tuple, set or dict, an operand of a comparison (`isinstance(m, nn.MultiheadAttention)`). When no
+    # enabled rule can, a file whose triggers all appear that way is not parsed. Rules that resolve calls through
+    # mhalint's name tables (imports, aliases, base classes, instances) cannot, and say False.
+    acts_on_passed_values: ClassVar[bool] = True
     valid: ClassVar[tuple[Valid, ...]] = ()
     invalid: ClassVar[tuple[Invalid, ...]] = ()
     # The runtime experiment: a staticmethod `probe(arguments, torch) -> (status, evidence)` run only inside

@@ -55,6 +55,7 @@ class BatchFirstDefault(Rule):
     name = "batch-first-default"
     summary = "MultiheadAttention/Transformer built without batch_first=True reads inputs as (L, N, E)"
     triggers = (torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER)
+    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
 
     valid = (
         Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"),

@@ -80,6 +80,7 @@ class FloatKeepMask(Rule):
     summary = "A 0/1 float mask given where float masks are added to the scores: it masks nothing"
     triggers = (torchapi.SDPA_TRIGGER, torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER,
                 torchapi.MHA_FORWARD_FN_TRIGGER)
+    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
 
     valid = (
         Valid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, L):\n"

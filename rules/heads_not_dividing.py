@@ -75,6 +75,7 @@ class HeadsNotDividing(Rule):
     name = "heads-not-dividing"
     summary = "embed_dim/d_model not divisible by num_heads/nhead: the module raises when it is built"
     triggers = (torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER)
+    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
 
     valid = (
         Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"),

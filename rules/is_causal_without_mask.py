@@ -71,6 +71,7 @@ class IsCausalWithoutMask(Rule):
     summary = "is_causal=True without the attn_mask it describes: inference silently attends to the future"
     # The module names, not `is_causal` (SDPA code is full of it): only a module built in this file can be flagged.
     triggers = (torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER, torchapi.MHA_FORWARD_FN_TRIGGER)
+    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
 
     valid = (
         Valid("import torch.nn.functional as F\ndef f(q, k, v):\n"

@@ -58,6 +58,7 @@ class MaskConventionFlip(Rule):
     summary = "A boolean mask passed between MultiheadAttention and SDPA without inverting it"
     triggers = (torchapi.SDPA_TRIGGER, torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER,
                 torchapi.MHA_FORWARD_FN_TRIGGER)
+    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
 
     valid = (
         Valid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, tokens):\n"

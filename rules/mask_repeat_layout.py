@@ -115,6 +115,7 @@ class MaskRepeatLayout(Rule):
     name = "mask-repeat-layout"
     summary = "A per-sample mask tiled with .repeat(num_heads, 1, 1): heads get another sample's mask"
     triggers = (torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER, torchapi.MHA_FORWARD_FN_TRIGGER)
+    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
 
     valid = (
         Valid("import torch\nfrom torch import nn\nclass A(nn.Module):\n    def __init__(self):\n"

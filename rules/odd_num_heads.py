@@ -62,6 +62,7 @@ class OddNumHeads(Rule):
     name = "odd-num-heads"
     summary = "An odd num_heads/nhead silently turns off the inference fast path"
     triggers = (torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER)
+    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
 
     valid = (
         Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"),

@@ -65,6 +65,7 @@ class PositionalPaddingMask(Rule):
     name = "positional-padding-mask"
     summary = "An attention mask passed 4th positionally to MultiheadAttention, where key_padding_mask goes"
     triggers = (torchapi.MHA_TRIGGER,)
+    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
 
     valid = (
         Valid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"

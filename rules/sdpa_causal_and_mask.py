@@ -58,6 +58,7 @@ class SdpaCausalAndMask(Rule):
     name = "sdpa-causal-and-mask"
     summary = "scaled_dot_product_attention given both attn_mask and is_causal=True: the backend decides what happens"
     triggers = (torchapi.SDPA_TRIGGER,)
+    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
 
     valid = (
         Valid("import torch.nn.functional as F\ndef f(q, k, v):\n"

@@ -61,6 +61,7 @@ class WeightsDiscarded(Rule):
     name = "weights-discarded"
     summary = "need_weights left True while the attention weights are thrown away: slower on the slow path"
     triggers = (torchapi.MHA_TRIGGER, torchapi.MHA_FORWARD_FN_TRIGGER)
+    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
 
     valid = (
         Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"

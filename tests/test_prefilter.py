@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import tokenize
@@ -102,3 +103,42 @@ def test_agrees_with_pythons_tokenizer(statements):
     prefilter = Prefilter(ALL_TRIGGERS)
     regex = re.compile(prefilter.regex.pattern.decode())
     assert prefilter.matches(source.encode()) is _reference(source, regex)
+
+
+@pytest.mark.parametrize("source, passed_only", [
+    ("out = wrapper_set_seed(torch.nn.functional.scaled_dot_product_attention, q, k)\n", True),
+    ("ok = isinstance(m, nn.MultiheadAttention)\n", True),
+    ("table = {F.scaled_dot_product_attention: 1, 'x': [nn.TransformerEncoderLayer]}\n", True),
+    ("same = fn is F.scaled_dot_product_attention\n", True),
+    ("f(*[nn.MultiheadAttention], key=nn.MultiheadAttention.forward)\n", True),
+    ("out = F.scaled_dot_product_attention(q, k, v)\n", False),  # a call
+    ("layers = [nn.TransformerEncoderLayer(8, 2)]\n", False),  # a construction inside a list is still a call
+    ("from torch.nn import MultiheadAttention\n", False),
+    ("MHA = nn.MultiheadAttention\n", False),  # an alias
+    ("class A(nn.MultiheadAttention):\n    pass\n", False),  # a base class
+    ("def f(attn_cls=nn.MultiheadAttention):\n    return attn_cls(8, 2)\n", False),  # a default
+    ("def f(m: nn.MultiheadAttention):\n    pass\n", False),  # an annotation
+    ("isinstance(m, nn.MultiheadAttention)\nmha = nn.MultiheadAttention(8, 2)\n", False),  # one use is enough
+    ('x = "é"; ok = isinstance(m, nn.MultiheadAttention)\r\n', True),  # ast columns count UTF-8 bytes
+])
+def test_names_only_passed_as_values(source, passed_only):
+    prefilter = Prefilter(ALL_TRIGGERS)
+    assert prefilter.only_passed_as_values(source.encode(), ast.parse(source)) is passed_only
+
+
+def test_the_engine_skips_passed_values_only_when_no_enabled_rule_acts_on_them():
+    from mhalint.engine import Checker
+    from mhalint.lazy import cst
+    from mhalint.rule import Rule
+
+    class PassedSdpa(Rule):
+        code, name, summary, triggers = "XYZ201", "passed-sdpa", "sdpa passed as a value", (torchapi.SDPA_TRIGGER,)
+
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            if node.attr.value == "scaled_dot_product_attention":
+                self.report(node, "sdpa passed as a value")
+
+    source = b"import torch.nn.functional as F\napply(F.scaled_dot_product_attention, q)\n"
+    assert [f.code for f in Checker([PassedSdpa]).check_source(source, "x.py")] == ["XYZ201"]
+    PassedSdpa.acts_on_passed_values = False
+    assert Checker([PassedSdpa]).check_source(source, "x.py") == []
