@@ -416,15 +416,28 @@ def findings_of(output: str) -> list[str]:
     return [line for line in output.splitlines() if re.match(r".+:\d+:\d+: [A-Z]+\d+ ", line)]
 
 
-def mhalint_sources(python: str, env: dict[str, str], cwd: Path) -> str:
-    """Where the measured mhalint is loaded from and a digest of its sources (the tree may change under a run)."""
+def mhalint_folders(python: str, env: dict[str, str], cwd: Path) -> list[Path]:
+    """The folders the measured mhalint and its rules are loaded from."""
     result = run_text([python, "-c",
                        "import importlib.util\n"
                        "for name in ('mhalint', 'mhalint.rules'):\n"
                        "    spec = importlib.util.find_spec(name)\n"
                        "    print(list(spec.submodule_search_locations)[0] if spec else '')"], env=env, cwd=cwd)
-    folders = [Path(line) for line in result.stdout.splitlines() if line]
-    if result.returncode != 0 or not folders:
+    return [Path(line) for line in result.stdout.splitlines() if line] if result.returncode == 0 else []
+
+
+def compile_bytecode(python: str, folders: list[Path]) -> str:
+    """Byte-compile the measured sources, as pip does when it installs a package. An editable checkout changed
+    since its last import, on a machine with PYTHONDONTWRITEBYTECODE=1 (this one), would otherwise compile
+    every changed module at each start: 55 ms of a 0.33 s single-file run."""
+    result = run_text([python, "-m", "compileall", "-q", *map(str, folders)])
+    return "byte-compiled" if result.returncode == 0 else f"byte-compiling failed: {result.stderr.strip()[:200]}"
+
+
+def mhalint_sources(python: str, env: dict[str, str], cwd: Path) -> str:
+    """Where the measured mhalint is loaded from and a digest of its sources (the tree may change under a run)."""
+    folders = mhalint_folders(python, env, cwd)
+    if not folders:
         return "unknown"
     digest = hashlib.sha256()
     count = 0
@@ -514,7 +527,8 @@ def main(argv: list[str] | None = None) -> int:
     say(f"load average at start: {load_start}")
 
     sources_start = mhalint_sources(python, dict(os.environ), work)
-    say(f"mhalint measured: {sources_start}")
+    say(f"mhalint measured: {sources_start}; "
+        f"{compile_bytecode(python, mhalint_folders(python, dict(os.environ), work))}")
     say("corpus:")
     packages = build_corpus(python, corpus, options.quick)
     paths = [p["path"] for p in packages]

@@ -8,7 +8,6 @@ attention code uses.
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
@@ -72,13 +71,15 @@ class Scope:
 class ModuleContext:
     """What a rule may ask about the module it is visiting."""
 
-    def __init__(self, module: cst.Module, path: str, source: str | None = None, syntax: ast.Module | None = None):
-        """`source` is the text `module` was parsed from and `syntax` CPython's tree of it, when the caller has
-        them: they spare generating the module's code again for lines and positions."""
+    def __init__(self, module: cst.Module, path: str, source: str | None = None,
+                 statement_lines: list[int] | None = None):
+        """`source` is the text `module` was parsed from and `statement_lines` the first line of each top-level
+        statement in CPython's tree of it (mhalint.positions.first_lines), when the caller has them: they spare
+        generating the module's code again for lines and positions."""
         self.module = module
         self.path = path
         self._source = source
-        self._syntax = syntax
+        self._statement_lines = statement_lines
         self._positions: Positions | None = None
         self.imports: dict[str, str] = {}  # local name -> dotted name it refers to
         self.star_imports: list[str] = []
@@ -96,7 +97,8 @@ class ModuleContext:
         if self._positions is None:
             from mhalint.positions import Positions, statement_starts  # imported when first needed
 
-            starts = statement_starts(self.module, self._syntax) if self._syntax is not None else None
+            lines = self._statement_lines
+            starts = statement_starts(self.module, lines) if lines is not None else None
             self._positions = Positions(self.module, self.source(), starts, self._top_statement)
         return self._positions[node]
 

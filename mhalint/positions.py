@@ -129,24 +129,29 @@ class Positions:
         return Point(line, offset - self._line_starts[line - 1])
 
 
-def statement_starts(module: cst.Module, syntax: ast.Module) -> list[int] | None:
+def first_lines(syntax: ast.Module) -> list[int]:
+    """The line of each top-level statement's first token in CPython's tree (its first decorator's, if any)."""
+    return [statement.decorator_list[0].lineno if getattr(statement, "decorator_list", None) else statement.lineno
+            for statement in syntax.body]
+
+
+def statement_starts(module: cst.Module, lines: list[int]) -> list[int] | None:
     """The line on which each of `module.body`'s statements begins to generate code (its leading blank and
-    comment lines included), read off CPython's tree of the same source; None when the two do not pair up.
+    comment lines included), from `first_lines` of CPython's tree of the same source; None when the two do not
+    pair up.
 
     A libcst line of simple statements (`a = 1; b = 2`) is as many ast statements; any other statement is one.
-    The first token is on the line ast gives for the statement, or for its first decorator. A parenthesised
-    start (ast does not count the parenthesis) gives a wrong line, which Positions catches by comparing texts."""
+    A parenthesised start (ast does not count the parenthesis) gives a wrong line, which Positions catches by
+    comparing texts."""
     starts = []
     index = 0
     for statement in module.body:
-        if index >= len(syntax.body):
+        if index >= len(lines):
             return None
-        first = syntax.body[index]
+        line = lines[index]
         index += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
-        decorators = getattr(first, "decorator_list", None)
-        line = decorators[0].lineno if decorators else first.lineno
         line -= len(statement.leading_lines)
         if getattr(statement, "decorators", None):
             line -= len(statement.decorators[0].leading_lines)
         starts.append(line)
-    return starts if index == len(syntax.body) else None
+    return starts if index == len(lines) else None

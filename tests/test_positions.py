@@ -9,7 +9,7 @@ import libcst as cst
 import pytest
 
 from mhalint.context import ModuleContext
-from mhalint.positions import Positions, statement_starts
+from mhalint.positions import Positions, first_lines, statement_starts
 from mhalint.walk import walk
 
 EXAMPLES = sorted((Path(__file__).parents[1] / "examples").glob("*.py"))
@@ -30,7 +30,7 @@ SOURCES = {
 
 def _all_positions(source: str, per_statement: bool):
     module = cst.parse_module(source)
-    context = ModuleContext(module, "x.py", source, ast.parse(source) if per_statement else None)
+    context = ModuleContext(module, "x.py", source, first_lines(ast.parse(source)) if per_statement else None)
     nodes: list[cst.CSTNode] = []
     walk(module, lambda node: nodes.append(node) or True, lambda node: None)
     return [(type(node).__name__, context.position(node)) for node in nodes], context
@@ -48,7 +48,7 @@ def test_per_statement_positions_equal_whole_module_positions(source):
 def test_a_position_in_one_statement_generates_only_that_statement(path):
     source = path.read_text()
     module = cst.parse_module(source)
-    context = ModuleContext(module, str(path), source, ast.parse(source))
+    context = ModuleContext(module, str(path), source, first_lines(ast.parse(source)))
     last = module.body[-1]
     context.position(last)
     positions: Positions = context._positions
@@ -60,9 +60,9 @@ def test_statement_starts_are_the_lines_of_leading_comments_and_decorators():
     module = cst.parse_module(source)
     # `import torch` on line 3 (the module header holds lines 1-2); f from the blank lines after it (4-5, then its
     # comment on 6 and its first decorator on 7); A from the blank lines 13-14 before `class` on 15.
-    assert statement_starts(module, ast.parse(source)) == [3, 4, 13]
+    assert statement_starts(module, first_lines(ast.parse(source))) == [3, 4, 13]
 
 
 def test_trees_that_do_not_pair_up_give_no_starts():
     module = cst.parse_module("a = 1\nb = 2\n")
-    assert statement_starts(module, ast.parse("a = 1\n")) is None
+    assert statement_starts(module, first_lines(ast.parse("a = 1\n"))) is None
