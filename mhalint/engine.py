@@ -79,8 +79,9 @@ class Checker:
                 result.findings.extend(cached)
                 continue
             try:
-                raw = Path(path).read_bytes()
-                stat = os.stat(path)
+                with open(path, "rb") as handle:
+                    raw = handle.read()
+                    stat = os.fstat(handle.fileno())
             except OSError as error:
                 result.findings.append(_engine_finding(path, READ_ERROR, error.strerror or str(error)))
                 continue

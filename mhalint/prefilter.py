@@ -128,12 +128,13 @@ class _Prose:
 
     def covers(self, offset: int) -> bool:
         if self._starts is None:
-            self._spans = [match.span() for match in _PROSE.finditer(self.source)
-                           if self.source[match.start()] == ord("#")
-                           or not _CODE_PREFIX.search(self.source[max(0, match.start() - 2):match.start()])]
+            self._spans = [match.span() for match in _PROSE.finditer(self.source)]
             self._starts = [start for start, _ in self._spans]
         index = bisect.bisect_right(self._starts, offset) - 1
-        return index >= 0 and offset < self._spans[index][1]
+        if index < 0 or offset >= self._spans[index][1]:
+            return False
+        start = self._starts[index]
+        return self.source[start] == ord("#") or not _CODE_PREFIX.search(self.source[max(0, start - 2):start])
 
 
 def anchors_of(pattern: str) -> list[str] | None:

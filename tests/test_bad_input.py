@@ -18,7 +18,6 @@ import ast
 import errno
 import json
 import os
-import pathlib
 import random
 import re
 import subprocess
@@ -469,14 +468,13 @@ def test_unreadable_file_is_mha901_permission_denied(tmp_path: Path):
 def test_unreadable_file_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The engine's read raising PermissionError, simulated so that the branch runs under root too."""
     tree_with(tmp_path, **{"secret.py": GOOD})
-    real_read_bytes = pathlib.Path.read_bytes
 
-    def read_bytes(self: Path) -> bytes:
-        if self.name == "secret.py":
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(self))
-        return real_read_bytes(self)
+    def fake_open(file, *args, **kwargs):
+        if str(file).endswith("secret.py"):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(file))
+        return open(file, *args, **kwargs)
 
-    monkeypatch.setattr(pathlib.Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(engine, "open", fake_open, raising=False)  # the engine's own reads only
     run = mhalint_in_process(tmp_path)
     assert_sound(run)
     row = run.only("secret.py")
