@@ -193,7 +193,7 @@ class ModuleContext:
     def comment(self, line: int) -> str | None:
         """The comment on a source line, if any (the file is tokenized on first use)."""
         if "comments" not in self.memo:
-            self.memo["comments"] = comments(self.module.code)
+            self.memo["comments"] = comments(self.source())
         return self.memo["comments"].get(line)
 
     def calls(self) -> list[tuple[cst.Call, Scope]]:

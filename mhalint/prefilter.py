@@ -68,14 +68,17 @@ class Prefilter:
         `isinstance(m, nn.MultiheadAttention)`). mhalint resolves calls through imports, aliases, base classes
         and instances built by calls, never through such values. `syntax` is CPython's tree of `source` (UTF-8:
         ast columns count UTF-8 bytes)."""
-        values = sorted(_passed_values(syntax))  # disjoint: a name or attribute holds no other passed value
+        breaks = [0] + [match.end() for match in _LINE_BREAK.finditer(source)]
+        points = []
+        for match in self.code_matches(source):
+            line = bisect.bisect_right(breaks, match.start())
+            points.append((line, match.start() - breaks[line - 1]))
+        # disjoint: a name or attribute holds no other passed value
+        values = sorted(_passed_values(syntax, sorted({line for line, _ in points})))
         if not values:
             return False
         starts = [start for start, _ in values]
-        breaks = [0] + [match.end() for match in _LINE_BREAK.finditer(source)]
-        for match in self.code_matches(source):
-            line = bisect.bisect_right(breaks, match.start())
-            point = (line, match.start() - breaks[line - 1])
+        for point in points:
             index = bisect.bisect_right(starts, point) - 1
             if index < 0 or not point < values[index][1]:
                 return False
@@ -98,9 +101,13 @@ class Prefilter:
         yield from sorted(lines)
 
 
-def _passed_values(syntax: ast.Module) -> Iterator[tuple[tuple[int, int], tuple[int, int]]]:
-    """The (start, end) (line, column) spans of names and attributes handed over as values."""
-    for node in ast.walk(syntax):
+def _passed_values(syntax: ast.Module, lines: list[int]) -> Iterator[tuple[tuple[int, int], tuple[int, int]]]:
+    """The (start, end) (line, column) spans of names and attributes handed over as values, looking only into
+    nodes that span one of `lines` (sorted): walking all of a large file's tree cost more than the check saved."""
+    stack: list[ast.AST] = [syntax]
+    while stack:
+        node = stack.pop()
+        stack.extend(child for child in ast.iter_child_nodes(node) if _spans_a_line(child, lines))
         if isinstance(node, ast.Call):
             candidates = [*node.args, *(keyword.value for keyword in node.keywords)]
         elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
@@ -116,6 +123,14 @@ def _passed_values(syntax: ast.Module) -> Iterator[tuple[tuple[int, int], tuple[
                 value = value.value
             if isinstance(value, (ast.Name, ast.Attribute)):
                 yield (value.lineno, value.col_offset), (value.end_lineno, value.end_col_offset)
+
+
+def _spans_a_line(node: ast.AST, lines: list[int]) -> bool:
+    first = getattr(node, "lineno", None)
+    if first is None:  # operators, `arguments`, comprehensions: no position of their own
+        return True
+    index = bisect.bisect_left(lines, first)
+    return index < len(lines) and lines[index] <= node.end_lineno
 
 
 class _Prose:
