@@ -47,8 +47,10 @@ class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
     summary: ClassVar[str]  # one line for `mhalint rule --all`
-    # A file is parsed only if its bytes match one of the enabled rules' trigger patterns (regular expressions;
-    # a plain identifier such as "softmax" is one). mhalint.torchapi has the ones for torch's attention APIs.
+    # A file is parsed only if one of the enabled rules' trigger patterns (regular expressions; a plain identifier
+    # such as "softmax" is one) matches within a line of its code, outside comments and strings (mhalint.prefilter).
+    # A pattern should contain a literal word, which the prefilter finds fast. mhalint.torchapi has the ones for
+    # torch's attention APIs.
     triggers: ClassVar[tuple[str, ...]]
     # Whether the rule can act on a trigger that appears only as a value handed over: a call's argument, an element
     # of a list, tuple, set or dict, an operand of a comparison (`isinstance(m, nn.MultiheadAttention)`). When no
