@@ -115,9 +115,12 @@ class Checker:
         order = sorted(range(len(files)), key=lambda index: -len(files[index][1]))
         cst.Module  # load libcst here, once, so that the workers share its pages instead of each loading a copy
         gc.freeze()  # and keep the collector from writing to (so copying) every shared object in each worker
-        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
-            outcomes = pool.map(_check_in_worker, [files[index][:2] for index in order])
-            by_index = dict(zip(order, outcomes))
+        try:
+            with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+                outcomes = pool.map(_check_in_worker, [files[index][:2] for index in order])
+                by_index = dict(zip(order, outcomes))
+        finally:
+            gc.unfreeze()  # a long-lived caller (an editor, flake8) must get its garbage collected again
         return [by_index[index] for index in range(len(files))]
 
     def _instances(self, context: ModuleContext, findings: list[Finding], path: str, result: Result) -> list[Rule]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 from pathlib import Path
@@ -44,6 +45,16 @@ def test_cold_warm_serial_and_parallel_give_identical_findings(tree: Path, tmp_p
     assert serial.findings, "the tree should produce findings"
     assert dicts(serial) == dicts(parallel) == dicts(cold) == dicts(warm)
     assert serial.files_checked == parallel.files_checked == cold.files_checked == warm.files_checked
+
+
+def test_checking_leaves_the_garbage_collector_as_it_found_it(tree: Path):
+    """The engine pauses the collector during each file and freezes the heap before forking workers; a long-lived
+    caller (an editor, flake8) must get both back."""
+    checker = Checker(list(load_rules().values()))
+    assert checker.check_paths([tree], jobs=2).findings
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert checker.check_paths([tree], jobs=1).findings
+    assert gc.isenabled() and gc.get_freeze_count() == 0
 
 
 def test_warm_run_reads_no_unchanged_file(tree: Path, tmp_path: Path, monkeypatch):
