@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import gc
 import os
 import shutil
@@ -112,3 +113,37 @@ def test_cli_cache_dir_no_cache_and_clean(tree: Path, tmp_path: Path, monkeypatc
     assert cleaned.exit_code == 0 and "Removed" in cleaned.output
     assert not (tmp_path / "elsewhere").exists()
     assert not (tree / ".mhalint_cache").exists()
+
+
+def test_the_largest_files_are_checked_one_at_a_time_beside_the_others(monkeypatch):
+    """The pool's schedule: outcomes for every file, largest first, and never two of the heavy files (the largest
+    ones, half of the bytes with two workers) at once while light ones wait; that pair would set the memory peak."""
+    import threading
+    import time
+
+    from mhalint import engine
+
+    sizes = [500, 200, 300, 150, 100, 50, 400, 100]
+    items = [(f"f{index}.py", b"x" * size) for index, size in enumerate(sizes)]
+    heavy = {"f0.py", "f6.py"}  # 500 + 400: half of the 1,800 bytes; the light files take as long
+    lock = threading.Lock()
+    running: list[str] = []
+    overlaps: list[set[str]] = []
+    started: list[str] = []
+
+    def fake_check(item):
+        with lock:
+            running.append(item[0])
+            started.append(item[0])
+            overlaps.append(set(running))
+        time.sleep(len(item[1]) / 5_000)
+        with lock:
+            running.remove(item[0])
+        return [], [item[0]]
+
+    monkeypatch.setattr(engine, "_check_in_worker", fake_check)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        outcomes = engine._dispatch_by_size(pool, items, jobs=2)
+    assert {index: outcome[1] for index, outcome in outcomes.items()} == {i: [f"f{i}.py"] for i in range(8)}
+    assert started[:2] == ["f0.py", "f2.py"]  # the largest heavy file beside the largest light one
+    assert all(len(group & heavy) <= 1 for group in overlaps)
