@@ -10,6 +10,7 @@ import ast
 import concurrent.futures
 import contextlib
 import ctypes
+import functools
 import gc
 import multiprocessing
 import os
@@ -130,11 +131,12 @@ class Checker:
         return instances
 
     def _check_one(self, path: str, raw: bytes) -> tuple[list[Finding], list[str]]:
+        """A file check_paths has read: a .py file whose bytes the prefilter has already matched, or a notebook."""
         result = Result()
         if path.endswith(".ipynb"):
             findings = self._check_notebook(raw, path, result)
         else:
-            findings = self.check_source(raw, path, result)
+            findings = self._check_matched(raw, path, result)
         return findings, result.tracebacks
 
     def _check_notebook(self, raw: bytes, path: str, result: Result) -> list[Finding]:
@@ -148,8 +150,11 @@ class Checker:
         """Findings for one file's bytes (noqa applied, sorted)."""
         if not self.prefilter.matches(source):
             return []
+        return self._check_matched(source, path, result or Result())
+
+    def _check_matched(self, source: bytes, path: str, result: Result) -> list[Finding]:
         with _collector_paused():
-            return _on_deep_stack(self._check, source, path, result or Result())
+            return _on_deep_stack(self._check, source, path, result)
 
     def _check(self, source: bytes, path: str, result: Result) -> list[Finding]:
         try:
@@ -220,6 +225,8 @@ def _dispatch_by_size(pool, items: list[tuple[str, bytes]], jobs: int) -> dict[i
         for future in done:
             outcomes[running.pop(future)] = future.result()
     return outcomes
+
+
 _FORKED_CHECKER: Checker | None = None
 
 
@@ -235,17 +242,18 @@ def _release_memory() -> None:
     pages, so a worker that once parsed a 5,000-line file (about 130 MB of libcst nodes) would hold them through
     every later file; collecting and trimming brings it back to about 50 MB. Elsewhere than glibc, a no-op."""
     gc.collect()
-    global _MALLOC_TRIM
-    if _MALLOC_TRIM is None:
-        try:
-            _MALLOC_TRIM = ctypes.CDLL("libc.so.6").malloc_trim
-        except (OSError, AttributeError):
-            _MALLOC_TRIM = False
-    if _MALLOC_TRIM:
-        _MALLOC_TRIM(0)
+    malloc_trim = _malloc_trim()
+    if malloc_trim is not None:
+        malloc_trim(0)
 
 
-_MALLOC_TRIM = None  # glibc's malloc_trim, found on first use; False where there is none
+@functools.cache
+def _malloc_trim():
+    """glibc's malloc_trim, or None where there is none."""
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
 
 
 def _python_parse(text: str, path: str) -> ast.Module | Finding:

@@ -20,6 +20,8 @@ import bisect
 import re
 from typing import Iterable, Iterator
 
+from mhalint.source import line_starts
+
 # Comments and string literals, in the order Python's tokenizer finds them: a quote inside a comment or a `#`
 # inside a string never starts anything. The loops are unrolled ("normal* (special normal*)*") to stay fast.
 _PROSE = re.compile(
@@ -34,7 +36,6 @@ _CODE_PREFIX = re.compile(rb"(?:[fFtT][A-Za-z]?|[A-Za-z][fFtT])\Z")  # f, rf, Ft
 _ZERO_WIDTH_OR_CLASS = set("bBsSwWdDAZ")
 _QUANTIFIERS = set("?*+{")
 _LINE_END = re.compile(rb"[\r\n]")
-_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 
 
 class Prefilter:
@@ -68,7 +69,7 @@ class Prefilter:
         `isinstance(m, nn.MultiheadAttention)`). mhalint resolves calls through imports, aliases, base classes
         and instances built by calls, never through such values. `syntax` is CPython's tree of `source` (UTF-8:
         ast columns count UTF-8 bytes)."""
-        breaks = [0] + [match.end() for match in _LINE_BREAK.finditer(source)]
+        breaks = line_starts(source)
         points = []
         for match in self.code_matches(source):
             line = bisect.bisect_right(breaks, match.start())
@@ -189,8 +190,9 @@ def _top_level_alternatives(pattern: str) -> list[str]:
     return alternatives
 
 
-def _literal_runs(alternative: str) -> list[str] | None:
-    """Runs of word characters outside groups and classes that a match must contain; None on an unknown escape."""
+def _literal_runs(alternative: str) -> list[str]:
+    """Runs of word characters outside groups and classes that a match must contain; none at all when the
+    alternative has an escape this reader does not decode."""
     whole_group = re.fullmatch(r"\(\?:(.*)\)", alternative, re.S)
     if whole_group and _top_level_alternatives(whole_group.group(1)) == [whole_group.group(1)]:
         alternative = whole_group.group(1)

@@ -13,11 +13,13 @@ import tokenize
 # Line breaks as Python, libcst's positions and mhalint's findings count them (str.splitlines also breaks at
 # \x0c, \x1c-\x1e, \x85, U+2028 and U+2029, which are not line breaks in Python source).
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_LINE_BREAK_BYTES = re.compile(LINE_BREAK.pattern.encode())
 
 
-def line_starts(text: str) -> list[int]:
-    """The offset where each line of `text` starts."""
-    return [0] + [match.end() for match in LINE_BREAK.finditer(text)]
+def line_starts(text: str | bytes) -> list[int]:
+    """The offset where each line of `text` (decoded, or bytes) starts."""
+    breaks = LINE_BREAK if isinstance(text, str) else _LINE_BREAK_BYTES
+    return [0] + [match.end() for match in breaks.finditer(text)]
 
 
 def decode(raw: bytes) -> tuple[str, str]:
