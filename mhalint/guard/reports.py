@@ -63,32 +63,36 @@ class Report:
         return f"{self.code} {self.name} at {self.site}: {self.message}"
 
 
-class AttentionGuardWarning(UserWarning):
-    """A pitfall the runtime guard saw in a real attention call. `code`, `site` ("path:line") and `message`.
-    The warning is issued at the site, so its text leaves the site out."""
-
-    __module__ = "mhalint.guard"
+class _Reported:
+    """What the guard's warning and error share: a report's `code`, `site` ("path:line") and `message`, kept
+    when they are pickled (pytest-xdist and multiprocessing pickle warnings and exceptions)."""
 
     def __init__(self, code: str, site: str, message: str):
-        super().__init__(f"{code} {CODES.get(code, '')}: {message}")
-        self.code = code
-        self.site = site
-        self.message = message
-
-    def __reduce__(self):  # warnings and exceptions are pickled by pytest-xdist and multiprocessing
-        return type(self), (self.code, self.site, self.message)
-
-
-class AttentionGuardError(Exception):
-    """Raised instead of AttentionGuardWarning in `error` mode; same attributes."""
-
-    __module__ = "mhalint.guard"
-
-    def __init__(self, code: str, site: str, message: str):
-        super().__init__(f"{code} {CODES.get(code, '')} at {site}: {message}")
+        super().__init__(self._text(code, site, message))
         self.code = code
         self.site = site
         self.message = message
 
     def __reduce__(self):
         return type(self), (self.code, self.site, self.message)
+
+
+class AttentionGuardWarning(_Reported, UserWarning):
+    """A pitfall the runtime guard saw in a real attention call. `code`, `site` ("path:line") and `message`.
+    The warning is issued at the site, so its text leaves the site out."""
+
+    __module__ = "mhalint.guard"
+
+    @staticmethod
+    def _text(code: str, site: str, message: str) -> str:
+        return f"{code} {CODES.get(code, '')}: {message}"
+
+
+class AttentionGuardError(_Reported, Exception):
+    """Raised instead of AttentionGuardWarning in `error` mode; same attributes."""
+
+    __module__ = "mhalint.guard"
+
+    @staticmethod
+    def _text(code: str, site: str, message: str) -> str:
+        return f"{code} {CODES.get(code, '')} at {site}: {message}"
