@@ -84,7 +84,7 @@ class LayoutReader:
         for at in (line, line - 1):
             text = self.ctx.comment(at)
             kind = shape_in_text(text) if text else None
-            if kind is not None and (at == line or self.ctx.module.code.splitlines()[at - 1].strip().startswith("#")):
+            if kind is not None and (at == line or self.ctx.source_lines()[at - 1].strip().startswith("#")):
                 return Layout(kind, f"`{name}` is {kind}: the comment `{text.strip()}` at line {at}")
         return None
 

@@ -97,7 +97,7 @@ class Rule:
             edit = _minimal_edit(old_text, _indented(module.code_for_node(new), indent),
                                  span.start.line, span.start.column + 1)
         else:
-            edit = _minimal_edit(module.code, module.deep_replace(node, new).code, 1, 1)
+            edit = _minimal_edit(self.context.source(), module.deep_replace(node, new).code, 1, 1)
         return Fix((edit,), applicability, title)
 
     @classmethod
