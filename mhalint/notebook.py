@@ -30,19 +30,9 @@ class Notebook:
 
     @classmethod
     def parse(cls, raw: bytes) -> Notebook:
-        try:
-            document = json.loads(raw)
-            cells = document["cells"]
-            if not isinstance(cells, list):
-                raise TypeError("`cells` is not a list")
-        except (ValueError, KeyError, TypeError, RecursionError) as error:
-            raise NotebookError(f"not a valid notebook ({type(error).__name__}: {error})") from None
         lines: list[str] = []
         where: list[tuple[int, int]] = []
-        for number, cell in enumerate(cells, start=1):
-            if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-                continue
-            text = _cell_source(cell.get("source", ""), number)
+        for number, text in code_cells(raw).items():
             cell_lines = LINE_BREAK.split(text.rstrip("\r\n")) if text else [""]
             blank = cell_lines[0].lstrip().startswith("%%")
             for line_number, line in enumerate(cell_lines, start=1):
@@ -71,6 +61,19 @@ class Notebook:
             cell, line = self.cells[number - 1]
             return f"cell {cell} line {line}"
         return _LINE_REFERENCE.sub(cell_line, text)
+
+
+def code_cells(raw: bytes) -> dict[int, str]:
+    """A notebook's code cells as written, by 1-based cell number (every cell counts, as in `Finding.cell`)."""
+    try:
+        document = json.loads(raw)
+        cells = document["cells"]
+        if not isinstance(cells, list):
+            raise TypeError("`cells` is not a list")
+    except (ValueError, KeyError, TypeError, RecursionError) as error:
+        raise NotebookError(f"not a valid notebook ({type(error).__name__}: {error})") from None
+    return {number: _cell_source(cell.get("source", ""), number) for number, cell in enumerate(cells, start=1)
+            if isinstance(cell, dict) and cell.get("cell_type") == "code"}
 
 
 def _cell_source(source, number: int) -> str:

@@ -41,6 +41,18 @@ def test_json_output_carries_the_cell(tmp_path: Path):
     assert (finding["path"], finding["cell"], finding["line"], finding["column"]) == (str(path), 1, 2, 8)
 
 
+def test_full_format_frames_the_cell_as_written(tmp_path: Path):
+    """The code frame shows the finding's own cell, magics as the user wrote them, with the caret under the call."""
+    path = notebook(tmp_path / "demo.ipynb",
+                    ("markdown", "# Attention demo\n"),
+                    ("code", "import torch.nn as nn\n%time x = 1\nattn = nn.MultiheadAttention(64, 8)\n"))
+    lines = run("check", "--output-format", "full", str(path)).output.splitlines()
+    assert f" --> {path}:cell 2:3:8" in lines
+    frame = lines[lines.index(f" --> {path}:cell 2:3:8") + 1:]
+    assert frame[1:5] == ["1 | import torch.nn as nn", "2 | %time x = 1", "3 | attn = nn.MultiheadAttention(64, 8)",
+                          "  |        " + "^" * len("nn.MultiheadAttention(64, 8)")]
+
+
 def test_magics_and_shell_lines_do_not_break_parsing_or_columns(tmp_path: Path):
     path = notebook(tmp_path / "demo.ipynb",
                     ("code", "%matplotlib inline\n!pip install einops\nimport torch.nn as nn\n"),

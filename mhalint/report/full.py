@@ -25,12 +25,12 @@ a notebook is shown in its cell (` --> path:cell N:line:col`, the frame from the
 
 from __future__ import annotations
 
-import json
 import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from mhalint.finding import SAFE, Finding
+from mhalint.notebook import NotebookError, code_cells
 from mhalint.source import LINE_BREAK, decode
 
 if TYPE_CHECKING:
@@ -75,17 +75,11 @@ def _read_lines(path: str) -> list[str] | None:
 
 
 def _read_cells(path: str) -> dict[int, list[str]] | None:
-    """A notebook's code cells by 1-based cell number (every cell counts, as in `Finding.cell`), as written:
-    magics are shown as they are, not as the comments mhalint parsed them as (they have the same length)."""
+    """A notebook's code cells by cell number, as written: magics are shown as they are, not as the comments
+    mhalint parsed them as (they have the same length)."""
     try:
-        cells = json.loads(Path(path).read_bytes())["cells"]
-        code = {}
-        for number, cell in enumerate(cells, start=1):
-            if isinstance(cell, dict) and cell.get("cell_type") == "code":
-                text = cell.get("source", "")
-                code[number] = ("".join(text) if isinstance(text, list) else str(text)).splitlines() or [""]
-        return code
-    except (OSError, ValueError, KeyError, TypeError):
+        return {number: LINE_BREAK.split(text) for number, text in code_cells(Path(path).read_bytes()).items()}
+    except (OSError, NotebookError):
         return None
 
 
