@@ -45,7 +45,8 @@ class Cache:
         self._dirty = False
 
     def lookup(self, path: str) -> list[Finding] | None:
-        """The cached findings if the file is unchanged; None when it must be checked."""
+        """The cached findings if the file's size and modification time are unchanged (nothing is read); None
+        when they differ, and the caller, who reads the file anyway, asks `lookup_content`."""
         entry = self._entries.get(os.path.abspath(path))
         if entry is None:
             return None
@@ -54,14 +55,17 @@ class Cache:
         except OSError:
             return None
         if (stat.st_size, stat.st_mtime_ns) != (entry.size, entry.mtime_ns):
-            try:
-                digest = _digest(Path(path).read_bytes())
-            except OSError:
-                return None
-            if digest != entry.digest:
-                return None
-            self._entries[os.path.abspath(path)] = _Entry(stat.st_size, stat.st_mtime_ns, digest, entry.findings)
-            self._dirty = True
+            return None
+        return [_with_path(f, path) for f in entry.findings]
+
+    def lookup_content(self, path: str, raw: bytes, stat: os.stat_result) -> list[Finding] | None:
+        """The cached findings if the file's bytes are those cached (touched, or checked out again, but not
+        changed); its new size and time are remembered. None when it must be checked."""
+        entry = self._entries.get(os.path.abspath(path))
+        if entry is None or _digest(raw) != entry.digest:
+            return None
+        self._entries[os.path.abspath(path)] = _Entry(stat.st_size, stat.st_mtime_ns, entry.digest, entry.findings)
+        self._dirty = True
         return [_with_path(f, path) for f in entry.findings]
 
     def store(self, path: str, raw: bytes, stat: os.stat_result, findings: list[Finding]) -> None:

@@ -75,19 +75,19 @@ class Checker:
         parse: list[tuple[str, bytes, os.stat_result]] = []
         for path in map(str, found.files):
             cached = cache.lookup(path) if cache is not None else None
-            if cached is not None:
-                result.files_checked += 1
-                result.findings.extend(cached)
-                continue
-            try:
-                with open(path, "rb") as handle:
-                    raw = handle.read()
-                    stat = os.fstat(handle.fileno())
-            except OSError as error:
-                result.findings.append(_engine_finding(path, READ_ERROR, error.strerror or str(error)))
-                continue
+            if cached is None:
+                try:
+                    with open(path, "rb") as handle:
+                        raw = handle.read()
+                        stat = os.fstat(handle.fileno())
+                except OSError as error:
+                    result.findings.append(_engine_finding(path, READ_ERROR, error.strerror or str(error)))
+                    continue
+                cached = cache.lookup_content(path, raw, stat) if cache is not None else None
             result.files_checked += 1
-            if self.prefilter.matches(raw) or path.endswith(".ipynb"):  # a notebook is read even to say it is broken
+            if cached is not None:
+                result.findings.extend(cached)
+            elif self.prefilter.matches(raw) or path.endswith(".ipynb"):  # a notebook is read even to say it is broken
                 parse.append((path, raw, stat))
             elif cache is not None:
                 cache.store(path, raw, stat, [])

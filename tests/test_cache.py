@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from mhalint import engine
 from mhalint.cache import Cache
 from mhalint.cli import main
 from mhalint.engine import Checker
@@ -58,33 +59,48 @@ def test_checking_leaves_the_garbage_collector_as_it_found_it(tree: Path):
     assert gc.isenabled() and gc.get_freeze_count() == 0
 
 
+def _count_engine_reads(monkeypatch) -> list[str]:
+    """The files the engine opens (Path.read_bytes included, which the cache used to read with)."""
+    read: list[str] = []
+    original = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: read.append(str(self)) or original(self))
+    monkeypatch.setattr(engine, "open", lambda file, *a, **k: read.append(str(file)) or open(file, *a, **k),
+                        raising=False)
+    return read
+
+
 def test_warm_run_reads_no_unchanged_file(tree: Path, tmp_path: Path, monkeypatch):
     rules = list(load_rules().values())
+    assert Checker(rules).check_paths([tree], cache=Cache(tmp_path / "cache", rules)).files_checked
+    read = _count_engine_reads(monkeypatch)
     Checker(rules).check_paths([tree], cache=Cache(tmp_path / "cache", rules))
-    read = []
-    original = Path.read_bytes
-    monkeypatch.setattr(Path, "read_bytes", lambda self: read.append(self) or original(self))
-    Checker(rules).check_paths([tree], cache=Cache(tmp_path / "cache", rules))
-    assert [p for p in read if tree in p.parents] == []  # (mhalint reads its own source for the cache key)
+    assert [p for p in read if str(tree) in p] == []  # (mhalint reads its own source for the cache key)
 
 
-def test_a_changed_file_is_checked_again(tree: Path, tmp_path: Path):
+def test_a_changed_file_is_checked_again(tree: Path, tmp_path: Path, monkeypatch):
     rules = list(load_rules().values())
     target = tree / "examples" / "mha001_batch_first_bad.py"
     Checker(rules).check_paths([target], cache=Cache(tmp_path / "cache", rules))
     target.write_text(target.read_text().replace("nn.MultiheadAttention(EMBED_DIM, NUM_HEADS)",
                                                  "nn.MultiheadAttention(EMBED_DIM, NUM_HEADS, batch_first=True)"))
+    read = _count_engine_reads(monkeypatch)
     again = Checker(rules).check_paths([target], cache=Cache(tmp_path / "cache", rules))
     assert [f.code for f in again.findings] == []
+    assert [p for p in read if str(tree) in p] == [str(target)]  # once: the same bytes serve the cache and the check
 
 
-def test_same_content_with_a_new_modification_time_is_a_hit(tree: Path, tmp_path: Path):
+def test_same_content_with_a_new_modification_time_is_a_hit(tree: Path, tmp_path: Path, monkeypatch):
     rules = list(load_rules().values())
     target = tree / "examples" / "mha003_is_causal_bad.py"
     first = Checker(rules).check_paths([target], cache=Cache(tmp_path / "cache", rules))
     os.utime(target, ns=(1, 1))
+    read = _count_engine_reads(monkeypatch)
     second = Checker(rules).check_paths([target], cache=Cache(tmp_path / "cache", rules))
     assert dicts(first) == dicts(second)
+    assert [p for p in read if str(tree) in p] == [str(target)]  # read once, to compare its bytes
+    read.clear()
+    third = Checker(rules).check_paths([target], cache=Cache(tmp_path / "cache", rules))
+    assert dicts(third) == dicts(first) and [p for p in read if str(tree) in p] == []  # the new time was kept
 
 
 def test_other_rules_use_another_index(tmp_path: Path):
