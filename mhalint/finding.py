@@ -140,3 +140,8 @@ class Finding:
             fix=Fix.from_dict(data["fix"]) if data.get("fix") else None,
             probe=ProbeResult.from_dict(probe) if probe else None,
             cell=int(data["cell"]) if data.get("cell") is not None else None)
+
+
+def shorten(text: str, limit: int = 90) -> str:
+    """`text` cut to `limit` characters with "..." when longer: code and headlines quoted in messages."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -9,7 +9,7 @@ from mhalint import torchapi
 from mhalint.calls import (PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, call_target, callers, instance, project_function,
                            returned, wrapping_chain)
 from mhalint.context import Binding, Scope
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity, shorten
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Rule, Valid
 from mhalint.values import constructor_values, resolve
@@ -209,18 +209,18 @@ class MaskRepeatLayout(Rule):
             sample = "a per-sample (N, L, S) mask"
         else:
             severity = Severity.WARNING
-            evidence.append(f"whether `{_short(base)}` differs between samples could not be told from the code; "
+            evidence.append(f"whether `{shorten(base)}` differs between samples could not be told from the code; "
                             "a mask that is the same for every sample is not affected")
             sample = "a 3-D mask"
         replacement = f"{base}.repeat_interleave({heads_text}, dim=0)"
         self.report(
             tiling.node,
-            f"`{_short(written)}` tiles {sample} head-major (row head*N + n), but {api}"
+            f"`{shorten(written)}` tiles {sample} head-major (row head*N + n), but {api}"
             f"{' (taken to keep torch layout)' if destination.foreign else ''} reads a 3-D "
             f"{destination.parameter} batch-major (row n*num_heads + head, functional.py:7068): the heads of each "
             f"sample silently use "
             f"another sample's mask (measured: 1.517e-01 off the per-sample result; repeat_interleave 0.0). "
-            f"Evidence: {'; '.join(e for e in evidence if e)}. Fix: `{_short(replacement)}`.",
+            f"Evidence: {'; '.join(e for e in evidence if e)}. Fix: `{shorten(replacement)}`.",
             severity=severity, evidence=[e for e in evidence if e],
             arguments={"api": destination.api, "parameter": destination.parameter, "form": tiling.form,
                        "num_heads": heads, "per_sample": verdict == PER_SAMPLE},
@@ -332,7 +332,7 @@ class MaskRepeatLayout(Rule):
             found: list[_Destination] = []
             for target in targets:
                 step = route + (f"assigned to `{ctx.code(target)}` at line {ctx.line(parent)}" if not route else
-                                f"`{ctx.code(target)} = {_short(ctx.code(top))}` at line {ctx.line(parent)}",)
+                                f"`{ctx.code(target)} = {shorten(ctx.code(top))}` at line {ctx.line(parent)}",)
                 if isinstance(target, cst.Name):
                     found += self._follow_name(target.value, parent, scope, step, depth, seen)
                 elif (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
@@ -423,7 +423,7 @@ class MaskRepeatLayout(Rule):
             if parameter is None or parameter not in callee.params:
                 continue
             note = " (the only class in this file whose forward takes it there)" if guessed else ""
-            step = route + (f"passed {how} to `{_short(ctx.code(call.func))}(...)` at line {ctx.line(call)}, "
+            step = route + (f"passed {how} to `{shorten(ctx.code(call.func))}(...)` at line {ctx.line(call)}, "
                             f"parameter `{parameter}` of `{label}`{note}",)
             found += self._follow_name(parameter, callee.params[parameter], callee, step, depth + 1, seen)
         return found
@@ -483,7 +483,7 @@ class MaskRepeatLayout(Rule):
             return None
         name = spelled if built.api == UNKNOWN_CALLABLE else built.api
         heads = resolve(ctx, bind(built.call, torchapi.CONSTRUCTORS[torchapi.MHA]).get("num_heads"), built.scope)
-        step = route + (f"`{_short(ctx.code(call.func))}` is `{name}` (built at line {ctx.line(built.call)}), a "
+        step = route + (f"`{shorten(ctx.code(call.func))}` is `{name}` (built at line {ctx.line(built.call)}), a "
                         f"MultiheadAttention from another module, taken to keep torch's (N*num_heads, L, S) layout",)
         return _Destination(call, scope, name, parameter,
                             heads.value if heads is not None and isinstance(heads.value, int) else None, step,
@@ -548,7 +548,7 @@ class MaskRepeatLayout(Rule):
         method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
         positional = [a.value for a in call.args if a.keyword is None and not a.star]
         if name == torchapi.GENERATE_SQUARE_SUBSEQUENT_MASK or method == "generate_square_subsequent_mask":
-            return SHARED, [f"`{_short(ctx.code(call))}` is one (L, L) mask for all samples (line {ctx.line(call)})"]
+            return SHARED, [f"`{shorten(ctx.code(call))}` is one (L, L) mask for all samples (line {ctx.line(call)})"]
         if name in _FACTORIES:
             return self._factory(call, positional, scope)
         if method in _NEW_FACTORIES:
@@ -582,7 +582,7 @@ class MaskRepeatLayout(Rule):
         verdict, evidence = _combine(parts)
         if verdict in (SHARED, NEUTRAL):
             return verdict, evidence
-        return PER_SAMPLE, evidence + [f"`{_short(text)}` multiplies batched (N, L, 1) x (N, 1, S) tensors into "
+        return PER_SAMPLE, evidence + [f"`{shorten(text)}` multiplies batched (N, L, 1) x (N, 1, S) tensors into "
                                        f"one mask per sample (line {self.context.line(node)})"]
 
     def _factory(self, call: cst.Call, positional, scope) -> tuple[str, list[str]]:
@@ -596,7 +596,7 @@ class MaskRepeatLayout(Rule):
             sizes = [e.value for e in sizes[0].elements]
         if any(a.star for a in call.args) or not sizes:
             return UNKNOWN, []
-        text = _short(ctx.code(call))
+        text = shorten(ctx.code(call))
         if len(sizes) == 2:
             return SHARED, [f"`{text}` is a 2-D (L, S) mask (line {ctx.line(call)})"]
         if len(sizes) >= 3:
@@ -643,8 +643,8 @@ class MaskRepeatLayout(Rule):
             if value is not None:
                 verdict, evidence = self._content(value, binding.scope, binding.node, depth + 1)
                 if verdict == PER_SAMPLE:
-                    step = f"`{name} = {_short(ctx.code(value))}` at line {ctx.line(binding.node)}"
-                    if evidence and evidence[0].startswith(f"`{_short(ctx.code(value))}` at line"):
+                    step = f"`{name} = {shorten(ctx.code(value))}` at line {ctx.line(binding.node)}"
+                    if evidence and evidence[0].startswith(f"`{shorten(ctx.code(value))}` at line"):
                         step = f"`{name}` = {evidence.pop(0)}"
                     return verdict, [step, *evidence]
                 found = (verdict, evidence)
@@ -663,7 +663,7 @@ class MaskRepeatLayout(Rule):
             if argument is None:
                 return UNKNOWN, []
             verdict, evidence = self._content(argument, site.scope, site.call, depth + 1)
-            parts.append((verdict, [f"`{name}` receives `{_short(self.context.code(argument))}` from the call at "
+            parts.append((verdict, [f"`{name}` receives `{shorten(self.context.code(argument))}` from the call at "
                                     f"line {self.context.line(site.call)}", *evidence]))
         if not parts:
             return UNKNOWN, []
@@ -851,7 +851,3 @@ def _combine(parts: list[tuple[str, list[str]]]) -> tuple[str, list[str]]:
             return SHARED, [e for p in parts if p[0] == SHARED for e in p[1]]
         return NEUTRAL, []
     return UNKNOWN, []
-
-
-def _short(text: str, limit: int = 90) -> str:
-    return text if len(text) <= limit else text[:limit - 3] + "..."

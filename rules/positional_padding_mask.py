@@ -7,7 +7,7 @@ import re
 from mhalint import torchapi
 from mhalint.calls import call_target, callers, project_function, returned
 from mhalint.context import Binding, Scope
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity, shorten
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Rule, Valid
 
@@ -132,14 +132,14 @@ class PositionalPaddingMask(Rule):
                 whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
             fix = self.replacement(arg, keyword, applicability=UNSAFE, title="pass the mask as attn_mask=")
         if fixable:
-            how = f"pass it by keyword: `attn_mask={_short(written)}`"
+            how = f"pass it by keyword: `attn_mask={shorten(written)}`"
         elif "attn_mask" in target.arguments.by_name:
             how = "pass it by keyword as `attn_mask=` in place of the attn_mask the call also gives (merge the two)"
         else:
             how = "pass it by keyword as `attn_mask=`, and the later positional arguments by keyword too"
         self.report(
             node,
-            f"`{_short(written)}` is the 4th positional argument of nn.MultiheadAttention, which is "
+            f"`{shorten(written)}` is the 4th positional argument of nn.MultiheadAttention, which is "
             f"key_padding_mask, not attn_mask (forward(query, key, value, key_padding_mask, need_weights, "
             f"attn_mask, ...)): an (L, S) attention mask there raises "
             f"`Expected key_padded_mask.shape[0] to be <N>, but got <L>` when the batch size N differs from L, "
@@ -187,7 +187,7 @@ class PositionalPaddingMask(Rule):
         ctx = self.context
         name = ctx.qualified_name(call.func, scope)
         method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
-        text, line = _short(ctx.code(call)), ctx.line(call)
+        text, line = shorten(ctx.code(call)), ctx.line(call)
         if name == torchapi.GENERATE_SQUARE_SUBSEQUENT_MASK or method == "generate_square_subsequent_mask":
             return "attention", [f"`{text}` at line {line} is an (L, L) causal mask"], "additive"
         if name in ("torch.triu", "torch.tril") or method in ("triu", "tril"):
@@ -230,10 +230,10 @@ class PositionalPaddingMask(Rule):
             verdict, evidence, kind = self._shape(binding.value, binding.scope, binding.node, depth + 1)
             if verdict == "attention":
                 first = evidence[0] if evidence else ""
-                if first.startswith(f"`{_short(ctx.code(binding.value))}` at line"):
+                if first.startswith(f"`{shorten(ctx.code(binding.value))}` at line"):
                     evidence = [f"`{name}` = {first}", *evidence[1:]]
                 else:
-                    evidence = [f"`{name} = {_short(ctx.code(binding.value))}` at line {ctx.line(binding.node)}",
+                    evidence = [f"`{name} = {shorten(ctx.code(binding.value))}` at line {ctx.line(binding.node)}",
                                 *evidence]
         if verdict is None and _PADDING_NAME.search(name):
             return "padding", [], None
@@ -251,7 +251,7 @@ class PositionalPaddingMask(Rule):
             verdict, evidence, kind = self._shape(argument, site.scope, site.call, depth + 1)
             if verdict is None:
                 return None, [], None
-            found.append((verdict, [f"`{name}` receives `{_short(self.context.code(argument))}` from the call at "
+            found.append((verdict, [f"`{name}` receives `{shorten(self.context.code(argument))}` from the call at "
                                     f"line {self.context.line(site.call)}", *evidence], kind))
         if not found or any(f[0] != found[0][0] for f in found):
             return None, [], None
@@ -308,7 +308,3 @@ def _name_of(expr: cst.BaseExpression) -> str | None:
             expr = expr.func.value
         else:
             return None
-
-
-def _short(text: str, limit: int = 90) -> str:
-    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -15,6 +15,8 @@ test path would take the path as its mode (argparse's optional value), and pytes
 
 from __future__ import annotations
 
+from mhalint.finding import shorten
+
 _MODES = ("warn", "error")
 
 
@@ -67,7 +69,7 @@ class GuardPlugin:
             return
         for entry in entries:
             report = entry.report
-            headline = report.headline if len(report.headline) <= 110 else report.headline[:107] + "..."
+            headline = shorten(report.headline, 110)
             terminalreporter.line(f"{report.code} {report.name:<28} {entry.count:>5}x  {report.site}  {headline}")
         sites = len({entry.report.site for entry in entries})
         total = sum(entry.count for entry in entries)

@@ -18,6 +18,8 @@ import math
 import operator
 from typing import TYPE_CHECKING
 
+from mhalint.finding import shorten
+
 if TYPE_CHECKING:
     import torch
 
@@ -102,7 +104,7 @@ class _Evaluator:
     def text(self, node: ast.AST) -> str:
         """The node's source on one line, shortened, for messages."""
         text = " ".join((ast.get_source_segment(self.source, node) or type(node).__name__).split())
-        return text if len(text) <= 60 else text[:57] + "..."
+        return shorten(text, 60)
 
     # ---- leaves -------------------------------------------------------------------------------------------------
 
@@ -304,4 +306,3 @@ def _is_torch(node: ast.expr) -> bool:
 def _shape(args: list) -> list:
     """Sizes given as varargs (ones(L, S)) or as one tuple (ones((L, S)))."""
     return list(args[0]) if len(args) == 1 and isinstance(args[0], tuple) else list(args)
-
