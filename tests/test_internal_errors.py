@@ -16,8 +16,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from test_plugins import install_plugin
 
 PLUGIN = textwrap.dedent('''
