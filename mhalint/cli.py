@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import click
 
 from mhalint import __version__
-from mhalint.finding import SAFE, Finding, Severity
+from mhalint.finding import PROBE_STATUSES, SAFE, Finding, Severity
 from mhalint.probe.runner import ProbeLimits, ProbeUnavailable, probe_findings
 
 if TYPE_CHECKING:
@@ -68,6 +68,28 @@ def _probe_options(command):
                         help=f"Memory cap of the probe process [default: {ProbeLimits.memory_mb}].")(command)
 
 
+def _display_options(command):
+    """How the human-readable output looks, shared by `check` and `probe`."""
+    command = click.option("--explain", is_flag=True,
+                           help="With the full format, print each finding's explanation (the torch behaviour "
+                                "behind it).")(command)
+    return click.option("--color", "color", type=click.Choice(["auto", "always", "never"]), default="auto",
+                        show_default=True,
+                        help="Colour the full format: auto colours a terminal unless NO_COLOR is set (FORCE_COLOR "
+                             "colours a pipe).")(command)
+
+
+def _use_color(choice: str) -> bool:
+    """--color, then the NO_COLOR and FORCE_COLOR conventions (no-color.org, force-color.org), then the terminal."""
+    if choice != "auto":
+        return choice == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return sys.stdout.isatty()
+
+
 _FORMATS = {"concise": "mhalint.report.concise", "full": "mhalint.report.full", "json": "mhalint.report.json",
             "json-lines": "mhalint.report.json_lines", "github": "mhalint.report.github",
             "sarif": "mhalint.report.sarif"}
@@ -92,6 +114,7 @@ STDIN = Path("-")
               help="Hide findings below this severity [default: warning].")
 @click.option("--output-format", type=click.Choice(sorted(_FORMATS)), default=None, help=_FORMAT_HELP)
 @click.option("--stdin-filename", metavar="PATH", help="The name to report for source read from `-`.")
+@_display_options
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place (atomic writes).")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, also apply fixes that change behaviour.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff and write nothing.")
@@ -105,11 +128,13 @@ STDIN = Path("-")
 @click.option("--show-traceback", is_flag=True, help="Print the traceback of any internal error.")
 def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_select, ignore, respect_gitignore,
           exclude, extend_exclude, min_severity, output_format: str, stdin_filename: str | None, fix: bool,
-          unsafe_fixes: bool, diff: bool, exit_zero: bool, no_cache: bool, jobs: int | None, probe: bool,
-          probe_timeout, probe_total_timeout, probe_memory, show_traceback: bool) -> None:
+          explain: bool, color: str, unsafe_fixes: bool, diff: bool, exit_zero: bool, no_cache: bool,
+          jobs: int | None, probe: bool, probe_timeout, probe_total_timeout, probe_memory,
+          show_traceback: bool) -> None:
     """Check PATHS (files or directories; default: the current directory; - reads standard input)."""
     from mhalint.cache import Cache, cache_dir
     from mhalint.engine import Checker
+    from mhalint.report import RenderOptions
     from mhalint.rule import load_rules
     from mhalint.settings import resolve as resolve_settings
 
@@ -124,13 +149,14 @@ def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_sele
         respect_gitignore=respect_gitignore, min_severity=min_severity, probe_timeout=probe_timeout,
         probe_total_timeout=probe_total_timeout, probe_memory=probe_memory)
     checker = Checker(settings.selection.rules)
+    display = RenderOptions(explain=explain, color=_use_color(color))
 
     def shown(found):
         return [f for f in found if settings.reports(f)]
 
     if paths == (STDIN,):
         _check_stdin(checker, shown, stdin_filename or "-", fix=fix, diff=diff, unsafe=unsafe_fixes,
-                     output_format=output_format, rules=rules)
+                     output_format=output_format, rules=rules, display=display)
         return
 
     cache = None if no_cache else Cache(cache_dir(settings.config.root), settings.selection.rules)
@@ -157,7 +183,9 @@ def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_sele
         summary += f" Fixed {outcome.applied} finding{'s' if outcome.applied != 1 else ''}."
     elif fixable:
         summary += f" {fixable} fixable with --fix."
-    _print(findings, output_format, summary, rules)
+    if probe:
+        summary += f" {_probe_counts(findings)}"
+    _print(findings, output_format, summary, rules, display)
     if show_traceback:
         for text in result.tracebacks:
             click.echo(text, err=True)
@@ -167,7 +195,7 @@ def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_sele
 
 
 def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: bool, unsafe: bool,
-                 output_format: str | None, rules) -> None:
+                 output_format: str | None, rules, display) -> None:
     """Lint standard input; with --fix print the fixed source (findings go to stderr), as ruff does."""
     from mhalint.fixes import FixError, fix_source
     from mhalint.report import concise
@@ -191,7 +219,7 @@ def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: boo
         if findings:
             click.echo(concise.render(findings), err=True)
         sys.exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
-    _print(findings, output_format, _summary(len(findings), 1, hidden=0, threshold=Severity.INFO), rules)
+    _print(findings, output_format, _summary(len(findings), 1, hidden=0, threshold=Severity.INFO), rules, display)
     sys.exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
 
 
@@ -212,10 +240,12 @@ def clean() -> None:
 @main.command(name="probe")
 @click.argument("source", default="-", type=click.File("r"))
 @click.option("--output-format", type=click.Choice(sorted(_FORMATS)), default=None, help=_FORMAT_HELP)
+@_display_options
 @_probe_options
-def probe_command(source, output_format: str, probe_timeout: float, probe_total_timeout: float,
-                  probe_memory: int) -> None:
+def probe_command(source, output_format: str, explain: bool, color: str, probe_timeout: float,
+                  probe_total_timeout: float, probe_memory: int) -> None:
     """Run the probe on findings saved with `check --output-format json` (SOURCE: a file, or - for stdin)."""
+    from mhalint.report import RenderOptions
     from mhalint.rule import load_rules
 
     try:
@@ -228,7 +258,8 @@ def probe_command(source, output_format: str, probe_timeout: float, probe_total_
                          probe_memory or ProbeLimits.memory_mb)
     rules = load_rules()
     findings = _probe(findings, rules, limits)
-    _print(findings, output_format, f"Probed {len(findings)} finding{'s' if len(findings) != 1 else ''}.", rules)
+    _print(findings, output_format, f"Probed {len(findings)} finding{'s' if len(findings) != 1 else ''}. "
+           f"{_probe_counts(findings)}", rules, RenderOptions(explain=explain, color=_use_color(color)))
     sys.exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
 
 
@@ -268,12 +299,18 @@ def _probe(findings, rules, limits: ProbeLimits):
         raise UsageError(str(error))
 
 
-def _print(findings, output_format: str | None, summary: str, rules=None) -> None:
+def _probe_counts(findings) -> str:
+    """`Probe: 2 confirmed, 1 reproduced, 0 not confirmed, 1 skipped.` over the findings that were probed."""
+    probed = [f.probe.status for f in findings if f.probe is not None]
+    return "Probe: " + ", ".join(f"{probed.count(status)} {status}" for status in PROBE_STATUSES) + "."
+
+
+def _print(findings, output_format: str | None, summary: str, rules, display) -> None:
     """Findings in the chosen format; the summary line only for the human formats."""
     output_format = output_format or ("full" if sys.stdout.isatty() else "concise")
-    text = importlib.import_module(_FORMATS[output_format]).render(findings, rules)
+    text = importlib.import_module(_FORMATS[output_format]).render(findings, rules, display)
     if text:
-        click.echo(text.rstrip("\n"))
+        click.echo(text.rstrip("\n"), color=display.color)
     if output_format in ("concise", "full"):
         click.echo(summary)
 

@@ -63,7 +63,7 @@ class Fix:
 class ProbeResult:
     """What the runtime probe measured for one finding."""
 
-    status: str  # CONFIRMED, NOT_CONFIRMED or SKIPPED
+    status: str  # one of PROBE_STATUSES
     evidence: str  # the numbers, or why it was skipped
     torch_version: str | None = None
 
@@ -75,7 +75,14 @@ class ProbeResult:
         return cls(str(data["status"]), str(data["evidence"]), data.get("torch_version"))
 
 
-CONFIRMED, NOT_CONFIRMED, SKIPPED = "confirmed", "not confirmed", "skipped"
+# confirmed: the experiment used the site's own evidence (the layout or mask construction the analysis established)
+# and showed the pitfall; reproduced: it showed the mechanism with the pitfall's premise assumed (no evidence at the
+# site), which says nothing about the site itself; not confirmed: the experiment ran and the pitfall did not show;
+# skipped: no experiment could run.
+CONFIRMED, REPRODUCED, NOT_CONFIRMED, SKIPPED = "confirmed", "reproduced", "not confirmed", "skipped"
+PROBE_STATUSES = (CONFIRMED, REPRODUCED, NOT_CONFIRMED, SKIPPED)
+
+HEADLINE_LIMIT = 160  # characters of a finding's headline: the problem and the decisive evidence, nothing more
 
 
 @dataclass(frozen=True)
@@ -86,7 +93,7 @@ class Finding:
     line: int  # 1-based, where the offending call starts (within its notebook cell, for notebooks)
     column: int  # 1-based
     code: str
-    message: str = field(compare=False)
+    message: str = field(compare=False)  # the headline, at most HEADLINE_LIMIT characters
     name: str = field(default="", compare=False)
     severity: Severity = field(default=Severity.WARNING, compare=False)
     end_line: int = field(default=0, compare=False)
@@ -96,6 +103,8 @@ class Finding:
     # Constructor/call arguments as far as they were resolved statically (for the probe and reports).
     arguments: tuple[tuple[str, object], ...] = field(default=(), compare=False)
     fix: Fix | None = field(default=None, compare=False)
+    help: str = field(default="", compare=False)  # what to do about it, in one line
+    explanation: str = field(default="", compare=False)  # the long why, citing docs/torch-facts.md#section
     probe: ProbeResult | None = field(default=None, compare=False)
     cell: int | None = field(default=None, compare=False)  # 1-based notebook cell, None for a plain source file
 
@@ -123,6 +132,8 @@ class Finding:
             "evidence": list(self.evidence),
             "arguments": dict(self.arguments),
             "fix": self.fix.to_dict() if self.fix is not None else None,
+            "help": self.help,
+            "explanation": self.explanation,
             "probe": self.probe.to_dict() if self.probe is not None else None,
         }
 
@@ -138,6 +149,7 @@ class Finding:
             evidence=tuple(str(e) for e in data.get("evidence", ())),
             arguments=tuple(dict(data.get("arguments") or {}).items()),
             fix=Fix.from_dict(data["fix"]) if data.get("fix") else None,
+            help=str(data.get("help") or ""), explanation=str(data.get("explanation") or ""),
             probe=ProbeResult.from_dict(probe) if probe else None,
             cell=int(data["cell"]) if data.get("cell") is not None else None)
 

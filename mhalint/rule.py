@@ -12,10 +12,10 @@ import re
 import textwrap
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Callable, ClassVar, Iterable
+from typing import Callable, ClassVar, Iterable, Mapping
 
 from mhalint.context import ModuleContext, Scope
-from mhalint.finding import Edit, Finding, Fix, Severity
+from mhalint.finding import HEADLINE_LIMIT, Edit, Finding, Fix, Severity, shorten
 from mhalint.lazy import cst
 from mhalint.source import LINE_BREAK
 
@@ -39,6 +39,49 @@ class Invalid:
     line: int | None = None
     message: str | None = None
     severity: Severity | None = None
+
+
+@dataclass(frozen=True)
+class Message:
+    """One kind of finding a rule reports, as pyflakes' message classes: templates whose `{fields}` are filled from
+    the keyword arguments of `Rule.report`. Rules name them at the top of their file, so every text a user can
+    see from the rule is in one place.
+
+    `headline` names the problem and the decisive evidence; filled in, it is cut to HEADLINE_LIMIT characters by
+    shortening its longest fields (the code it quotes), never its fixed words. `help` says what to do, in one line.
+    `explanation` is the long why: the torch behaviour, its number and the docs/torch-facts.md section."""
+
+    headline: str
+    help: str = ""
+    explanation: str = ""
+
+    def headline_for(self, fields: Mapping[str, object]) -> str:
+        return fit(self.headline, fields, HEADLINE_LIMIT)
+
+    def help_for(self, fields: Mapping[str, object]) -> str:
+        return self.help.format_map(fields)
+
+    def explanation_for(self, fields: Mapping[str, object]) -> str:
+        return textwrap.dedent(self.explanation).strip().format_map(fields)
+
+
+_SHORTEST_FIELD = 16  # a quoted expression cut shorter than this no longer says which one it was
+
+
+def fit(template: str, fields: Mapping[str, object], limit: int) -> str:
+    """`template` filled from `fields`, at most `limit` characters: the longest text fields are shortened first."""
+    fields = {name: value for name, value in fields.items()}
+    text = template.format_map(fields)
+    while len(text) > limit:
+        used = [name for name, value in fields.items()
+                if isinstance(value, str) and len(value) > _SHORTEST_FIELD and "{" + name in template]
+        if not used:
+            return shorten(text, limit)
+        longest = max(used, key=lambda name: len(fields[name]))
+        excess = len(text) - limit
+        fields[longest] = shorten(fields[longest], max(_SHORTEST_FIELD, len(fields[longest]) - excess))
+        text = template.format_map(fields)
+    return text
 
 
 class Rule:
@@ -72,15 +115,24 @@ class Rule:
         """The innermost function, class or module scope around the node being visited."""
         return self.context.scope
 
-    def report(self, node: cst.CSTNode, message: str, *, severity: Severity = Severity.WARNING,
+    def report(self, node: cst.CSTNode, message: Message | str, *, severity: Severity = Severity.WARNING,
                evidence: Iterable[str] = (), arguments: dict[str, object] | None = None,
-               fix: Fix | None = None) -> None:
+               fix: Fix | None = None, help: str | None = None, explanation: str | None = None,
+               **fields: object) -> None:
+        """Record a finding at `node`. `message` is one of the rule's Message templates, filled from `fields`
+        (a plain string is taken as the headline as it is, for plugins that build their own text). `help` and
+        `explanation` override the template's; the explanation defaults to the rule's "Why is this bad?"."""
+        if isinstance(message, str):
+            message = Message(message.replace("{", "{{").replace("}", "}}"))
         position = self.context.position(node)
         self._emit(Finding(
             path=self.context.path, line=position.start.line, column=position.start.column + 1,
-            code=self.code, name=self.name, message=message, severity=severity,
+            code=self.code, name=self.name, message=message.headline_for(fields), severity=severity,
             end_line=position.end.line, end_column=position.end.column + 1,
-            evidence=tuple(evidence), arguments=tuple((arguments or {}).items()), fix=fix))
+            evidence=tuple(evidence), arguments=tuple((arguments or {}).items()), fix=fix,
+            help=help if help is not None else message.help_for(fields) or (fix.title if fix else ""),
+            explanation=explanation if explanation is not None else (
+                message.explanation_for(fields) or self.doc_sections().get("Why is this bad?", ""))))
 
     def replacement(self, node: cst.CSTNode, new: cst.CSTNode, *, applicability: str, title: str) -> Fix:
         """A fix that replaces `node` with `new`, keeping the formatting of the block it sits in.

@@ -199,3 +199,41 @@ def test_checking_files_without_an_attention_call_does_not_load_libcst(tmp_path:
     assert "exit 0" in plain.stdout and "libcst loaded: False" in plain.stdout, plain.stdout + plain.stderr
     bad = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "bad.py")], capture_output=True, text=True)
     assert "exit 1" in bad.stdout and "libcst loaded: True" in bad.stdout, bad.stdout + bad.stderr
+
+
+def test_explain_adds_each_findings_explanation_to_the_full_format(tree: Path):
+    short = run("check", "--no-cache", "--output-format", "full", str(tree / "bad.py"))
+    explained = run("check", "--no-cache", "--output-format", "full", "--explain", str(tree / "bad.py"))
+    assert short.exit_code == explained.exit_code == 1
+    assert "explanation:" not in short.output
+    assert "explanation:" in explained.output and "docs/torch-facts.md#" in explained.output
+    assert len(explained.output) > len(short.output)
+
+
+@pytest.mark.parametrize(("args", "environment", "coloured"), [
+    (["--color", "always"], {}, True),
+    (["--color", "never"], {"FORCE_COLOR": "1"}, False),
+    ([], {}, False),  # auto, and the runner's output is not a terminal
+    ([], {"FORCE_COLOR": "1"}, True),
+    ([], {"FORCE_COLOR": "1", "NO_COLOR": "1"}, False),
+    (["--color", "always"], {"NO_COLOR": "1"}, True),  # an explicit choice wins over the environment
+])
+def test_colour_follows_the_option_then_no_color_and_force_color(tree: Path, monkeypatch, args, environment,
+                                                                  coloured):
+    for name in ("NO_COLOR", "FORCE_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    result = run("check", "--no-cache", "--output-format", "full", *args, str(tree / "bad.py"))
+    assert result.exit_code == 1
+    assert ("\x1b[" in result.output) is coloured
+    if coloured:
+        import click
+
+        assert click.unstyle(result.output) == run("check", "--no-cache", "--output-format", "full",
+                                                   "--color", "never", str(tree / "bad.py")).output
+
+
+def test_color_rejects_an_unknown_choice(tree: Path):
+    result = run("check", "--color", "sometimes", str(tree / "bad.py"))
+    assert result.exit_code == 2 and "sometimes" in result.output

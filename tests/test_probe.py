@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from mhalint import torchapi
 from mhalint.cli import main
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, SKIPPED, Finding
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, PROBE_STATUSES, SKIPPED, Finding
 from mhalint.probe import runner, support
 from mhalint.probe.runner import ProbeLimits, probe_findings
 from mhalint.rule import load_rules
@@ -33,7 +33,7 @@ RULES = load_rules()
 NUMBER = r"([0-9]+(?:\.[0-9]+)?(?:e[+-]?[0-9]+)?)"
 FINDING_LINE = re.compile(r"^(?P<path>\S+):(?P<line>\d+):(?P<column>\d+): (?P<code>[A-Z]+[0-9]+) "
                           r"\[(?P<severity>\w+)\] ")
-PROBE_LINE = re.compile(r"^    probe (?P<status>confirmed|not confirmed|skipped)(?: \(torch (?P<version>[^)]+)\))?: "
+PROBE_LINE = re.compile(r"^    probe (?P<status>confirmed|reproduced|not confirmed|skipped)(?: \(torch (?P<version>[^)]+)\))?: "
                         r"(?P<evidence>.+)$")
 INSTALL_ERROR = "mhalint: error: the probe needs torch, which is not installed: pip install 'mhalint[probe]'"
 
@@ -449,6 +449,9 @@ def test_check_probe_confirms_every_bad_example(examples_run, torch):
         assert re.search(r"\b[0-9]+(?:\.[0-9]+)?\b", probe["evidence"]), probe.string
     summary = f"Found {len(pairs)} findings ({len(BAD_EXAMPLES)} files checked)."
     assert completed.stdout.splitlines()[-1].startswith(summary)
+    statuses = [probe["status"] for _, probe in pairs if probe is not None]
+    counts = ", ".join(f"{statuses.count(status)} {status}" for status in PROBE_STATUSES)
+    assert completed.stdout.splitlines()[-1].endswith(f" Probe: {counts}.")  # the summary counts each outcome
     evidence = {f["code"]: p["evidence"] for f, p in pairs}
     assert "(10, 4, 4)" in evidence["MHA001"]
     assert "a padding mask stood in" in evidence["MHA002"]  # `tokens == PAD_ID` has no size to rebuild

@@ -11,13 +11,14 @@ import re
 import unicodedata
 from pathlib import Path
 
+import click
 import jsonschema
 import pytest
 
 from mhalint import __version__
 from mhalint.engine import Checker
 from mhalint.finding import CONFIRMED, SAFE, UNSAFE, Edit, Finding, Fix, ProbeResult, Severity
-from mhalint.report import concise, full, github, json_lines, sarif
+from mhalint.report import RenderOptions, concise, full, github, json_lines, sarif
 from mhalint.report import json as json_report
 from mhalint.rule import load_rules
 
@@ -36,8 +37,9 @@ def make(path: str = "model.py", **changes) -> Finding:
     confirmed probe result."""
     fields = dict(
         path=path, line=3, column=8, code="MHA001", name="batch-first-default", severity=Severity.ERROR,
-        message="nn.MultiheadAttention is built without batch_first. Fix: pass batch_first=True.",
+        message="nn.MultiheadAttention is built without batch_first: it reads (L, N, E)",
         end_line=3, end_column=36, evidence=("the constructor at line 3 has no batch_first argument",),
+        explanation="These modules read every 3-D input as (L, N, E).\n\nSee docs/torch-facts.md#batch-first.",
         arguments=(("embed_dim", 64), ("num_heads", 8), ("batch_first", False)),
         fix=Fix((Edit(3, 35, 3, 35, ", batch_first=True"),), UNSAFE, "pass batch_first=True"),
         probe=ProbeResult(CONFIRMED, "sample 0 moved by 0.47 when only sample 1 changed", "2.13.0"))
@@ -57,8 +59,9 @@ def example_findings() -> list[Finding]:
 @pytest.mark.parametrize("module", FORMATS, ids=lambda m: m.__name__.rsplit(".", 1)[-1])
 def test_every_format_has_the_same_render_signature(module):
     parameters = inspect.signature(module.render).parameters
-    assert list(parameters) == ["findings", "rules"]
+    assert list(parameters) == ["findings", "rules", "options"]
     assert parameters["rules"].default is None
+    assert parameters["options"].default == RenderOptions()
 
 
 @pytest.mark.parametrize("module", FORMATS, ids=lambda m: m.__name__.rsplit(".", 1)[-1])
@@ -75,7 +78,7 @@ def test_line_formats_print_nothing_for_no_findings(module):
 
 def test_concise_keeps_its_output():
     assert concise.render([make()], RULES).splitlines() == [
-        "model.py:3:8: MHA001 [error] nn.MultiheadAttention is built without batch_first. Fix: pass batch_first=True.",
+        "model.py:3:8: MHA001 [error] nn.MultiheadAttention is built without batch_first: it reads (L, N, E)",
         "    probe confirmed (torch 2.13.0): sample 0 moved by 0.47 when only sample 1 changed",
     ]
 
@@ -122,7 +125,7 @@ def unescape(text: str) -> str:
 def test_github_line_has_file_position_end_and_title():
     line = github.render([make()], RULES)
     assert line == ("::error file=model.py,line=3,col=8,endLine=3,endColumn=36,title=MHA001 batch-first-default"
-                    "::nn.MultiheadAttention is built without batch_first. Fix: pass batch_first=True.")
+                    "::nn.MultiheadAttention is built without batch_first: it reads (L, N, E)")
     match = GITHUB_LINE.match(line)
     assert match and match["file"] == "model.py" and match["title"] == "MHA001 batch-first-default"
 
@@ -180,7 +183,7 @@ def write(tmp_path: Path, text: str, name: str = "model.py") -> str:
 def test_full_frame_caret_help_and_probe(tmp_path: Path):
     path = write(tmp_path, SOURCE)
     assert full.render([make(path=path)], RULES) == "\n".join([
-        "MHA001 [error] nn.MultiheadAttention is built without batch_first. Fix: pass batch_first=True.",
+        "MHA001 [error] nn.MultiheadAttention is built without batch_first: it reads (L, N, E)",
         f" --> {path}:3:8",
         "  |",
         "1 | import torch.nn as nn",
@@ -188,17 +191,41 @@ def test_full_frame_caret_help_and_probe(tmp_path: Path):
         "3 | attn = nn.MultiheadAttention(64, 8)",
         "  |        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
         "  |",
+        "  = evidence: the constructor at line 3 has no batch_first argument",
         "help: pass batch_first=True",
         "note: this fix changes behaviour; `--fix` applies it only with `--unsafe-fixes`",
         "probe: confirmed (torch 2.13.0): sample 0 moved by 0.47 when only sample 1 changed",
     ]) + "\n"
 
 
+def test_full_prints_the_explanation_only_when_asked(tmp_path: Path):
+    path = write(tmp_path, SOURCE)
+    finding = make(path=path)
+    plain = full.render([finding], RULES)
+    explained = full.render([finding], RULES, RenderOptions(explain=True))
+    assert "explanation" not in plain and "(L, N, E)." not in plain
+    assert explained.startswith(plain.rstrip("\n"))
+    assert explained.rstrip("\n").splitlines()[-3:] == [
+        "explanation:", "  These modules read every 3-D input as (L, N, E).", "  See docs/torch-facts.md#batch-first."]
+
+
+def test_full_colour_styles_the_text_and_changes_nothing_else(tmp_path: Path):
+    path = write(tmp_path, SOURCE)
+    finding = make(path=path)
+    plain = full.render([finding], RULES, RenderOptions(explain=True))
+    coloured = full.render([finding], RULES, RenderOptions(explain=True, color=True))
+    assert "\x1b[" not in plain
+    assert "\x1b[31m" in coloured  # the error's code and caret in red, as ruff shows errors
+    assert click.unstyle(coloured) == plain
+
+
 def test_full_safe_fix_has_no_note_and_no_fix_no_help(tmp_path: Path):
     path = write(tmp_path, SOURCE)
     safe = full.render([make(path=path, fix=Fix((Edit(3, 35, 3, 35, "x"),), SAFE, "do it"), probe=None)])
     assert safe.splitlines()[-1] == "help: do it" and "note:" not in safe
-    bare = full.render([make(path=path, fix=None, probe=None)])
+    told = full.render([make(path=path, help="write batch_first=False if the data is (L, N, E)", probe=None)])
+    assert "help: write batch_first=False if the data is (L, N, E)" in told.splitlines()  # the finding's own help
+    bare = full.render([make(path=path, fix=None, probe=None, evidence=())])
     assert bare.splitlines()[-1] == "  |" and "help:" not in bare and "probe:" not in bare
 
 
@@ -206,7 +233,8 @@ def test_full_blocks_are_separated_by_an_empty_line(tmp_path: Path):
     path = write(tmp_path, SOURCE)
     text = full.render([make(path=path, fix=None, probe=None), make(path=path, code="MHA004", fix=None, probe=None)])
     blocks = text.split("\n\n")
-    assert len(blocks) == 2 and blocks[1].startswith("MHA004 [error]") and text.endswith("  |\n")
+    assert len(blocks) == 2 and blocks[1].startswith("MHA004 [error]")
+    assert text.endswith("  = evidence: the constructor at line 3 has no batch_first argument\n")
 
 
 def test_full_context_is_two_lines_each_side_with_a_right_aligned_gutter(tmp_path: Path):
@@ -223,6 +251,7 @@ def test_full_context_is_two_lines_each_side_with_a_right_aligned_gutter(tmp_pat
         "11 | line11 = 11",
         "12 | line12 = 12",
         "   |",
+        "   = evidence: the constructor at line 3 has no batch_first argument",  # aligned with the gutter
     ]
 
 
@@ -329,8 +358,9 @@ def test_full_without_a_readable_line_omits_only_the_frame(tmp_path: Path, conte
         path.write_bytes(content)
     line = 3 if content != SOURCE.encode() else 40  # the file is shorter than the finding's line
     lines = full.render([make(path=str(path), line=line, end_line=line)]).splitlines()
-    assert lines == [lines[0], f" --> {path}:{line}:8", "help: pass batch_first=True", lines[3], lines[4]]
-    assert lines[0].startswith("MHA001 [error] ") and lines[4].startswith("probe: confirmed (torch 2.13.0): ")
+    assert lines == [lines[0], f" --> {path}:{line}:8", " = evidence: the constructor at line 3 has no batch_first argument",
+                     "help: pass batch_first=True", lines[4], lines[5]]
+    assert lines[0].startswith("MHA001 [error] ") and lines[5].startswith("probe: confirmed (torch 2.13.0): ")
 
 
 def test_full_reads_each_file_once(tmp_path: Path, monkeypatch):
@@ -459,6 +489,8 @@ def test_sarif_structure(tmp_path: Path):
         "properties": {
             "severity": "error",
             "evidence": ["the constructor at line 3 has no batch_first argument"],
+            "help": "",
+            "explanation": finding.explanation,
             "arguments": {"embed_dim": 64, "num_heads": 8, "batch_first": False},
             "name": "batch-first-default",
             "probe": {"status": "confirmed", "evidence": "sample 0 moved by 0.47 when only sample 1 changed",
@@ -545,7 +577,7 @@ def notebook_findings(tmp_path: Path) -> tuple[Path, list[Finding]]:
 def test_full_shows_a_notebook_finding_in_its_cell(tmp_path: Path):
     path, findings = notebook_findings(tmp_path)
     lines = full.render(findings, RULES).splitlines()
-    assert lines[1:9] == [
+    assert lines[1:8] == [
         f" --> {path}:cell 3:4:9",
         "  |",
         "2 | %time y = 2",  # as written, not as the comment mhalint parsed it as

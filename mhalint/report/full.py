@@ -1,7 +1,8 @@
-"""ruff's `full` format: each finding with a code frame of its source, a caret under the flagged span, the fix
-and the probe result (the evidence is part of the message already).
+"""ruff's `full` format: each finding's headline, a code frame of its source with a caret under the flagged span,
+the evidence the verdict rests on, what to do (help), the fix's safety and the probe result; with `--explain`,
+the long explanation too.
 
-    MHA001 [error] nn.MultiheadAttention is built without batch_first ...
+    MHA001 [error] nn.MultiheadAttention gets batch-first data (`B, T, C = x.shape`, line 25) but batch_first ...
       --> model.py:20:21
        |
     18 |         super().__init__()
@@ -11,9 +12,14 @@ and the probe result (the evidence is part of the message already).
     21 |         self.norm = nn.LayerNorm(EMBED_DIM)
     22 |         self.head = nn.Linear(EMBED_DIM, NUM_CLASSES)
        |
+       = evidence: the constructor at line 20 has no batch_first argument
+       = evidence: `B, T, C = x.shape`, line 25: axis 0 of x is the batch
     help: pass batch_first=True
     note: this fix changes behaviour; `--fix` applies it only with `--unsafe-fixes`
     probe: confirmed (torch 2.13.0): <what the probe measured>
+
+With colour (`--color`), the code and severity, the headline, the gutter, the caret and the help are styled as
+ruff styles them; the text is the same.
 
 Columns count characters (as libcst and the finding do); what the terminal shows is measured in cells: a tab
 goes to the next multiple of TAB_SIZE, East Asian wide characters take two cells, combining marks none, and
@@ -25,12 +31,16 @@ a notebook is shown in its cell (` --> path:cell N:line:col`, the frame from the
 
 from __future__ import annotations
 
+import textwrap
 import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from mhalint.finding import SAFE, Finding
+import click
+
+from mhalint.finding import SAFE, Finding, Severity
 from mhalint.notebook import NotebookError, code_cells
+from mhalint.report import RenderOptions
 from mhalint.source import LINE_BREAK, decode
 
 if TYPE_CHECKING:
@@ -38,13 +48,26 @@ if TYPE_CHECKING:
 
 TAB_SIZE = 4  # ruff's default indent width, which its code frames use for tabs
 CONTEXT = 2  # source lines shown before and after the flagged one
+EXPLANATION_WIDTH = 100
+_SEVERITY_COLOR = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
-def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None = None) -> str:
+def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None = None,
+           options: RenderOptions = RenderOptions()) -> str:
     """Every finding as a block; blocks are separated, and followed, by an empty line (as ruff prints them)."""
     sources = _Sources()
-    blocks = [_block(finding, sources) for finding in findings]
+    blocks = [_block(finding, sources, options) for finding in findings]
     return "\n\n".join(blocks) + "\n" if blocks else ""
+
+
+class _Painter:
+    """click.style when colour is on, the text unchanged when it is off."""
+
+    def __init__(self, color: bool):
+        self.color = color
+
+    def __call__(self, text: str, **style) -> str:
+        return click.style(text, **style) if self.color and text else text
 
 
 class _Sources:
@@ -83,42 +106,56 @@ def _read_cells(path: str) -> dict[int, list[str]] | None:
         return None
 
 
-def _block(finding: Finding, sources: _Sources) -> str:
-    header = f"{finding.code} [{finding.severity}] {finding.message}"
+def _block(finding: Finding, sources: _Sources, options: RenderOptions) -> str:
+    paint = _Painter(options.color)
+    code = paint(f"{finding.code} [{finding.severity}]", fg=_SEVERITY_COLOR[finding.severity], bold=True)
+    header = f"{code} {paint(finding.message, bold=True)}"
     lines = sources.lines(finding.path, finding.cell)
     if lines is None or not 1 <= finding.line <= len(lines):
-        out = [header, f" --> {finding.location}"]
+        out, gutter = [header, f" {paint('-->', fg='blue', bold=True)} {finding.location}"], ""
     else:
-        out = [header, *_frame(finding, lines, finding.location)]
-    if finding.fix is not None:
-        out.append(f"help: {finding.fix.title}" if finding.fix.title else "help: a fix is available")
-        if finding.fix.applicability != SAFE:
-            out.append("note: this fix changes behaviour; `--fix` applies it only with `--unsafe-fixes`")
+        frame, gutter = _frame(finding, lines, finding.location, paint)
+        out = [header, *frame]
+    out += [f"{gutter} {paint('=', fg='blue', bold=True)} evidence: {line}" for line in finding.evidence]
+    help_text = finding.help or (finding.fix.title if finding.fix is not None else "")
+    if help_text:
+        out.append(f"{paint('help', fg='cyan', bold=True)}: {help_text}")
+    if finding.fix is not None and finding.fix.applicability != SAFE:
+        out.append("note: this fix changes behaviour; `--fix` applies it only with `--unsafe-fixes`")
     if finding.probe is not None:
         version = f" (torch {finding.probe.torch_version})" if finding.probe.torch_version else ""
         out.append(f"probe: {finding.probe.status}{version}: {finding.probe.evidence}")
+    if options.explain and finding.explanation:
+        out.append(paint("explanation:", bold=True))
+        out += [textwrap.fill(paragraph, EXPLANATION_WIDTH, initial_indent="  ", subsequent_indent="  ")
+                if not paragraph.startswith(("```", "    ", "- ")) else textwrap.indent(paragraph, "  ")
+                for paragraph in finding.explanation.split("\n\n")]
     return "\n".join(out)
 
 
-def _frame(finding: Finding, lines: list[str], location: str) -> list[str]:
+def _frame(finding: Finding, lines: list[str], location: str, paint: _Painter) -> tuple[list[str], str]:
+    """The code frame's lines, and the blank gutter that lines after it align with."""
     first = max(1, finding.line - CONTEXT)
     last = min(len(lines), finding.line + CONTEXT)
     while last > finding.line and not lines[last - 1].strip():  # no trailing blank context (the file's end)
         last -= 1
     width = len(str(last))
     gutter = " " * width
-    out = [f"{gutter}--> {location}", f"{gutter} |"]
+    bar = paint("|", fg="blue", bold=True)
+    out = [f"{gutter}{paint('-->', fg='blue', bold=True)} {location}", f"{gutter} {bar}"]
     for number in range(first, last + 1):
         shown, cells = _display(lines[number - 1])
         if number != finding.line:
             shown = shown.rstrip()
-        out.append(f"{number:>{width}} | {shown}" if shown else f"{number:>{width}} |")
+        label = paint(f"{number:>{width}}", fg="blue", bold=True)
+        out.append(f"{label} {bar} {shown}" if shown else f"{label} {bar}")
         if number == finding.line:
             start, end = _span(finding, len(lines[number - 1]))
             indent = cells[start]
-            out.append(f"{gutter} | {' ' * indent}{'^' * max(1, cells[end] - indent)}")
-    out.append(f"{gutter} |")
-    return out
+            caret = paint("^" * max(1, cells[end] - indent), fg=_SEVERITY_COLOR[finding.severity], bold=True)
+            out.append(f"{gutter} {bar} {' ' * indent}{caret}")
+    out.append(f"{gutter} {bar}")
+    return out, gutter
 
 
 def _span(finding: Finding, length: int) -> tuple[int, int]:

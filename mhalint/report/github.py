@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from mhalint.finding import Finding, Severity
+from mhalint.report import RenderOptions
 
 if TYPE_CHECKING:
     from mhalint.rule import Rule
@@ -20,7 +21,8 @@ if TYPE_CHECKING:
 COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
 
-def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None = None) -> str:
+def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None = None,
+           options: RenderOptions = RenderOptions()) -> str:
     return "\n".join(_line(finding) for finding in findings)
 
 

@@ -20,6 +20,7 @@ from urllib.parse import quote
 from mhalint import __version__
 from mhalint.engine import ENGINE_CODES
 from mhalint.finding import Edit, Finding, Severity
+from mhalint.report import RenderOptions
 
 if TYPE_CHECKING:
     from mhalint.rule import Rule
@@ -34,7 +35,8 @@ LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "
 RULE_DEFAULT, ENGINE_DEFAULT = Severity.WARNING, Severity.ERROR
 
 
-def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None = None) -> str:
+def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None = None,
+           options: RenderOptions = RenderOptions()) -> str:
     return json.dumps(sarif_log(findings, rules), indent=2)
 
 
@@ -107,6 +109,7 @@ def _result(finding: Finding, rule_index: int, root: Path) -> dict:
             "properties": {"applicability": finding.fix.applicability},
         }]
     properties: dict = {"severity": str(finding.severity), "evidence": list(finding.evidence),
+                        "help": finding.help, "explanation": finding.explanation,
                         "arguments": dict(finding.arguments)}
     if finding.name:
         properties["name"] = finding.name
