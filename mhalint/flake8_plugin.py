@@ -15,8 +15,10 @@ Decisions, for a flake8 user:
   lines makes the plugin read the file itself.
 * **Columns.** mhalint's columns are 1-based; flake8 expects 0-based offsets from a plugin and adds 1 when it
   prints. So flake8 prints the same `line:col` as `mhalint check`.
-* **Message.** `MHA001 [error] ...`: the code, then the severity in brackets, then mhalint's message, the same text
-  `mhalint check` prints after `path:line:col:`. flake8 has no severity of its own, and mhalint's severity is
+* **Message.** `MHA001 [error] <headline>`: the code, then the severity in brackets, then the finding's headline
+  (at most 160 characters: the problem and its decisive evidence), the same text `mhalint check` prints after
+  `path:line:col:`; the evidence, the fix and the explanation are in `mhalint check --output-format full`.
+  flake8 has no severity of its own, and mhalint's severity is
   not a style level but its confidence that results are corrupted (error: the code shows it; warning: possible
   and nothing shows it is handled; info: correct but relying on a default). A flake8 user cannot select on it,
   so it is worth reading in the message; the code still comes first, which is all flake8 parses.
@@ -95,7 +97,7 @@ class Plugin:
 
 
 def message(finding: Finding) -> str:
-    """The flake8 message: code first (flake8 splits it off at the first space), then severity and text."""
+    """The flake8 message: code first (flake8 splits it off at the first space), then severity and headline."""
     return f"{finding.code} [{finding.severity}] {finding.message}"
 
 

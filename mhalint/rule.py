@@ -9,6 +9,7 @@ through the `mhalint.rules` entry-point group.
 from __future__ import annotations
 
 import re
+import sys
 import textwrap
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -151,6 +152,12 @@ class Rule:
         else:
             edit = _minimal_edit(self.context.source(), module.deep_replace(node, new).code, 1, 1)
         return Fix((edit,), applicability, title)
+
+    @classmethod
+    def messages(cls) -> dict[str, Message]:
+        """The Message templates named in the rule's module, by constant name (`mhalint rule CODE` lists them)."""
+        module = sys.modules.get(cls.__module__)
+        return {name: value for name, value in vars(module).items() if isinstance(value, Message)} if module else {}
 
     @classmethod
     def documentation(cls) -> str:

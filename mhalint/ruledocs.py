@@ -15,11 +15,16 @@ TABLE_START, TABLE_END = "<!-- rules-table:start -->", "<!-- rules-table:end -->
 
 
 def text(rule: type[Rule]) -> str:
-    return f"# {rule.name} ({rule.code})\n\n{rule.documentation()}"
+    """The documentation, then the headlines the rule reports (its Message templates, fields in braces)."""
+    headlines = "".join(f"- {message.headline}\n" for message in rule.messages().values())
+    listed = f"\n\n## Messages\n{headlines}" if headlines else ""
+    return f"# {rule.name} ({rule.code})\n\n{rule.documentation()}{listed}"
 
 
 def as_dict(rule: type[Rule]) -> dict:
     return {"code": rule.code, "name": rule.name, "summary": rule.summary, "sections": rule.doc_sections(),
+            "messages": {name: {"headline": m.headline, "help": m.help, "explanation": m.explanation}
+                         for name, m in rule.messages().items()},
             "fix": fix_availability(rule), "probe": rule.probe is not None}
 
 

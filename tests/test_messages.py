@@ -17,9 +17,7 @@ from click.testing import CliRunner
 from mhalint.cli import main
 from mhalint.engine import Checker
 from mhalint.finding import HEADLINE_LIMIT
-from mhalint.rule import Message, fit, load_rules
-
-from conftest import lint
+from mhalint.rule import fit, load_rules
 
 RULES = load_rules()
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -37,7 +35,7 @@ def _example_findings():
 
 
 @pytest.mark.parametrize(("code", "source"), list(_invalid_findings()))
-def test_each_finding_has_a_short_headline_and_separate_detail(code, source):
+def test_each_finding_has_a_short_headline_and_separate_detail(lint, code, source):
     findings = [f for f in lint(source, select=code) if f.code == code]
     assert findings
     for finding in findings:
@@ -71,22 +69,17 @@ def test_a_rules_explanations_and_documentation_say_where_numbers_come_from(code
     """A number from a torch experiment must not read as a measurement of the user's code."""
     rule = RULES[code]
     assert FACTS_LINK.search(rule.documentation()), f"{code}'s documentation cites no section of the torch facts"
-    texts = [rule.documentation()] + [m.explanation for m in _messages(rule).values()]
+    texts = [rule.documentation()] + [m.explanation for m in rule.messages().values()]
     for text in texts:
         assert not re.search(r"\bmeasured\b", text, re.IGNORECASE), f"{code}: {text[:200]}"
         assert "facts sheet" not in text
-
-
-def _messages(rule) -> dict[str, Message]:
-    module = importlib.import_module(rule.__module__)
-    return {name: value for name, value in vars(module).items() if isinstance(value, Message)}
 
 
 @pytest.mark.parametrize("code", sorted(RULES))
 def test_every_report_uses_a_message_named_at_the_top_of_the_rule_file(code):
     """pyflakes' model: the texts a rule can show are module constants, so they are read and reviewed in one place."""
     rule = RULES[code]
-    messages = _messages(rule)
+    messages = rule.messages()
     assert messages, f"{code} defines no Message"
     tree = ast.parse(inspect.getsource(importlib.import_module(rule.__module__)))
     first_class = next(i for i, node in enumerate(tree.body) if isinstance(node, ast.ClassDef))
@@ -125,3 +118,10 @@ def test_fit_shortens_two_long_fields_until_the_text_fits():
 def test_fit_cuts_the_text_only_when_fields_cannot_give_more():
     text = fit("a long fixed sentence {n}", {"n": 12345}, 10)
     assert text == "a long ..."
+
+
+def test_rule_command_lists_the_headlines_a_rule_reports():
+    rule = RULES["MHA001"]
+    output = CliRunner().invoke(main, ["rule", "MHA001"]).output
+    assert "## Messages" in output
+    assert all(message.headline in output for message in rule.messages().values())

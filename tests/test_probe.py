@@ -35,7 +35,7 @@ FINDING_LINE = re.compile(r"^(?P<path>\S+):(?P<line>\d+):(?P<column>\d+): (?P<co
                           r"\[(?P<severity>\w+)\] ")
 PROBE_LINE = re.compile(r"^    probe (?P<status>confirmed|reproduced|not confirmed|skipped)(?: \(torch (?P<version>[^)]+)\))?: "
                         r"(?P<evidence>.+)$")
-INSTALL_ERROR = "mhalint: error: the probe needs torch, which is not installed: pip install 'mhalint[probe]'"
+INSTALL_ERROR = "mhalint: error: the probe needs torch, which is not installed: pip install 'torch==2.13.0'"
 
 
 @pytest.fixture(name="torch", scope="module")

@@ -15,6 +15,7 @@ test path would take the path as its mode (argparse's optional value), and pytes
 
 from __future__ import annotations
 
+from mhalint import INSTALL_TORCH
 from mhalint.finding import shorten
 
 _MODES = ("warn", "error")
@@ -48,8 +49,7 @@ class GuardPlugin:
         try:
             import torch  # noqa: F401  (imported here, only when the guard is asked for)
         except ImportError:
-            raise pytest.UsageError("--mhalint-guard needs torch, which is not installed: "
-                                    "pip install 'mhalint[probe]'") from None
+            raise pytest.UsageError(f"--mhalint-guard needs torch, which is not installed: {INSTALL_TORCH}") from None
         self.mode = mode
         self.guard = guard(mode)
         self.guard.__enter__()

@@ -17,12 +17,12 @@ import tempfile
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from mhalint import INSTALL_TORCH
 from mhalint.finding import SKIPPED, Finding, ProbeResult
 
 if TYPE_CHECKING:  # the rules import libcst, which `mhalint --version` and the probe worker need not load
     from mhalint.rule import Rule
 
-INSTALL_HINT = "pip install 'mhalint[probe]'"
 
 
 class ProbeUnavailable(Exception):
@@ -44,7 +44,7 @@ def probe_findings(findings: Sequence[Finding], rules: Mapping[str, type[Rule]],
     if not sites:
         return list(findings)
     if importlib.util.find_spec("torch") is None:
-        raise ProbeUnavailable(f"the probe needs torch, which is not installed: {INSTALL_HINT}")
+        raise ProbeUnavailable(f"the probe needs torch, which is not installed: {INSTALL_TORCH}")
     results = _run_worker(sites, limits)
     probed = list(findings)
     for site in sites:
