@@ -44,3 +44,57 @@ def test_fix_safety_section_matches_the_fixes_the_rule_offers(code):
         assert offered == set(), f"{code} says it has no fix but offers {offered}"
     else:
         assert offered == {promised}, f"{code} promises {promised} fixes; its invalid examples give {offered}"
+
+
+# ------------------------------------------------------------------------------------- a README a stranger can follow
+ROOT = README.parent
+
+
+def _shell_lines(text: str) -> list[str]:
+    """The lines of the README's sh, yaml and toml code blocks."""
+    blocks = re.findall(r"```(?:sh|yaml|toml)\n(.*?)```", text, re.DOTALL)
+    return [line for block in blocks for line in block.splitlines()]
+
+
+def test_every_pip_install_that_can_pull_torch_pins_it():
+    """An open range lets pip resolve torch to a multi-GB CUDA build; the facts were measured with 2.13.0."""
+    installs = [line for line in _shell_lines(README.read_text()) if "pip install" in line]
+    assert installs
+    for line in installs:
+        if re.search(r"torch|probe|\[test", line):
+            assert "torch==2.13.0" in line, line
+            assert not re.search(r"torch(?!==2\.13\.0)[<>=~!]", line), line
+
+
+def test_mhalint_is_installed_from_the_repository_not_a_package_index():
+    for line in _shell_lines(README.read_text()):
+        assert not re.search(r"pip install\s+['\"]?mhalint\b(?!\s*@)", line), f"mhalint is on no index: {line}"
+
+
+def test_readme_links_the_project_docs_and_they_exist():
+    text = README.read_text()
+    for document in ("docs/torch-facts.md", "docs/architecture.md", "docs/experiments/"):
+        assert f"]({document}" in text, f"README does not link {document}"
+        assert (ROOT / document).exists()
+
+
+def test_readme_test_command_is_the_one_ci_runs():
+    command = "pip install 'torch==2.13.0' -e '.[test,probe]' && python -m pytest"
+    assert command in README.read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "pip install --quiet 'torch==2.13.0' -e '.[test,probe]'" in ci and "\npython -m pytest" in ci
+
+
+def test_the_pre_commit_rev_in_the_readme_is_a_commit_with_the_hook():
+    import subprocess
+
+    rev = re.search(r"^\s+rev: (\S+)", README.read_text(), re.MULTILINE)
+    assert rev, "the pre-commit snippet names no rev"
+    shallow = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--is-shallow-repository"],
+                             capture_output=True, text=True)
+    if shallow.returncode != 0 or shallow.stdout.strip() != "false":
+        pytest.skip("not a full git checkout: the history that holds the rev is not here")
+    shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev[1]}:.pre-commit-hooks.yaml"],
+                           capture_output=True, text=True)
+    assert shown.returncode == 0, f"rev {rev[1]} is not a commit of this repository with .pre-commit-hooks.yaml"
+    assert "id: mhalint" in shown.stdout
