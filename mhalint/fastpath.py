@@ -1,5 +1,6 @@
 """Why a MultiheadAttention construction can never take the fused inference kernel, when its constructor shows
-it (facts sheet 1.6: activation.py:1326-1447). Rules use it to say when a cost or a pitfall cannot occur."""
+it (docs/torch-facts.md#fast-path-conditions: torch 2.13 activation.py:1326-1447). Rules use it to say when a cost
+or a pitfall cannot occur."""
 
 from __future__ import annotations
 

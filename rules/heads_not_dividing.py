@@ -6,10 +6,34 @@ from mhalint import torchapi
 from mhalint.calls import construction
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, SKIPPED, Severity
 from mhalint.lazy import cst
-from mhalint.rule import Invalid, Rule, Valid
+from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.values import Value, constructor_values, resolve
 
-# (embedding parameter, heads parameter) of each module that builds a MultiheadAttention from them (facts 9.2).
+NOT_DIVIDING = Message(
+    "{api} gets {embed}, which {heads} does not divide ({embed_value} = {quotient} x {heads_value} + {remainder}): "
+    "building it raises AssertionError",
+    help="{suggestion}",
+    explanation="""
+    `MultiheadAttention.__init__` raises `AssertionError: embed_dim must be divisible by num_heads` (torch 2.13
+    nn/modules/activation.py:1192-1193), an explicit raise, so also under python -O.{via} The error surfaces only
+    when the model is built, often deep in a configuration sweep, and does not say which layer or which
+    configuration value was wrong (docs/torch-facts.md#heads-dividing).""")
+NOT_POSITIVE = Message(
+    "{api} gets {embed} and {heads}, but both must be positive: building it raises ValueError",
+    help="give {embed_key} and {heads_key} positive values",
+    explanation="""
+    `MultiheadAttention.__init__` raises `ValueError: embed_dim and num_heads must be greater than 0` (torch 2.13
+    nn/modules/activation.py:1176-1180), before the sizes are checked for divisibility.{via} The error surfaces
+    only when the model is built (docs/torch-facts.md#heads-dividing).""")
+# The explanation's note for the classes that build a MultiheadAttention from their d_model and nhead.
+VIA = " {api} passes {embed_key} and {heads_key} to nn.MultiheadAttention at {where} (torch 2.13)."
+# The fix in words: the nearest head counts that divide the size, and the nearest sizes the head count divides.
+DIVIDING_COUNTS = "use a head count that divides {embed}: {counts} (head size {head_sizes})"
+MULTIPLES = (", or make {embed_key} a multiple of {heads} ({multiples}, for example with an nn.Linear projection in "
+             "front)")
+
+# (embedding parameter, heads parameter) of each module that builds a MultiheadAttention from them
+# (docs/torch-facts.md#positional-order).
 _PARAMETERS = {
     torchapi.MHA: ("embed_dim", "num_heads"),
     torchapi.ENCODER_LAYER: ("d_model", "nhead"),
@@ -22,8 +46,6 @@ _BUILDS_MHA = {
     torchapi.DECODER_LAYER: "transformer.py:1042",
     torchapi.TRANSFORMER: "transformer.py:757 and 1042, in the layers it builds at 125 and 150",
 }
-_ASSERTION = "AssertionError: embed_dim must be divisible by num_heads"
-_VALUE_ERROR = "ValueError: embed_dim and num_heads must be greater than 0"
 # Largest sizes the probe builds as written; a larger site is scaled down keeping the remainder.
 _PROBE_MAX_EMBED = 1024
 _PROBE_MAX_HEADS = 64
@@ -68,7 +90,7 @@ class HeadsNotDividing(Rule):
     ## References
     - torch 2.13 `nn/modules/activation.py:1176-1180` (the ValueError) and `1192-1193` (the AssertionError)
     - torch 2.13 `nn/modules/transformer.py:757` and `1042` (the layers build a MultiheadAttention)
-    - mhalint facts sheet section 1.3
+    - docs/torch-facts.md#heads-dividing
     """
 
     code = "MHA005"
@@ -89,13 +111,14 @@ class HeadsNotDividing(Rule):
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(100, 8, batch_first=True)\n", line=2,
                 message="does not divide", severity=Severity.ERROR),
         Invalid("from torch import nn\nD_MODEL = 300\nlayer = nn.TransformerEncoderLayer(D_MODEL, nhead=8)\n",
-                line=3, message="D_MODEL"),
+                line=3, message="d_model=300 (`D_MODEL`), which nhead=8 does not divide", severity=Severity.ERROR),
         Invalid("import torch.nn as nn\nmodel = nn.Transformer(d_model=100, batch_first=True)\n", line=2,
-                message="nhead defaults to 8"),
+                message="which nhead=8 (the default) does not divide", severity=Severity.ERROR),
         Invalid("import torch\nclass Block(torch.nn.Module):\n    def __init__(self, dim=96, heads=8):\n"
                 "        super().__init__()\n        self.attn = torch.nn.MultiheadAttention(dim, heads)\n"
-                "block = Block(dim=100)\n", line=5, message="dim=100"),
-        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 0)\n", line=2, message="ValueError"),
+                "block = Block(dim=100)\n", line=5, message="embed_dim=100 (`dim`)", severity=Severity.ERROR),
+        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 0)\n", line=2, message="ValueError",
+                severity=Severity.ERROR),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -113,21 +136,18 @@ class HeadsNotDividing(Rule):
             return
         api = torchapi.short_name(built.api)
         evidence = [embed_evidence[0], heads_evidence[0], *embed_evidence[1:], *heads_evidence[1:]]
-        via = f"; {api} passes {embed_key} and {heads_key} to nn.MultiheadAttention at {_BUILDS_MHA[built.api]}" \
+        via = VIA.format(api=api, embed_key=embed_key, heads_key=heads_key, where=_BUILDS_MHA[built.api]) \
             if built.api in _BUILDS_MHA else ""
-        if embed <= 0 or heads <= 0:
-            problem = (f"{api} gets {embed_key}={embed} and {heads_key}={heads}, but both must be positive: building "
-                       f"it raises `{_VALUE_ERROR}` (activation.py:1176-1180{via})")
-            fix = f"give {embed_key} and {heads_key} positive values"
-        else:
-            problem = (f"{api} gets {embed_key}={embed}, which {heads_key}={heads} does not divide "
-                       f"({embed} = {embed // heads} x {heads} + {embed % heads}): building it raises "
-                       f"`{_ASSERTION}` (activation.py:1192-1193, an explicit raise, so also under python -O{via})")
-            fix = _suggestion(embed, heads, embed_key)
+        fields = {"api": api, "embed": self._headline_size(built, embed_key, embed),
+                  "heads": self._headline_size(built, heads_key, heads), "embed_key": embed_key, "heads_key": heads_key,
+                  "via": via}
+        positive = embed > 0 and heads > 0
+        if positive:
+            fields.update(embed_value=embed, heads_value=heads, quotient=embed // heads, remainder=embed % heads,
+                          suggestion=_suggestion(embed, heads, embed_key))
         self.report(
-            node, f"{problem}. Evidence: {'; '.join(evidence)}. Fix: {fix}.",
-            severity=Severity.ERROR, evidence=evidence,
-            arguments={**constructor_values(self.context, built), embed_key: embed, heads_key: heads})
+            node, NOT_DIVIDING if positive else NOT_POSITIVE, severity=Severity.ERROR, evidence=evidence,
+            arguments={**constructor_values(self.context, built), embed_key: embed, heads_key: heads}, **fields)
 
     def _size(self, built, parameter: str) -> tuple[int | None, list[str]]:
         """The parameter's integer value (the constructor's default when it is certainly absent) and how it was
@@ -151,6 +171,15 @@ class HeadsNotDividing(Rule):
             head = f"{parameter}=`{written}` = {value.value}"
         return value.value, [head, *value.trail]
 
+    def _headline_size(self, built, parameter: str, value: int) -> str:
+        """How the headline shows a size: `embed_dim=100`, ``d_model=300 (`D_MODEL`)``, `nhead=8 (the default)`: the
+        value first, so that shortening a long expression keeps it."""
+        expr = built.arguments.get(parameter)
+        if expr is None:
+            return f"{parameter}={value} (the default)"
+        written = " ".join(self.context.code(expr).split())
+        return f"{parameter}={value}" if written in (str(value), parameter) else f"{parameter}={value} (`{written}`)"
+
     def _custom_stacks(self, built) -> bool:
         """nn.Transformer builds no attention layer of its own when both custom stacks are given."""
         for parameter in ("custom_encoder", "custom_decoder"):
@@ -165,7 +194,8 @@ class HeadsNotDividing(Rule):
     @staticmethod
     def probe(arguments: dict, torch) -> tuple[str, str]:
         """Build the module with the site's sizes (scaled down, keeping the remainder, when they are large) and
-        report what the constructor raises (facts 1.3)."""
+        report what the constructor raises (docs/torch-facts.md#heads-dividing). The experiment builds the site's
+        own sizes (or stand-ins with the same remainder), so what it shows is the site's outcome: confirmed."""
         api = arguments["api"]
         embed_key, heads_key = _PARAMETERS[api]
         defaults = torchapi.CONSTRUCTOR_DEFAULTS.get(api, {})
@@ -220,8 +250,7 @@ def _suggestion(embed: int, heads: int, embed_key: str) -> str:
     below = [h for h in pool if h < heads][-1:]
     above = [h for h in pool if h > heads][:1]
     counts = below + above
-    text = (f"use a head count that divides {embed}: {' or '.join(str(c) for c in counts)} (head size "
-            f"{' or '.join(str(embed // c) for c in counts)})")
+    text = DIVIDING_COUNTS.format(embed=embed, counts=" or ".join(str(c) for c in counts),
+                                  head_sizes=" or ".join(str(embed // c) for c in counts))
     multiples = [m for m in (embed - embed % heads, embed - embed % heads + heads) if m > 0]
-    return (text + f", or make {embed_key} a multiple of {heads} ({' or '.join(str(m) for m in multiples)}, for "
-            "example with an nn.Linear projection in front)")
+    return text + MULTIPLES.format(embed_key=embed_key, heads=heads, multiples=" or ".join(str(m) for m in multiples))

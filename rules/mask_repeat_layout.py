@@ -9,12 +9,50 @@ from mhalint import torchapi
 from mhalint.calls import (PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, call_target, callers, instance, project_function,
                            returned, wrapping_chain)
 from mhalint.context import Binding, Scope
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity, shorten
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity, shorten
 from mhalint.lazy import cst
-from mhalint.rule import Invalid, Rule, Valid
+from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.values import constructor_values, resolve
 
-# The arguments that take a 3-D (N*num_heads, L, S) mask, per entry point (facts 1.4 and 9.2).
+_WHY = """
+    MultiheadAttention (and the Transformer classes, which hand their masks to it) reads a 3-D mask of shape
+    (N*num_heads, L, S) batch-major: row n*num_heads + head belongs to sample n (torch 2.13 nn/functional.py:7068,
+    merged at 7005-7013). `.repeat(h, 1, 1)` lays the copies out head-major (row head*N + n), so most heads of each
+    sample silently use another sample's mask; nothing raises, because the shape is right. In a torch 2.13
+    experiment, a per-sample mask tiled with `.repeat` gave an output 1.517e-01 off the per-sample result, and
+    with `.repeat_interleave` 0.0 (docs/torch-facts.md#mask-repeat-layout)."""
+PER_SAMPLE_TILED = Message(
+    "`{tiling}` tiles a per-sample mask head-major, but {api} reads {parameter} (line {line}) batch-major",
+    help="tile it batch-major: `{replacement}`",
+    explanation=_WHY)
+MAYBE_PER_SAMPLE_TILED = Message(
+    "`{tiling}` tiles a mask that may differ per sample head-major, but {api} reads {parameter} (line {line}) "
+    "batch-major",
+    help="if the mask differs between samples, tile it batch-major: `{replacement}`",
+    explanation=_WHY + """
+
+    A mask that is the same for every sample (a 2-D (L, S) causal mask, tiled) is not affected; whether this one
+    differs between samples could not be told from the code, so the finding is a warning.""")
+# A MultiheadAttention class from another module (often a copy of torch's): its mask is taken to follow torch's.
+FOREIGN_PER_SAMPLE_TILED = Message(
+    "`{tiling}` tiles a per-sample mask head-major; {api} is assumed to read {parameter} (line {line}) batch-major "
+    "like torch",
+    help="if {api} keeps torch's layout, tile it batch-major: `{replacement}`",
+    explanation=_WHY + """
+
+    {api} is not torch's class; it is taken to keep torch's (N*num_heads, L, S) layout, so the finding is a
+    warning.""")
+FOREIGN_MAYBE_PER_SAMPLE_TILED = Message(
+    "`{tiling}` tiles a mask that may differ per sample head-major; {api} is assumed to read {parameter} "
+    "(line {line}) batch-major like torch",
+    help="if the mask differs between samples and {api} keeps torch's layout, tile it batch-major: `{replacement}`",
+    explanation=_WHY + """
+
+    {api} is not torch's class; it is taken to keep torch's (N*num_heads, L, S) layout. Whether the mask differs
+    between samples could not be told from the code either, so the finding is a warning.""")
+
+# The arguments that take a 3-D (N*num_heads, L, S) mask, per entry point (docs/torch-facts.md#mha-reference and
+# docs/torch-facts.md#positional-order).
 _MASK_PARAMETERS = {
     torchapi.MHA: ("attn_mask",),
     torchapi.MHA_FORWARD_FN: ("attn_mask",),
@@ -84,10 +122,10 @@ class MaskRepeatLayout(Rule):
     MultiheadAttention reads a 3-D mask of shape `(N*num_heads, L, S)` batch-major: row `n*num_heads + head`
     belongs to sample `n` (torch 2.13 `nn/functional.py:7068`, merged at 7005-7013). `.repeat(h, 1, 1)` lays the
     copies out head-major (row `head*N + n`), so most heads of sample `n` get the mask of another sample.
-    Nothing raises: the shape is right. Measured: 1.517e-01 off the per-sample result with `.repeat`, 0.0 with
-    `.repeat_interleave` (facts 3.3). A mask that is the same for every sample (a 2-D `(L, S)` causal mask) is
-    not affected and is not flagged; when the analysis cannot tell whether the mask differs between samples, the
-    finding is a warning.
+    Nothing raises: the shape is right. In a torch 2.13 experiment (docs/torch-facts.md#mask-repeat-layout) the
+    output was 1.517e-01 off the per-sample result with `.repeat`, 0.0 with `.repeat_interleave`. A mask that is
+    the same for every sample (a 2-D `(L, S)` causal mask) is not affected and is not flagged; when the analysis
+    cannot tell whether the mask differs between samples, the finding is a warning.
 
     ## Example
     ```python
@@ -108,7 +146,7 @@ class MaskRepeatLayout(Rule):
     ## References
     - torch 2.13 `nn/functional.py:7005-7013` and `7068` (the 3-D mask is viewed as `(N, num_heads, L, S)`);
       `nn/modules/activation.py:1293-1296`
-    - mhalint facts sheet section 3.3; line/lighthouse#77 (the same fix upstream)
+    - docs/torch-facts.md#mask-repeat-layout; line/lighthouse#77 (the same fix upstream)
     """
 
     code = "MHA006"
@@ -143,7 +181,8 @@ class MaskRepeatLayout(Rule):
                 "    def forward(self, q, k, v, qmask, kmask):\n"
                 "        attn_mask = torch.matmul(qmask.float(), kmask.float()).bool().repeat(self.nhead, 1, 1)\n"
                 "        return self.cross_attn(q, k, v, attn_mask=attn_mask)[0]\n",
-                line=9, message="repeat_interleave(self.nhead, dim=0)", severity=Severity.ERROR),
+                line=9, severity=Severity.ERROR,
+                message="tiles a per-sample mask head-major, but nn.MultiheadAttention reads attn_mask (line 10)"),
         Invalid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
                 "def f(x, key_padding_mask, num_heads=4):\n"
                 "    m = key_padding_mask[:, None, :].expand(-1, x.size(1), -1)\n"
@@ -151,10 +190,12 @@ class MaskRepeatLayout(Rule):
                 "    return attn(x, x, x, attn_mask=m)[0]\n", line=6, severity=Severity.ERROR),
         Invalid("from torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
                 "def f(x, mask, num_heads=4):\n    return attn(x, x, x, None, False, mask.repeat(num_heads, 1, 1))\n",
-                line=4, severity=Severity.WARNING),
+                line=4, severity=Severity.WARNING,
+                message="`mask.repeat(num_heads, 1, 1)` tiles a mask that may differ per sample head-major"),
         Invalid("import torch\nfrom torch import nn\nHEADS = 4\nlayer = nn.TransformerEncoderLayer(16, HEADS)\n"
                 "def f(x, bs, L):\n    m = torch.zeros(bs, L, L, dtype=torch.bool)\n"
-                "    return layer(x, m.repeat(4, 1, 1))\n", line=7, message="num_heads"),
+                "    return layer(x, m.repeat(4, 1, 1))\n", line=7, severity=Severity.ERROR,
+                message="per-sample mask head-major, but nn.TransformerEncoderLayer reads src_mask (line 7)"),
     )
 
     def __init__(self, context, emit):
@@ -199,33 +240,30 @@ class MaskRepeatLayout(Rule):
                 why_heads: str, heads: int | None) -> None:
         ctx = self.context
         base, heads_text = ctx.code(tiling.base), ctx.code(tiling.heads)
-        written = ctx.code(tiling.node)
         api = torchapi.short_name(destination.api)
-        where = f"{api} {destination.parameter} at line {ctx.line(destination.call)}"
-        evidence = [why_heads, *destination.route, f"it reaches {where}"]
+        line = ctx.line(destination.call)
+        evidence = [why_heads, *destination.route, f"it reaches {api} {destination.parameter} at line {line}"]
         if verdict == PER_SAMPLE:
             severity = Severity.WARNING if destination.foreign else Severity.ERROR
             evidence += content
-            sample = "a per-sample (N, L, S) mask"
         else:
             severity = Severity.WARNING
             evidence.append(f"whether `{shorten(base)}` differs between samples could not be told from the code; "
                             "a mask that is the same for every sample is not affected")
-            sample = "a 3-D mask"
-        replacement = f"{base}.repeat_interleave({heads_text}, dim=0)"
-        self.report(
-            tiling.node,
-            f"`{shorten(written)}` tiles {sample} head-major (row head*N + n), but {api}"
-            f"{' (taken to keep torch layout)' if destination.foreign else ''} reads a 3-D "
-            f"{destination.parameter} batch-major (row n*num_heads + head, functional.py:7068): the heads of each "
-            f"sample silently use "
-            f"another sample's mask (measured: 1.517e-01 off the per-sample result; repeat_interleave 0.0). "
-            f"Evidence: {'; '.join(e for e in evidence if e)}. Fix: `{shorten(replacement)}`.",
+        details = dict(
             severity=severity, evidence=[e for e in evidence if e],
             arguments={"api": destination.api, "parameter": destination.parameter, "form": tiling.form,
                        "num_heads": heads, "per_sample": verdict == PER_SAMPLE},
             fix=self.replacement(tiling.node, self._fixed(tiling), applicability=UNSAFE,
-                                 title="tile the mask with repeat_interleave(num_heads, dim=0)"))
+                                 title="tile the mask with repeat_interleave(num_heads, dim=0)"),
+            tiling=" ".join(ctx.code(tiling.node).split()), parameter=destination.parameter, line=line, api=api,
+            replacement=shorten(f"{base}.repeat_interleave({heads_text}, dim=0)"))
+        if destination.foreign:
+            self.report(tiling.node, FOREIGN_PER_SAMPLE_TILED if verdict == PER_SAMPLE
+                        else FOREIGN_MAYBE_PER_SAMPLE_TILED, **details)
+        else:
+            self.report(tiling.node, PER_SAMPLE_TILED if verdict == PER_SAMPLE else MAYBE_PER_SAMPLE_TILED,
+                        **details)
 
     def _fixed(self, tiling: _Tiling) -> cst.Call:
         """`base.repeat_interleave(heads, dim=0)`, keeping the user's spelling of both (and the spacing inside
@@ -774,7 +812,9 @@ class MaskRepeatLayout(Rule):
     def probe(arguments: dict, torch) -> tuple[str, str]:
         """A per-sample mask (N=2, h=4, L=S=5; sample 0 pads its last key, sample 1 its last three) tiled as the
         site does and with repeat_interleave, each run through MultiheadAttention and compared with a loop that
-        runs each sample alone with its own 2-D mask (facts 3.3)."""
+        runs each sample alone with its own 2-D mask (docs/torch-facts.md#mask-repeat-layout). Confirmed when the
+        analysis showed the site's mask is per sample; reproduced when a per-sample mask stood in for one it could
+        not tell about."""
         n, heads, length, embed = 2, 4, 5, 16
         torch.manual_seed(0)
         mha = torch.nn.MultiheadAttention(embed, heads, dropout=0.0, batch_first=True).train()  # slow path
@@ -802,12 +842,15 @@ class MaskRepeatLayout(Rule):
         right = float((fixed - reference).abs().max())
         site = arguments.get("num_heads")
         note = f" (the site has num_heads={site})" if isinstance(site, int) and site != heads else ""
-        if not arguments.get("per_sample") and arguments.get("form") != "repeat_interleave":
-            note += "; the site's mask was not shown to differ between samples, so a per-sample one stood in"
+        assumed = not arguments.get("per_sample") and arguments.get("form") != "repeat_interleave"
         sizes = f"N={n}, h={heads}, L=S={length}, E={embed}{note}"
         if wrong > 1e-4 and right < 1e-5:
-            return CONFIRMED, (f"{how} differs from the per-sample result by {wrong:.3e}; "
-                               f"repeat_interleave(h, 0) by {right:.1e} ({sizes})")
+            outcome = (f"{how} differs from the per-sample result by {wrong:.3e}; repeat_interleave(h, 0) by "
+                       f"{right:.1e} ({sizes})")
+            if assumed:
+                return REPRODUCED, ("reproduced with assumed per-sample mask (the site's mask was not shown to "
+                                    f"differ between samples): {outcome}")
+            return CONFIRMED, outcome
         return NOT_CONFIRMED, (f"{how} is {wrong:.1e} and repeat_interleave {right:.1e} from the per-sample "
                                f"result ({sizes})")
 

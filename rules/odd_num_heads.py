@@ -2,13 +2,39 @@
 
 from __future__ import annotations
 
+import math
+
 from mhalint import torchapi
 from mhalint.calls import construction, module_calls
 from mhalint.fastpath import off_reason
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, SKIPPED, Severity
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, SKIPPED, Severity
 from mhalint.lazy import cst
-from mhalint.rule import Invalid, Rule, Valid
+from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.values import constructor_values, resolve
+
+_WHY = """
+    {api} takes torch's fused inference kernel only when the head count is even (torch 2.13 {source}); the
+    condition is missing from the documented list of fast-path conditions and nothing warns, so the module
+    silently runs the slow path (docs/torch-facts.md#odd-heads-fast-path). In a torch 2.13 experiment on CPU at
+    L=1024 with the default need_weights=True, 7 heads ran 1.12-1.18x slower than 8; with need_weights=False the
+    slow path's SDPA kernel was faster, so whether it matters depends on how the module is called."""
+ODD_HEADS = Message(
+    "{api} gets {heads}, an odd head count: torch silently skips its fused inference fast path",
+    help="{suggestion}, or add `# noqa: MHA004` if the fast path does not matter here",
+    explanation=_WHY)
+ODD_HEADS_FAST_PATH_OFF = Message(
+    "{api} gets {heads}, an odd head count, which does not matter here: the fast path is off, as {reason}",
+    help="nothing while that holds; if the module ever qualifies for the fast path, {suggestion}",
+    explanation=_WHY + """
+
+    Here {reason}, which keeps the module off the fast path whatever its head count
+    (docs/torch-facts.md#fast-path-conditions).""")
+# The fix (help) in words: an even head count that divides the embedding size, or, where none does (an odd size),
+# the nearest shape that has one.
+EVEN_DIVISORS = "use an even head count that divides {embed_key}={embed} ({counts})"
+NEAREST_EVEN_SHAPE = ("use {embed_key}={new_embed} with {new_heads} heads (no even head count divides "
+                      "{embed_key}={embed})")
+ANY_EVEN_DIVISOR = "use an even head count that divides {embed_key}"
 
 _HEADS_PARAMETER = {
     torchapi.MHA: "num_heads",
@@ -17,7 +43,8 @@ _HEADS_PARAMETER = {
     torchapi.TRANSFORMER: "nhead",
 }
 # Where torch skips the fused kernel for odd heads: MHA's own fast path, or the encoder layer's fused kernel.
-_SOURCE_LINE = {torchapi.MHA: "activation.py:1375", torchapi.ENCODER_LAYER: "transformer.py:863"}
+_SOURCE_LINE = {torchapi.MHA: "nn/modules/activation.py:1375-1376",
+                torchapi.ENCODER_LAYER: "nn/modules/transformer.py:863-864"}
 
 
 class OddNumHeads(Rule):
@@ -25,18 +52,22 @@ class OddNumHeads(Rule):
     ## What it does
     Flags `nn.MultiheadAttention(embed_dim, num_heads)` and the `nn.Transformer*` classes (`nhead`) built with a
     head count that resolves to an odd number, including 1. The value is followed through literals, module
-    constants, simple arithmetic and parameter defaults.
+    constants, simple arithmetic and parameter defaults. The help names the even head counts nearest the odd one
+    that divide the embedding size; where none does (an odd size such as `embed_dim=63`), it names the nearest
+    shape that has one (`embed_dim=64` with 8 heads).
 
     ## Why is this bad?
     `MultiheadAttention.forward` takes its fused inference kernel (`torch._native_multi_head_attention`) only
     when `self.num_heads` is even (torch 2.13 `nn/modules/activation.py:1375-1376`). This condition is missing
     from the documented list of fast-path conditions, and nothing warns: the module silently runs the slow path.
     `TransformerEncoderLayer` skips its fused kernel for the same reason (`transformer.py:863-864`), and
-    `TransformerEncoder` its nested-tensor path. Measured on CPU at L=1024 with the default `need_weights=True`,
-    7 heads were 1.12-1.18x slower than 8; with `need_weights=False` the slow path's SDPA kernel was faster, so
-    whether it matters depends on how the module is called. Know which path you are on. Where the fast path
+    `TransformerEncoder` its nested-tensor path. In a torch 2.13 experiment on CPU at L=1024 with the default
+    `need_weights=True` (docs/torch-facts.md#odd-heads-fast-path), 7 heads ran 1.12-1.18x slower than 8; with
+    `need_weights=False` the slow path's SDPA kernel was faster, so whether it matters depends on how the module
+    is called. Know which path you are on. Where the fast path
     is off anyway (`batch_first=False`, cross-attention, `kdim`/`vdim`, `bias=False`, `add_bias_kv`,
-    `add_zero_attn`) the finding is `info` and says why the head count does not matter there.
+    `add_zero_attn`; docs/torch-facts.md#fast-path-conditions) the finding is `info` and says why the head count
+    does not matter there.
 
     ## Example
     ```python
@@ -55,7 +86,7 @@ class OddNumHeads(Rule):
     ## References
     - torch 2.13 `nn/modules/activation.py:1375-1376` (`self.num_heads is not even`)
     - torch 2.13 `nn/modules/transformer.py:863-864` (`num_head is odd`)
-    - mhalint facts sheet sections 1.6 and 6
+    - docs/torch-facts.md#fast-path-conditions and docs/torch-facts.md#odd-heads-fast-path
     """
 
     code = "MHA004"
@@ -74,9 +105,9 @@ class OddNumHeads(Rule):
     )
     invalid = (
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(60, 5, batch_first=True)\n", line=2,
-                message="num_heads=5"),
+                message="num_heads=5, an odd head count", severity=Severity.WARNING),
         Invalid("from torch import nn\nHEADS = 3\nlayer = nn.TransformerEncoderLayer(d_model=96, nhead=HEADS)\n",
-                line=3, message="HEADS"),
+                line=3, message="nhead=3 (`HEADS`)", severity=Severity.INFO),
         Invalid("from torch.nn import MultiheadAttention as MHA\nattn = MHA(64, num_heads=1)\n", line=2),
         Invalid("import torch\nclass Block(torch.nn.Module):\n    def __init__(self, dim=96, heads=6):\n"
                 "        super().__init__()\n        self.attn = torch.nn.MultiheadAttention(\n"
@@ -101,41 +132,46 @@ class OddNumHeads(Rule):
         evidence += heads.trail
         embed_parameter = "embed_dim" if built.api == torchapi.MHA else "d_model"
         embed = resolve(self.context, arguments.get(embed_parameter), built.scope)
-        fix = _suggestion(heads.value, embed_parameter, embed.value if embed is not None else None)
+        suggestion = _suggestion(heads.value, embed_parameter, embed.value if embed is not None else None)
         reason_off = self._already_off(built)
-        api = torchapi.short_name(built.api)
+        details = constructor_values(self.context, built)
         if reason_off:
-            severity = Severity.INFO
-            note = f"; it does not matter here, because {reason_off}, which already keeps the module off it"
-            fix = f"nothing while that holds; if the module ever qualifies for the fast path, {fix}"
-        else:
-            severity, note = Severity.WARNING, ""
-            fix = f"{fix}, or add `# noqa: {self.code}` if the fast path does not matter here"
+            evidence.append(f"the fast path is off anyway: {reason_off}")
+            details["fast_path_off"] = reason_off
         self.report(
-            node,
-            f"{api} has {parameter}={heads.value}, an odd head count: torch then silently skips the fused "
-            f"inference fast path ({_SOURCE_LINE.get(built.api, 'activation.py:1375')}, not in the documented "
-            f"conditions){note}. "
-            f"Evidence: {'; '.join(evidence)}. Fix: {fix}.",
-            severity=severity, evidence=evidence, arguments=constructor_values(self.context, built))
+            node, ODD_HEADS_FAST_PATH_OFF if reason_off else ODD_HEADS,
+            severity=Severity.INFO if reason_off else Severity.WARNING, evidence=evidence, arguments=details,
+            api=torchapi.short_name(built.api), reason=reason_off or "", suggestion=suggestion,
+            heads=f"{parameter}={heads.value}" + (f" (`{' '.join(written.split())}`)"
+                                                  if written not in (str(heads.value), parameter) else ""),
+            source=_SOURCE_LINE.get(built.api, _SOURCE_LINE[torchapi.MHA]))
 
     @staticmethod
     def probe(arguments: dict, torch) -> tuple[str, str]:
         """Count calls of the fused kernel in eval + no_grad with the odd head count and with the nearest even
-        count that divides the same embedding size (facts 1.6)."""
+        count that divides the same embedding size, or, where none does (an odd size), with the nearest shape that
+        has one (docs/torch-facts.md#odd-heads-fast-path). Confirmed when the site's module is batch-first and
+        nothing else keeps it off the fast path; reproduced when the experiment had to assume that."""
         from mhalint.probe import support
 
         api = arguments["api"]
         embed, heads, notes = support.dims(arguments)
         embed_key, heads_key = ("embed_dim", "num_heads") if api == torchapi.MHA else ("d_model", "nhead")
         even = _nearest_even_divisors(heads, embed)
-        if not even:
-            return SKIPPED, f"no even head count divides {embed_key}={embed} to compare with"
+        if even:
+            other_embed, other_heads, compared = embed, even[0], ""
+        else:
+            shape = _nearest_even_shape(heads, embed)
+            if shape is None:
+                return SKIPPED, f"no shape near {embed_key}={embed} has an even head count to compare with"
+            other_embed, other_heads = shape
+            compared = (f" at {embed_key}={other_embed}, the nearest shape with an even head count (no even count "
+                        f"divides {embed_key}={embed})")
         kernel = "_native_multi_head_attention" if api in (torchapi.MHA, torchapi.DECODER_LAYER) \
             else "_transformer_encoder_layer_fwd"
 
-        def fused_calls(count_heads: int) -> int:
-            module = support.build(torch, {**arguments, embed_key: embed, heads_key: count_heads},
+        def fused_calls(count_embed: int, count_heads: int) -> int:
+            module = support.build(torch, {**arguments, embed_key: count_embed, heads_key: count_heads},
                                    batch_first=True)[0]
             original, calls = getattr(torch, kernel), []
 
@@ -146,28 +182,33 @@ class OddNumHeads(Rule):
             setattr(torch, kernel, counting)
             try:
                 with torch.no_grad():
-                    support.run(module, api, torch.randn(support.N, support.L, embed))
+                    support.run(module, api, torch.randn(support.N, support.L, count_embed))
             finally:
                 setattr(torch, kernel, original)
             return len(calls)
 
-        odd_calls, even_calls = fused_calls(heads), fused_calls(even[0])
+        odd_calls, even_calls = fused_calls(embed, heads), fused_calls(other_embed, other_heads)
         sizes = support.sizes(embed, heads, notes)
         if odd_calls == 0 and even_calls > 0:
-            return CONFIRMED, (f"in eval + no_grad with batch_first=True, the fused kernel torch.{kernel} ran 0 "
-                               f"times with {heads_key}={heads} and {even_calls} time(s) with {even[0]} heads "
-                               f"({sizes})")
+            outcome = (f"in eval + no_grad with batch_first=True, the fused kernel torch.{kernel} ran 0 times with "
+                       f"{heads_key}={heads} and {even_calls} time(s) with {other_heads} heads{compared} ({sizes})")
+            assumed = arguments.get("fast_path_off") or (
+                None if arguments.get("batch_first") is True else "the site does not show batch_first=True")
+            if assumed:
+                return REPRODUCED, f"reproduced with assumed fast-path conditions ({assumed}): {outcome}"
+            return CONFIRMED, outcome
         return NOT_CONFIRMED, (f"torch.{kernel} ran {odd_calls} time(s) with {heads} heads and {even_calls} with "
-                               f"{even[0]} ({sizes})")
+                               f"{other_heads}{compared} ({sizes})")
 
     def _already_off(self, built) -> str | None:
-        """Why the fast path is off anyway at this site (facts 1.6), or None when odd heads are the only reason."""
+        """Why the fast path is off anyway at this site (docs/torch-facts.md#fast-path-conditions), or None when odd
+        heads are the only reason."""
         reason = off_reason(self.context, built, count_heads=False)
         if reason is not None or built.api != torchapi.MHA:
             return reason
         calls = [c for c in module_calls(self.context, built) if c.direct]
         if calls and not any(_self_attention(c.call, self.context.code) for c in calls):
-            return "every call passes different query, key and value tensors (cross-attention)"
+            return "every call is cross-attention"
         return None
 
 
@@ -183,15 +224,45 @@ def _self_attention(call: cst.Call, code) -> bool:
 
 
 def _suggestion(heads: int, embed_parameter: str, embed_dim: object) -> str:
-    if isinstance(embed_dim, int) and embed_dim > 0:
+    if isinstance(embed_dim, int) and not isinstance(embed_dim, bool) and embed_dim > 0:
         divisors = _nearest_even_divisors(heads, embed_dim)
         if divisors:
-            counts = " or ".join(str(h) for h in sorted(divisors))
-            return f"use an even head count that divides {embed_parameter}={embed_dim} ({counts})"
-    return f"use an even head count that divides {embed_parameter}"
+            return EVEN_DIVISORS.format(embed_key=embed_parameter, embed=embed_dim,
+                                        counts=" or ".join(str(h) for h in sorted(divisors)))
+        shape = _nearest_even_shape(heads, embed_dim)
+        if shape is not None:
+            return NEAREST_EVEN_SHAPE.format(embed_key=embed_parameter, embed=embed_dim, new_embed=shape[0],
+                                             new_heads=shape[1])
+    return ANY_EVEN_DIVISOR.format(embed_key=embed_parameter)
+
+
+_MAX_SEARCHED = 10 ** 12  # divisors are found up to the square root: sizes beyond this get no numbers
+
+
+def _even_divisors(size: int) -> list[int]:
+    """The even numbers that divide `size`, ascending (empty when it is too large to search)."""
+    if size <= 0 or size % 2 or size > _MAX_SEARCHED:
+        return []
+    found = set()
+    for d in range(1, math.isqrt(size) + 1):
+        if size % d == 0:
+            found.update(c for c in (d, size // d) if c % 2 == 0)
+    return sorted(found)
 
 
 def _nearest_even_divisors(heads: int, embed_dim: int) -> list[int]:
     """The two even head counts nearest to the odd one that divide the embedding size (ties go to more heads)."""
-    return sorted((h for h in range(2, embed_dim + 1, 2) if embed_dim % h == 0),
-                  key=lambda h: (abs(h - heads), -h))[:2]
+    return sorted(_even_divisors(embed_dim), key=lambda h: (abs(h - heads), -h))[:2]
+
+
+def _nearest_even_shape(heads: int, embed_dim: int) -> tuple[int, int] | None:
+    """(embed_dim', heads'): the shape nearest to the site's that has an even head count, minimising
+    (|embed_dim' - embed_dim|, |heads' - heads|), ties to more heads then the larger size. For an odd embed_dim
+    the sizes one away are even (2 always divides them), so the search ends there; (63, 7) gives (64, 8)."""
+    for distance in range(0, 3):
+        candidates = [(abs(h - heads), -h, -size, size, h) for size in (embed_dim - distance, embed_dim + distance)
+                      if size > 0 for h in _even_divisors(size)]
+        if candidates:
+            *_, size, h = min(candidates)
+            return size, h
+    return None

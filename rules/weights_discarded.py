@@ -10,8 +10,25 @@ from mhalint.context import Scope
 from mhalint.fastpath import off_reason
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, SAFE, Severity
 from mhalint.lazy import cst
-from mhalint.rule import Invalid, Rule, Valid
+from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.values import constructor_values, resolve
+
+WEIGHTS_DISCARDED = Message(
+    "{api} computes attention weights nobody reads ({setting}): {why}",
+    help="pass need_weights=False (the output is unchanged)",
+    explanation="""
+    By default MultiheadAttention.forward also computes and returns the attention weights, averaged over heads. On
+    the slow path (training, odd head counts, batch_first=False, float masks, cross-attention) that means an
+    explicit bmm + softmax instead of the fused scaled_dot_product_attention kernel (torch 2.13
+    nn/functional.py:7023-7093). In a torch 2.13 experiment on CPU with one thread at L=1024, that was 1.83x slower
+    in eval with odd heads and 2.01x in a training forward; on the CPU inference fast path the cost was the same
+    either way (1.01-1.09x), and at L=128 within noise (docs/torch-facts.md#need-weights). need_weights=True also
+    gives NaN for a fully padded sample where need_weights=False stays finite
+    (docs/torch-facts.md#fully-masked-rows). The output itself is the same, so nothing shows the wasted work.""")
+# How the headline says need_weights is True.
+DEFAULT_TRUE = "default need_weights=True"
+PASSED_TRUE = "need_weights=True"
+RESOLVES_TRUE = "need_weights={written} = True"
 
 _APIS = (torchapi.MHA, torchapi.MHA_FORWARD_FN)
 _MAX_DEPTH = 8
@@ -30,11 +47,12 @@ class WeightsDiscarded(Rule):
     By default `MultiheadAttention.forward` also computes and returns the attention weights, averaged over heads.
     On the slow path (training, odd head counts, `batch_first=False`, float masks, cross-attention) that means an
     explicit `bmm` + `softmax` instead of the fused `scaled_dot_product_attention` kernel (torch 2.13
-    `nn/functional.py:7023-7093`). Measured on CPU with one thread at L=1024: 1.83x slower in eval with odd heads
-    and 2.01x slower in a training forward; on the CPU inference fast path the cost is the same either way
-    (1.01-1.09x), and at L=128 the difference is within noise. `need_weights=True` also gives NaN for a fully
-    padded sample where `need_weights=False` stays finite. The output itself is the same, so nothing ever shows
-    the wasted work; torch's own docstring calls it "a significant performance degradation".
+    `nn/functional.py:7023-7093`). In a torch 2.13 experiment on CPU with one thread at L=1024
+    (docs/torch-facts.md#need-weights), that was 1.83x slower in eval with odd heads and 2.01x slower in a training
+    forward; on the CPU inference fast path the cost was the same either way (1.01-1.09x), and at L=128 the
+    difference was within noise. `need_weights=True` also gives NaN for a fully padded sample where
+    `need_weights=False` stays finite (docs/torch-facts.md#fully-masked-rows). The output itself is the same, so
+    nothing ever shows the wasted work; torch's own docstring calls it "a significant performance degradation".
 
     ## Example
     ```python
@@ -54,7 +72,7 @@ class WeightsDiscarded(Rule):
     ## References
     - torch 2.13 `nn/modules/activation.py:1289-1292` (the `need_weights` docstring), `nn/functional.py:6685-6688`
       and `7023-7093`
-    - mhalint facts sheet sections 1.7, 5 and 7
+    - docs/torch-facts.md#need-weights and docs/torch-facts.md#fully-masked-rows
     """
 
     code = "MHA007"
@@ -83,18 +101,22 @@ class WeightsDiscarded(Rule):
         Invalid("import torch.nn as nn\nclass Block(nn.Module):\n    def __init__(self):\n"
                 "        super().__init__()\n        self.attn = nn.MultiheadAttention(64, 8)\n"
                 "    def forward(self, x):\n        return x + self.attn(x, x, x)[0]\n", line=7,
-                message="need_weights", severity=Severity.WARNING),
+                message="(default need_weights=True): `[0]` keeps only the output (line 7)",
+                severity=Severity.WARNING),
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n"
-                "def f(x):\n    out, _ = attn(x, x, x)\n    return out\n", line=4, message="`out, _ =`"),
+                "def f(x):\n    out, _ = attn(x, x, x)\n    return out\n", line=4,
+                message="`out, _ =` discards the weights", severity=Severity.WARNING),
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n"
                 "def f(x):\n    out, weights = attn(x, x, x, None, True)\n    return out\n", line=4,
-                message="never read"),
+                message="(need_weights=True): `weights` from `out, weights =` (line 4) is never read in `f`",
+                severity=Severity.WARNING),
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n"
                 "def f(x):\n    res = attn(x, x, x)\n    res = res[0]\n    return res\n", line=4,
-                message="`res[0]`"),
+                message="is only read as `res[0]`", severity=Severity.WARNING),
         Invalid("import torch.nn.functional as F\ndef f(q, w, b, ow, ob):\n"
                 "    return F.multi_head_attention_forward(q, q, q, 8, 2, w, b, None, None, False, 0.0, ow, ob)[0]\n",
-                line=3),
+                line=3, message="F.multi_head_attention_forward computes attention weights nobody reads",
+                severity=Severity.WARNING),
     )
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
@@ -130,7 +152,7 @@ class WeightsDiscarded(Rule):
             return f"{written} discards the weights (line {line})"
         reads = self._reads(second.value, statement)
         if reads is not None and not reads:
-            return f"`{second.value}` from {written} at line {line} is never read in `{self._where()}`"
+            return f"`{second.value}` from {written} (line {line}) is never read in `{self._where()}`"
         return None
 
     def _only_first(self, statement: cst.CSTNode, name: str) -> str | None:
@@ -202,26 +224,25 @@ class WeightsDiscarded(Rule):
         slow = self._slow_path(target)
         if slow:
             evidence.append(f"this call always takes the slow path: {slow}")
-        name = torchapi.short_name(target.api)
         existing = arguments.by_name.get("need_weights")
         fix = self.replacement(call, with_argument(call, existing, "need_weights", "False"), applicability=SAFE,
                                title="pass need_weights=False")
         details: dict[str, object] = {"api": target.api}
         if target.construction is not None:
             details.update(constructor_values(self.context, target.construction))
+        if expr is None:
+            shown = DEFAULT_TRUE
+        else:
+            written = " ".join(self.context.code(expr).split())
+            shown = RESOLVES_TRUE.format(written=written) if written != "True" else PASSED_TRUE
         self.report(
-            call,
-            f"{name} computes attention weights here (need_weights is True) but the code throws them away: on "
-            f"the slow path (training, odd heads, batch_first=False, float masks, cross-attention) torch then runs "
-            f"an explicit bmm + softmax instead of scaled_dot_product_attention (functional.py:7023-7093), "
-            f"measured 1.83x slower in eval (odd heads) and 2.01x in a training forward at L=1024 (CPU, 1 thread); "
-            f"on the CPU fast path the cost is the same (1.01-1.09x) and at L=128 within noise. need_weights=True "
-            f"also turns a fully padded sample into NaN where need_weights=False stays finite. "
-            f"Evidence: {'; '.join(evidence)}. Fix: pass need_weights=False (the output is unchanged).",
-            severity=Severity.WARNING, evidence=evidence, arguments={**details, "need_weights": True}, fix=fix)
+            call, WEIGHTS_DISCARDED, severity=Severity.WARNING, evidence=evidence,
+            arguments={**details, "need_weights": True}, fix=fix,
+            api=torchapi.short_name(target.api), setting=shown, why=why)
 
     def _slow_path(self, target) -> str | None:
-        """Why the call can never take the fused inference kernel (facts 1.6), when the code shows it."""
+        """Why the call can never take the fused inference kernel (docs/torch-facts.md#fast-path-conditions), when
+        the code shows it."""
         if target.api == torchapi.MHA_FORWARD_FN:
             return "F.multi_head_attention_forward is the slow path itself"
         if target.construction is None:
@@ -233,7 +254,9 @@ class WeightsDiscarded(Rule):
     def probe(arguments: dict, torch) -> tuple[str, str]:
         """Run the module's slow path (a training-mode forward) with the site's need_weights and with the fix's
         need_weights=False, counting the calls of scaled_dot_product_attention and softmax in torch.nn.functional
-        (facts 1.7): confirmed when the outputs match and only need_weights=False reaches the fused kernel."""
+        (docs/torch-facts.md#need-weights): confirmed when the outputs match and only need_weights=False reaches
+        the fused kernel. The site's own evidence (need_weights True, the weights unused) is what the experiment
+        runs; the training-mode forward is the slow path every trained module takes."""
         from mhalint.probe import support
 
         functional = torch.nn.functional

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from mhalint.finding import Severity
+from mhalint import torchapi
+from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, Severity
+from mhalint.rules.odd_num_heads import OddNumHeads, _nearest_even_shape
 from aliases import spellings
 
 CODE = "MHA004"
@@ -89,7 +93,20 @@ def test_info_findings_are_hidden_at_warning_threshold(check):
 
 def test_info_message_says_why_it_does_not_matter(check):
     found = check("import torch.nn as nn\nm = nn.MultiheadAttention(64, 3)\n")
-    assert "batch_first" in found[0].message
+    assert found[0].message == ("nn.MultiheadAttention gets num_heads=3, an odd head count, which does not matter "
+                                "here: the fast path is off, as batch_first is False (the default)")
+    assert "the fast path is off anyway: batch_first is False (the default)" in found[0].evidence
+    assert found[0].help == ("nothing while that holds; if the module ever qualifies for the fast path, use an even "
+                             "head count that divides embed_dim=64 (2 or 4)")
+    assert "docs/torch-facts.md#fast-path-conditions" in found[0].explanation
+    assert dict(found[0].arguments)["fast_path_off"] == "batch_first is False (the default)"
+
+
+def test_cross_attention_is_info_and_says_so(check):
+    found = check("import torch.nn as nn\nm = nn.MultiheadAttention(64, 3, batch_first=True)\n"
+                  "def f(q, k):\n    return m(q, k, k)\n")
+    assert [f.severity for f in found] == [Severity.INFO]
+    assert found[0].message.endswith("the fast path is off, as every call is cross-attention")
 
 
 def test_default_param_batch_first_false_is_info(check):
@@ -128,8 +145,9 @@ def test_parameter_defaults(check, signature, heads, flagged):
 
 def test_message_shows_the_chain_of_values(check):
     source = "import torch.nn as nn\nHEADS = 6\nm = nn.MultiheadAttention(60, HEADS // 2, batch_first=True)\n"
-    message = check(source)[0].message
-    assert "num_heads=3" in message and "HEADS // 2" in message and "line 2" in message
+    finding = check(source)[0]
+    assert "num_heads=3 (`HEADS // 2`)" in finding.message
+    assert finding.evidence == ("num_heads=HEADS // 2 = 3", "`HEADS` = 6 at line 2")
 
 
 def test_conditionally_reassigned_constant_is_unknown(check):
@@ -178,3 +196,116 @@ def test_multi_line_call_is_reported_at_its_first_line_and_column(check):
 def test_noqa(check, comment, suppressed):
     found = check(f"import torch.nn as nn\nattn = nn.MultiheadAttention(64, 3)  {comment}\n")
     assert len(found) == (0 if suppressed else 1)
+
+
+# ---- headline, help and explanation ------------------------------------------------------------------------------
+@pytest.mark.parametrize("example", OddNumHeads.invalid, ids=lambda e: e.code.splitlines()[-1][:40])
+def test_each_invalid_example_has_a_short_headline_with_the_head_count(check, example):
+    found = check(example.code, min_severity="info")
+    assert found
+    finding = found[0]
+    assert len(finding.message) <= HEADLINE_LIMIT, finding.message
+    heads = dict(finding.arguments).get("num_heads", dict(finding.arguments).get("nhead"))
+    assert re.search(rf"\b(num_heads|nhead)={heads}\b", finding.message), finding.message
+    assert "an odd head count" in finding.message
+    assert "Evidence:" not in finding.message and "Fix:" not in finding.message
+    assert finding.severity == (Severity.WARNING if "batch_first=True" in example.code else Severity.INFO)
+
+
+def test_warning_headline_help_and_explanation(check):
+    (finding,) = check("import torch.nn as nn\nm = nn.MultiheadAttention(60, 5, batch_first=True)\n")
+    assert finding.message == ("nn.MultiheadAttention gets num_heads=5, an odd head count: torch silently skips its "
+                               "fused inference fast path")
+    assert finding.evidence == ("num_heads=5",)
+    assert finding.help == ("use an even head count that divides embed_dim=60 (4 or 6), or add `# noqa: MHA004` if "
+                            "the fast path does not matter here")
+    assert "nn/modules/activation.py:1375-1376" in finding.explanation
+    assert "docs/torch-facts.md#odd-heads-fast-path" in finding.explanation
+    assert "torch 2.13 experiment" in finding.explanation and "1.12-1.18x" in finding.explanation
+    assert "measured" not in finding.explanation.lower()
+
+
+def test_encoder_layer_explanation_cites_its_own_source_line(check):
+    (finding,) = check("import torch.nn as nn\nm = nn.TransformerEncoderLayer(60, 5, batch_first=True)\n")
+    assert "nn/modules/transformer.py:863-864" in finding.explanation
+
+
+@pytest.mark.parametrize(("ctor", "help_text"), [
+    ("nn.MultiheadAttention(63, 7, batch_first=True)",
+     "use embed_dim=64 with 8 heads (no even head count divides embed_dim=63)"),
+    ("nn.TransformerEncoderLayer(d_model=63, nhead=7, batch_first=True)",
+     "use d_model=64 with 8 heads (no even head count divides d_model=63)"),
+    ("nn.MultiheadAttention(15, 5, batch_first=True)",
+     "use embed_dim=16 with 4 heads (no even head count divides embed_dim=15)"),
+    ("nn.MultiheadAttention(9, 9, batch_first=True)",
+     "use embed_dim=10 with 10 heads (no even head count divides embed_dim=9)"),
+])
+def test_an_odd_embedding_size_gets_the_nearest_shape_with_an_even_head_count(check, ctor, help_text):
+    (finding,) = check(f"import torch.nn as nn\nm = {ctor}\n")
+    assert finding.help.startswith(help_text + ", or add `# noqa: MHA004`"), finding.help
+
+
+@pytest.mark.parametrize(("embed", "heads", "shape"), [
+    (63, 7, (64, 8)), (1, 1, (2, 2)), (3, 3, (4, 4)), (15, 3, (16, 4)), (15, 5, (16, 4)), (105, 7, (104, 8)),
+    (1025, 5, (1026, 6)),  # 1024 with 4 heads is as near: ties go to more heads
+    (10 ** 13 + 1, 3, None),
+])
+def test_nearest_even_shape_minimises_the_size_change_then_the_head_change(embed, heads, shape):
+    assert _nearest_even_shape(heads, embed) == shape
+    if shape is not None:
+        assert shape[0] % shape[1] == 0 and shape[1] % 2 == 0 and abs(shape[0] - embed) == 1
+
+
+# ---- the probe -------------------------------------------------------------------------------------------------
+@pytest.fixture(name="torch", scope="module")
+def torch_fixture():
+    return pytest.importorskip("torch")
+
+
+def probe_of(check, source, torch):
+    (finding,) = check(source, min_severity="info")
+    torch.manual_seed(0)
+    return OddNumHeads.probe(dict(finding.arguments), torch)
+
+
+def test_probe_compares_an_odd_embedding_size_with_the_nearest_even_head_shape(check, torch):
+    status, evidence = probe_of(check, "import torch.nn as nn\nm = nn.MultiheadAttention(63, 7, batch_first=True)\n",
+                                torch)
+    assert status == CONFIRMED, evidence
+    assert "ran 0 times with num_heads=7" in evidence
+    assert re.search(r"and [1-9][0-9]* time\(s\) with 8 heads at embed_dim=64, the nearest shape with an even head "
+                     r"count \(no even count divides embed_dim=63\)", evidence), evidence
+    assert "E=63, h=7" in evidence
+
+
+def test_probe_of_an_odd_embedding_size_in_an_encoder_layer(check, torch):
+    status, evidence = probe_of(check, "import torch.nn as nn\n"
+                                "m = nn.TransformerEncoderLayer(63, 7, 64, 0.0, batch_first=True)\n", torch)
+    assert status == CONFIRMED, evidence
+    assert "_transformer_encoder_layer_fwd ran 0 times with nhead=7" in evidence and "d_model=64" in evidence
+
+
+def test_probe_with_the_sites_batch_first_is_confirmed(check, torch):
+    status, evidence = probe_of(check, "import torch.nn as nn\nm = nn.MultiheadAttention(60, 5, batch_first=True)\n",
+                                torch)
+    assert status == CONFIRMED and not evidence.startswith("reproduced"), evidence
+
+
+@pytest.mark.parametrize(("source", "premise"), [
+    ("import torch.nn as nn\nm = nn.MultiheadAttention(60, 5)\n", "batch_first is False (the default)"),
+    ("import torch.nn as nn\nm = nn.MultiheadAttention(60, 5, batch_first=BF)\n",
+     "the site does not show batch_first=True"),
+    ("import torch.nn as nn\nm = nn.MultiheadAttention(60, 5, batch_first=True)\ndef f(q, k):\n"
+     "    return m(q, k, k)\n", "every call is cross-attention"),
+])
+def test_probe_that_assumes_the_fast_path_conditions_says_it_reproduced(check, torch, source, premise):
+    status, evidence = probe_of(check, source, torch)
+    assert status == REPRODUCED, evidence
+    assert evidence.startswith(f"reproduced with assumed fast-path conditions ({premise}): in eval + no_grad")
+    assert "ran 0 times with num_heads=5" in evidence
+
+
+def test_probe_of_even_heads_is_not_confirmed(torch):
+    status, evidence = OddNumHeads.probe({"api": torchapi.MHA, "embed_dim": 64, "num_heads": 8,
+                                          "batch_first": True}, torch)
+    assert status == NOT_CONFIRMED, evidence

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from mhalint import torchapi
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, SKIPPED, Severity
+from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, SKIPPED, Severity
 from mhalint.rules.heads_not_dividing import HeadsNotDividing, _probe_sizes
 from aliases import spellings
 
@@ -37,7 +37,8 @@ def test_every_alias_with_non_dividing_heads_is_flagged(check, imp, callee, embe
     found = check(f"{imp}\nm = {callee}({args}, batch_first=True)\n")
     assert [(f.line, f.column, f.severity) for f in found] == [(2, 5, Severity.ERROR)]
     assert f"{embed}=100, which {heads}=8 does not divide (100 = 12 x 8 + 4)" in found[0].message
-    assert "embed_dim must be divisible by num_heads" in found[0].message
+    assert found[0].message.endswith("building it raises AssertionError")
+    assert "AssertionError: embed_dim must be divisible by num_heads" in found[0].explanation
     assert found[0].fix is None
 
 
@@ -48,8 +49,8 @@ def test_every_alias_with_dividing_heads_is_clean(check, imp, callee, embed, hea
 
 @pytest.mark.parametrize(("args", "flagged"), [
     ("64, 8", False), ("64, 5", True), ("64, 64", False), ("64, 128", True), ("1, 1", False), ("300, 6", False),
-    ("300, 7", True), ("512, 7", True),  # facts 1.3: E=512 with h=7 cannot be built
-    ("10, 3", True),  # facts 1.3
+    ("300, 7", True), ("512, 7", True),  # docs/torch-facts.md#heads-dividing: E=512 with h=7 cannot be built
+    ("10, 3", True),  # docs/torch-facts.md#heads-dividing
     ("64, True", False), ("64.0, 8", False), ("64, 8.0", False), ("'64', 8", False),  # not plain ints: unknown
 ])
 def test_which_sizes_are_flagged(check, args, flagged):
@@ -66,27 +67,29 @@ def test_which_sizes_are_flagged(check, args, flagged):
 def test_non_positive_sizes_raise_value_error(check, args, values):
     found = check(f"import torch.nn as nn\nm = nn.MultiheadAttention({args}, batch_first=True)\n")
     assert len(found) == 1 and found[0].severity == Severity.ERROR
-    assert values in found[0].message and "ValueError: embed_dim and num_heads must be greater than 0" in \
-        found[0].message
+    assert values in found[0].message and found[0].message.endswith("building it raises ValueError")
+    assert "ValueError: embed_dim and num_heads must be greater than 0" in found[0].explanation
     assert "divisible" not in found[0].message
+    assert found[0].help == "give embed_dim and num_heads positive values"
 
 
 def test_layer_message_names_where_the_layer_builds_its_attention(check):
     found = check("import torch.nn as nn\nm = nn.TransformerEncoderLayer(100, 8, batch_first=True)\n")
     assert "nn.TransformerEncoderLayer passes d_model and nhead to nn.MultiheadAttention at transformer.py:757" \
-        in found[0].message
+        in found[0].explanation
 
 
 # ---- nn.Transformer defaults (d_model=512, nhead=8) --------------------------------------------------------------
-@pytest.mark.parametrize(("args", "message"), [
-    ("d_model=100", "nhead defaults to 8"),
-    ("nhead=7", "d_model defaults to 512"),
-    ("100", "nhead defaults to 8"),
-    ("512, 6", "d_model=512, which nhead=6 does not divide"),
+@pytest.mark.parametrize(("args", "message", "evidence"), [
+    ("d_model=100", "d_model=100, which nhead=8 (the default) does not divide", "nhead defaults to 8"),
+    ("nhead=7", "d_model=512 (the default), which nhead=7 does not divide", "d_model defaults to 512"),
+    ("100", "d_model=100, which nhead=8 (the default) does not divide", "nhead defaults to 8"),
+    ("512, 6", "d_model=512, which nhead=6 does not divide", "nhead=6"),
 ])
-def test_transformer_defaults_apply_when_absent(check, args, message):
+def test_transformer_defaults_apply_when_absent(check, args, message, evidence):
     found = check(f"import torch.nn as nn\nm = nn.Transformer({args}, batch_first=True)\n")
     assert len(found) == 1 and message in found[0].message
+    assert evidence in found[0].evidence
 
 
 @pytest.mark.parametrize("args", ["", "d_model=256", "nhead=16", "d_model=100, **config", "*sizes",
@@ -132,9 +135,10 @@ def test_module_constants_and_arithmetic(check, prelude, embed, heads, expected)
 
 def test_message_shows_the_chain_of_values(check):
     source = "import torch.nn as nn\nBASE = 50\nD = BASE * 6\nm = nn.MultiheadAttention(D, 8, batch_first=True)\n"
-    message = check(source)[0].message
-    assert "embed_dim=`D` = 300" in message and "`D` = BASE * 6 at line 3" in message
-    assert "`BASE` = 50 at line 2" in message
+    finding = check(source)[0]
+    assert "embed_dim=300 (`D`), which num_heads=8 does not divide" in finding.message
+    assert finding.evidence == ("embed_dim=`D` = 300", "num_heads=8", "`D` = BASE * 6 at line 3",
+                                "`BASE` = 50 at line 2")
 
 
 @pytest.mark.parametrize(("signature", "instantiation", "flagged"), [
@@ -160,8 +164,9 @@ def test_instantiation_is_named_in_the_evidence(check):
               "        super().__init__()\n        self.attn = torch.nn.MultiheadAttention(dim, heads)\n"
               "block = Block(dim=100)\n")
     found = check(source)
-    assert "`Block(...)` at line 6 passes dim=100" in found[0].message
-    assert "`heads` defaults to 8" in found[0].message
+    assert "embed_dim=100 (`dim`), which num_heads=8 (`heads`) does not divide" in found[0].message
+    assert "`Block(...)` at line 6 passes dim=100" in found[0].evidence
+    assert "`heads` defaults to 8 in `__init__()` at line 3" in found[0].evidence
 
 
 def test_conditionally_reassigned_constant_is_unknown(check):
@@ -180,7 +185,40 @@ def test_conditionally_reassigned_constant_is_unknown(check):
 ])
 def test_suggestion_lists_the_nearest_dividing_head_counts(check, args, suggestion):
     found = check(f"import torch.nn as nn\nm = nn.MultiheadAttention({args}, batch_first=True)\n")
-    assert suggestion in found[0].message
+    assert suggestion in found[0].help, found[0].help
+
+
+def test_suggestion_is_the_whole_help_line(check):
+    found = check("import torch.nn as nn\nm = nn.MultiheadAttention(300, 8, batch_first=True)\n")
+    assert found[0].help == ("use a head count that divides 300: 6 or 10 (head size 50 or 30), or make embed_dim a "
+                             "multiple of 8 (296 or 304, for example with an nn.Linear projection in front)")
+
+
+# ---- headline and explanation --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("example", HeadsNotDividing.invalid, ids=lambda e: e.code.splitlines()[-1][:40])
+def test_each_invalid_example_has_a_short_headline_with_both_sizes(check, example):
+    found = check(example.code)
+    assert found and found[0].severity == Severity.ERROR
+    finding = found[0]
+    arguments = dict(finding.arguments)
+    embed_key, heads_key = ("embed_dim", "num_heads") if arguments["api"] == torchapi.MHA else ("d_model", "nhead")
+    assert len(finding.message) <= HEADLINE_LIMIT, finding.message
+    assert f"{embed_key}=" in finding.message and f"{heads_key}=" in finding.message
+    assert str(arguments[embed_key]) in finding.message and str(arguments[heads_key]) in finding.message
+    assert "Evidence:" not in finding.message and "Fix:" not in finding.message
+    assert "docs/torch-facts.md#heads-dividing" in finding.explanation
+    assert "measured" not in finding.explanation.lower()
+
+
+def test_a_long_expression_is_shortened_in_the_headline_but_not_in_the_evidence(check):
+    long = "EMBEDDING_SIZE_" * 10 + "A + 5"
+    found = check(f"import torch.nn as nn\n{long[:-4]} = 200\n"
+                  f"m = nn.MultiheadAttention({long}, 8, batch_first=True)\n")
+    assert len(found[0].message) <= HEADLINE_LIMIT
+    assert found[0].message.startswith("nn.MultiheadAttention gets embed_dim=205 (`EMBEDDING_SIZE_")
+    assert found[0].message.endswith("..., which num_heads=8 does not divide (205 = 25 x 8 + 5): building it raises "
+                                     "AssertionError")
+    assert found[0].evidence[0] == f"embed_dim=`{long}` = 205"
 
 
 # ---- subclasses and decoys -------------------------------------------------------------------------------------

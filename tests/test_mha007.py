@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
 
 from mhalint import torchapi
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, SAFE, Severity
+from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, SAFE, Severity
 from mhalint.fixes import apply_fixes
 from mhalint.rule import load_rules
 
@@ -45,7 +46,7 @@ DISCARDED = [
     pytest.param("out, _ = self.attn(x, x, x)\nreturn out", "`out, _ =` discards the weights", id="underscore"),
     pytest.param("[out, _] = self.attn(x, x, x)\nreturn out", "discards the weights", id="list-target"),
     pytest.param("out, weights = self.attn(x, x, x)\nreturn out",
-                 "`weights` from `out, weights =` at line 8 is never read in `forward`", id="unread-weights"),
+                 "`weights` from `out, weights =` (line 8) is never read in `forward`", id="unread-weights"),
     pytest.param("res = self.attn(x, x, x)\nres = res[0]\nreturn res + 1",
                  "`res` from line 8 is only read as `res[0]` (line 9)", id="assigned-then-indexed"),
     pytest.param("res = self.attn(x, x, x)\ny = self.norm(res[0])\nreturn y + res[0]",
@@ -61,9 +62,17 @@ def test_discarded_weights_are_flagged(check, body, why):
     finding = found[0]
     assert finding.line == FORWARD_LINE and finding.severity == Severity.WARNING
     assert why in finding.message
+    assert finding.message.startswith("nn.MultiheadAttention computes attention weights nobody reads "
+                                      "(default need_weights=True): ")
+    assert len(finding.message) <= HEADLINE_LIMIT
     assert "need_weights is not passed (default True)" in finding.evidence
-    assert "1.83x" in finding.message and "2.01x" in finding.message and "1.01-1.09x" in finding.message
-    assert "NaN" in finding.message and "Fix: pass need_weights=False" in finding.message
+    assert any(why in e for e in finding.evidence)
+    explanation = " ".join(finding.explanation.split())
+    assert "1.83x" in explanation and "2.01x" in explanation and "1.01-1.09x" in explanation
+    assert "In a torch 2.13 experiment on CPU" in explanation and "measured" not in explanation.lower()
+    assert "docs/torch-facts.md#need-weights" in explanation
+    assert "NaN" in explanation and "docs/torch-facts.md#fully-masked-rows" in explanation
+    assert finding.help == "pass need_weights=False (the output is unchanged)"
 
 
 KEPT = [
@@ -108,14 +117,29 @@ def test_a_keyword_argument_of_the_same_name_is_not_a_read(check):
     assert len(found) == 1 and "`weights` from `out, weights =`" in found[0].message
 
 
+@pytest.mark.parametrize("example", RULE.invalid, ids=lambda e: e.code.splitlines()[-2].strip()[:40])
+def test_each_invalid_example_has_a_short_headline_with_the_setting_and_the_discard(check, example):
+    found = check(example.code)
+    assert found and found[0].severity == Severity.WARNING == example.severity
+    finding = found[0]
+    assert len(finding.message) <= HEADLINE_LIMIT, finding.message
+    assert re.search(r" computes attention weights nobody reads \((default need_weights=True|need_weights=True)\)",
+                     finding.message), finding.message
+    assert finding.evidence[1] in finding.message  # how the weights are thrown away, with its line
+    assert "Evidence:" not in finding.message and "Fix:" not in finding.message and "measured" not in finding.message
+    assert finding.help == "pass need_weights=False (the output is unchanged)"
+
+
 # ---- need_weights as written ---------------------------------------------------------------------------------------
 def test_need_weights_true_keyword_positional_and_constant(check):
-    assert "need_weights=True" in check(module("return self.attn(x, x, x, need_weights=True)[0]"))[0].evidence
+    keyword = check(module("return self.attn(x, x, x, need_weights=True)[0]"))[0]
+    assert "need_weights=True" in keyword.evidence and "reads (need_weights=True): `[0]`" in keyword.message
     assert check(module("return self.attn(x, x, x, pad, True)[0]"))[0].evidence[0] == "need_weights=True"
     found = check(module("return self.attn(x, x, x, need_weights=WEIGHTS)[0]",
                          imports="import torch\nfrom torch import nn\nWEIGHTS = True\n"))
     assert found[0].line == FORWARD_LINE + 1
     assert found[0].evidence[0] == "need_weights=WEIGHTS resolves to True (`WEIGHTS` = True at line 3)"
+    assert "(need_weights=WEIGHTS = True): `[0]` keeps only the output (line 9)" in found[0].message
 
 
 def test_a_constant_false_is_not_flagged(check):
