@@ -1,19 +1,42 @@
 """The findings cache, modelled on ruff's `.ruff_cache`: a file whose size and modification time (or, failing
 that, content hash) are unchanged is not read again.
 
-One index file per configuration: its name is a digest of everything the findings depend on besides the file
-itself (mhalint's own source, the enabled rules and their source). Files are independent (mhalint analyses one
-file at a time), so a per-file entry is exact. The index is written atomically at the end of a run.
+What it holds: one JSON file per configuration, `findings-<key>.json`, whose key is a digest of everything the
+findings depend on besides the file itself (mhalint's version and source, the enabled rules and their source).
+For each checked file, by absolute path, it records the file's size, its modification time in nanoseconds, a
+BLAKE2b digest of its bytes, and the findings as the JSON data of `Finding.to_dict()` (with the path left out, so a
+moved file still hits). Files are independent (mhalint analyses one file at a time), so a per-file entry is exact.
+The cache is safe to delete at any time (`mhalint clean`, or `rm -r .mhalint_cache`): the next run is slower, never
+different.
+
+The cache is data only, and never trusted. It lives in the checked repository, which may be hostile (a pull
+request from a fork, a pre-commit hook in a cloned project), so:
+
+- it is plain JSON read with `json.loads`: nothing in it can construct an object or run code (no pickle);
+- the file is opened without following a symlink, and only a regular file of at most `MAX_INDEX_BYTES` of valid
+  UTF-8 is parsed; anything else counts as no cache;
+- the top level must be this format's object (name, version, the key in the file's name); every entry must be
+  what `save` writes, `[size, mtime_ns, digest, findings]`: integers in range, a hex digest, and findings that
+  `Finding.from_dict` accepts and `Finding.to_dict` gives back unchanged. A bad entry is dropped, the good ones are
+  kept, and the file is rewritten at the end of the run;
+- it is written atomically (a temporary file in the same directory, then `os.replace`, which replaces a symlink
+  planted at the index's path rather than writing through it) and no temporary file is left behind on failure;
+  a cache that cannot be written is only a slower next run.
+
+`findings-*.pickle` files of mhalint versions before the JSON cache are never opened; `mhalint clean` removes them.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
+import json
 import os
-import pickle
+import re
+import stat as stat_module
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable
 
@@ -21,7 +44,20 @@ import mhalint
 from mhalint.finding import Finding
 
 CACHE_DIR_NAME = ".mhalint_cache"
-_FORMAT = 1
+FORMAT_NAME = "mhalint-findings-cache"
+FORMAT_VERSION = 2  # 1 was the pickle of mhalint before the JSON cache (never read)
+MAX_INDEX_BYTES = 256 * 2**20  # an index past this is not read (a 6,600-file tree takes about 1 MB)
+MAX_FINDINGS_PER_FILE = 100_000
+_DIGEST_SIZE = 16
+_HEX_LENGTH = 2 * _DIGEST_SIZE
+_HEX_DIGEST = re.compile(f"[0-9a-f]{{{_HEX_LENGTH}}}")
+_HEX_DIGESTS = re.compile("[0-9a-f]*")  # many digests of the right length, joined
+_INT64 = 2**63
+_GITIGNORE = b"*\n"
+_TEMPORARY_PREFIX, _TEMPORARY_SUFFIX = ".findings-", ".tmp"
+# The files mhalint writes in its cache directory (the pickle of older versions included): all `clean` removes.
+_OWN_FILE = re.compile(r"findings-[0-9a-f]+\.(?:json|pickle)|\.?findings-.*\.tmp|tmp[^/]*\.tmp")
+_is_absolute = os.path.isabs
 
 
 def cache_dir(root: Path) -> Path:
@@ -29,20 +65,20 @@ def cache_dir(root: Path) -> Path:
     return Path(os.environ.get("MHALINT_CACHE_DIR") or root / CACHE_DIR_NAME)
 
 
-@dataclass
-class _Entry:
-    size: int
-    mtime_ns: int
-    digest: bytes
-    findings: tuple[Finding, ...]  # with path "" (re-attached on lookup, so a moved file still hits)
+# An entry in memory: (size, mtime_ns, digest as hex, findings with path "" (re-attached on lookup, so a moved file
+# still hits), the same findings as JSON data from Finding.to_dict, ready to be written). A plain tuple: a warm run
+# makes one per checked file, and a dataclass costs three times as much to build.
+_Entry = tuple[int, int, str, tuple[Finding, ...], list[dict]]
+_SIZE, _MTIME, _DIGEST, _FINDINGS, _DATA = range(5)
 
 
 class Cache:
     def __init__(self, directory: Path, rules: Iterable[type]):
         self.directory = directory
-        self.index_path = directory / f"findings-{_salt(rules)}.pickle"
+        self.key = _salt(rules)
+        self.index_path = directory / f"findings-{self.key}.json"
+        self._dirty = False  # set when the index must be (re)written: new entries, or bad content read
         self._entries: dict[str, _Entry] = self._load()
-        self._dirty = False
 
     def lookup(self, path: str) -> list[Finding] | None:
         """The cached findings if the file's size and modification time are unchanged (nothing is read); None
@@ -54,62 +90,186 @@ class Cache:
             stat = os.stat(path)
         except OSError:
             return None
-        if (stat.st_size, stat.st_mtime_ns) != (entry.size, entry.mtime_ns):
+        if stat.st_size != entry[_SIZE] or stat.st_mtime_ns != entry[_MTIME]:
             return None
-        return [_with_path(f, path) for f in entry.findings]
+        return [_with_path(f, path) for f in entry[_FINDINGS]]
 
     def lookup_content(self, path: str, raw: bytes, stat: os.stat_result) -> list[Finding] | None:
         """The cached findings if the file's bytes are those cached (touched, or checked out again, but not
         changed); its new size and time are remembered. None when it must be checked."""
         entry = self._entries.get(os.path.abspath(path))
-        if entry is None or _digest(raw) != entry.digest:
+        if entry is None or _digest(raw) != entry[_DIGEST]:
             return None
-        self._entries[os.path.abspath(path)] = _Entry(stat.st_size, stat.st_mtime_ns, entry.digest, entry.findings)
+        self._entries[os.path.abspath(path)] = (stat.st_size, stat.st_mtime_ns, *entry[_DIGEST:])
         self._dirty = True
-        return [_with_path(f, path) for f in entry.findings]
+        return [_with_path(f, path) for f in entry[_FINDINGS]]
 
     def store(self, path: str, raw: bytes, stat: os.stat_result, findings: list[Finding]) -> None:
-        self._entries[os.path.abspath(path)] = _Entry(
-            stat.st_size, stat.st_mtime_ns, _digest(raw), tuple(_with_path(f, "") for f in findings))
+        stored = tuple(_with_path(f, "") for f in findings)
+        self._entries[os.path.abspath(path)] = (
+            stat.st_size, stat.st_mtime_ns, _digest(raw), stored, [f.to_dict() for f in stored])
         self._dirty = True
 
     def save(self) -> None:
         """Write the index atomically; a cache that cannot be written is only a slower next run."""
         if not self._dirty:
             return
+        temporary = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            (self.directory / ".gitignore").write_text("*\n")
-            handle, temporary = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
+            _create_gitignore(self.directory)
+            handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=_TEMPORARY_PREFIX,
+                                                 suffix=_TEMPORARY_SUFFIX)
             with os.fdopen(handle, "wb") as out:
-                pickle.dump((_FORMAT, self._entries), out, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(temporary, self.index_path)
-        except OSError:
-            pass
+                out.write(json.dumps(self._document(), ensure_ascii=True, separators=(",", ":")).encode("ascii"))
+            os.replace(temporary, self.index_path)  # a symlink at index_path is replaced, not written through
+            temporary = None
+            self._dirty = False
+        except (OSError, TypeError, ValueError, RecursionError):
+            pass  # unwritable directory, full disk, a directory at index_path, data JSON cannot hold
+        finally:
+            if temporary is not None:
+                _remove_quietly(temporary)
+
+    def _document(self) -> dict:
+        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "key": self.key,
+                "entries": {path: [*entry[:_DIGEST + 1], entry[_DATA]] for path, entry in self._entries.items()}}
 
     def _load(self) -> dict[str, _Entry]:
+        """The valid entries of the index; an index missing is no cache, one damaged or foreign is no cache and
+        is rewritten, and so is one with bad entries (which are dropped)."""
         try:
-            with self.index_path.open("rb") as handle:
-                version, entries = pickle.load(handle)
-            return entries if version == _FORMAT else {}
-        except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError):
-            return {}  # missing or damaged: start afresh
+            raw = _read_regular_file(self.index_path, MAX_INDEX_BYTES)
+        except FileNotFoundError:
+            return {}
+        except OSError:  # a symlink, a directory, a FIFO, too large, unreadable
+            self._dirty = True
+            return {}
+        try:
+            document = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):  # ValueError: bad JSON, an int of 4,300+ digits
+            self._dirty = True
+            return {}
+        if type(document) is not dict or document.get("format") != FORMAT_NAME or \
+                type(document.get("version")) is not int or document["version"] != FORMAT_VERSION or \
+                document.get("key") != self.key or type(document.get("entries")) is not dict:
+            self._dirty = True
+            return {}
+        entries: dict[str, _Entry] = {}
+        for path, value in document["entries"].items():
+            # Inline (this runs once per file of the project on every run): what save writes, [size, mtime_ns,
+            # digest, findings], with integers in range, a digest of the right length (its characters are checked
+            # below, in one pass over all of them) and an absolute path.
+            if type(value) is list and len(value) == 4:
+                size, mtime_ns, digest, data = value
+                if type(size) is int and 0 <= size < _INT64 and type(mtime_ns) is int and \
+                        -_INT64 <= mtime_ns < _INT64 and type(digest) is str and len(digest) == _HEX_LENGTH and \
+                        type(data) is list and _is_absolute(path):
+                    findings = _findings(data) if data else ()
+                    if findings is not None:
+                        entries[path] = (size, mtime_ns, digest, findings, data)
+                        continue
+            self._dirty = True  # dropped, and the file is rewritten without it
+        if not _HEX_DIGESTS.fullmatch("".join(entry[_DIGEST] for entry in entries.values())):
+            for path in [path for path, entry in entries.items() if not _HEX_DIGEST.fullmatch(entry[_DIGEST])]:
+                del entries[path]
+            self._dirty = True
+        return entries
+
+
+def _findings(data: list) -> tuple[Finding, ...] | None:
+    """The findings of an entry if every item is exactly what `Cache.store` writes, else None: a dict that
+    `Finding.from_dict` accepts and `Finding.to_dict` gives back unchanged (no coerced, missing or extra field),
+    with the path left out."""
+    if len(data) > MAX_FINDINGS_PER_FILE:
+        return None
+    findings = []
+    for item in data:
+        if type(item) is not dict or item.get("path") != "":
+            return None
+        try:
+            finding = Finding.from_dict(item)
+            canonical = finding.to_dict() == item
+        except Exception:  # KeyError, TypeError, OverflowError (int(inf)), AttributeError...: whatever the data
+            return None    # makes Finding raise, it is a bad entry, never a crash of the run
+        if not canonical:
+            return None
+        findings.append(finding)
+    return tuple(findings)
+
+
+def _read_regular_file(path: Path, limit: int) -> bytes:
+    """The bytes of `path` if it is a regular file (not a symlink to one) of at most `limit` bytes; OSError if
+    not, FileNotFoundError if there is nothing there. Never blocks on a FIFO or a device."""
+    if os.path.islink(path):  # O_NOFOLLOW says the same where it exists; this is for where it does not
+        raise OSError(f"{path} is a symbolic link")
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    handle = os.open(path, flags)
+    with os.fdopen(handle, "rb") as file:
+        status = os.fstat(file.fileno())
+        if not stat_module.S_ISREG(status.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        if status.st_size > limit:
+            raise OSError(f"{path} is larger than {limit} bytes")
+        raw = file.read(limit + 1)
+    if len(raw) > limit:
+        raise OSError(f"{path} is larger than {limit} bytes")
+    return raw
+
+
+def _create_gitignore(directory: Path) -> None:
+    """`*` in the cache directory's .gitignore, if there is none (nothing there is opened or overwritten)."""
+    try:
+        handle = os.open(directory / ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return
+    with os.fdopen(handle, "wb") as out:
+        out.write(_GITIGNORE)
+
+
+def _remove_quietly(path: str | Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def clean(directory: Path) -> int:
-    """Remove the cache directory's files; the number removed."""
+    """Remove the files mhalint writes in the cache directory, then the directory if that leaves it empty; the
+    number removed. Nothing else is touched: a symlink is removed itself, never followed, other files are kept,
+    and a symlinked cache directory is emptied of mhalint's files but kept."""
     removed = 0
-    if directory.is_dir():
-        for item in directory.iterdir():
-            if item.is_file():
-                item.unlink()
+    try:
+        items = list(os.scandir(directory))
+    except OSError:  # no cache directory (or not one)
+        return 0
+    for item in items:
+        if _OWN_FILE.fullmatch(item.name) or (item.name == ".gitignore" and _is_own_gitignore(item)):
+            if item.is_dir(follow_symlinks=False):
+                continue
+            try:
+                os.unlink(item.path)
                 removed += 1
-        directory.rmdir()
+            except OSError:
+                pass
+    if not os.path.islink(directory):
+        try:
+            os.rmdir(directory)
+        except OSError:  # something else is in there
+            pass
     return removed
 
 
-def _digest(raw: bytes) -> bytes:
-    return hashlib.blake2b(raw, digest_size=16).digest()
+def _is_own_gitignore(item: os.DirEntry) -> bool:
+    """The .gitignore mhalint writes: a regular file (not a link) that says `*` and nothing else."""
+    try:
+        return item.is_file(follow_symlinks=False) and _read_regular_file(Path(item.path), 64) == _GITIGNORE
+    except OSError:
+        return False
+
+
+def _digest(raw: bytes) -> str:
+    return hashlib.blake2b(raw, digest_size=_DIGEST_SIZE).hexdigest()
 
 
 def _with_path(finding: Finding, path: str) -> Finding:
@@ -118,12 +278,18 @@ def _with_path(finding: Finding, path: str) -> Finding:
 
 def _salt(rules: Iterable[type]) -> str:
     """Changes whenever the findings could: another mhalint version or source, other rules or rule source."""
+    return _salt_of(tuple(sorted(rules, key=lambda r: r.code)))
+
+
+@functools.lru_cache(maxsize=16)
+def _salt_of(rules: tuple[type, ...]) -> str:
+    """Once per process and rule set: the source that counts is the one that was imported, not a later edit."""
     digest = hashlib.blake2b(digest_size=12)
-    digest.update(mhalint.__version__.encode())
+    digest.update(f"{FORMAT_NAME} {FORMAT_VERSION} {mhalint.__version__}".encode())
     package = Path(mhalint.__file__).parent
     for source in sorted(package.rglob("*.py")):
         digest.update(source.read_bytes())
-    for rule in sorted(rules, key=lambda r: r.code):
+    for rule in rules:
         digest.update(f"{rule.code}:{rule.__module__}.{rule.__qualname__}".encode())
         try:
             digest.update(Path(inspect.getfile(rule)).read_bytes())

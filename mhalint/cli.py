@@ -252,7 +252,7 @@ def probe_command(source, output_format: str, explain: bool, color: str, probe_t
         data = json.load(source)
         items = data["findings"] if isinstance(data, dict) else data
         findings = [Finding.from_dict(item) for item in items]
-    except (ValueError, KeyError, TypeError, RecursionError) as error:
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as error:
         raise UsageError(f"{source.name} is not a JSON list of mhalint findings ({type(error).__name__}: {error})")
     limits = ProbeLimits(probe_timeout or ProbeLimits.site_timeout, probe_total_timeout or ProbeLimits.total_timeout,
                          probe_memory or ProbeLimits.memory_mb)
