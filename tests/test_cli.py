@@ -237,3 +237,22 @@ def test_colour_follows_the_option_then_no_color_and_force_color(tree: Path, mon
 def test_color_rejects_an_unknown_choice(tree: Path):
     result = run("check", "--color", "sometimes", str(tree / "bad.py"))
     assert result.exit_code == 2 and "sometimes" in result.output
+
+
+def test_python_dash_m_does_not_import_from_the_checked_directory(tmp_path: Path):
+    """A repository that ships a rule plugin's metadata or a module named like one of mhalint's imports must not
+    get its code run by `python -m mhalint check` started inside it."""
+    marker = tmp_path / "ran"
+    payload = f"open({str(marker)!r}, 'w').close()\n"
+    (tmp_path / "evilrule.py").write_text(payload + "from mhalint.rule import Rule\nclass R(Rule): ...\n")
+    (tmp_path / "click.py").write_text(payload)
+    info = tmp_path / "evil-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[mhalint.rules]\nEVIL001 = evilrule:R\n")
+    (tmp_path / "bad.py").write_text(BAD)
+    completed = subprocess.run([sys.executable, "-m", "mhalint", "check", "--no-cache", "bad.py"], cwd=tmp_path,
+                               capture_output=True, text=True, env={**os.environ, "PYTHONSAFEPATH": ""})
+    assert not marker.exists()
+    assert completed.returncode == 1, completed.stderr
+    assert "MHA001" in completed.stdout
