@@ -40,6 +40,9 @@ _REARRANGE = {"einops.rearrange", "einops.repeat"}
 class Layout:
     kind: str  # BATCH_FIRST or SEQ_FIRST
     evidence: str  # one sentence with the line it rests on
+    # What a headline quotes: the decisive code ("`B, T, C = x.shape`") and its line.
+    code: str = ""
+    line: int = 0
 
 
 class LayoutReader:
@@ -85,7 +88,8 @@ class LayoutReader:
             text = self.ctx.comment(at)
             kind = shape_in_text(text) if text else None
             if kind is not None and (at == line or self.ctx.source_lines()[at - 1].strip().startswith("#")):
-                return Layout(kind, f"`{name}` is {kind}: the comment `{text.strip()}` at line {at}")
+                return Layout(kind, f"`{name}` is {kind}: the comment `{text.strip()}` at line {at}",
+                              f"`{text.strip()}`", at)
         return None
 
     def _documented(self, name: str, binding: Binding) -> Layout | None:
@@ -97,7 +101,8 @@ class LayoutReader:
                 kind = shape_in_text(text.replace(name, ""))
                 if kind is not None:
                     return Layout(kind, f"`{name}` is {kind}: the docstring of `{binding.scope.name}()` says "
-                                        f"`{text.strip()}`")
+                                        f"`{text.strip()}`", f"`{text.strip()}` in its docstring",
+                                  self.ctx.line(function.body.body[0]))
         return None
 
     def _parameter(self, name: str, binding: Binding, depth: int) -> Layout | None:
@@ -124,12 +129,11 @@ class LayoutReader:
                 names = [e.value.value if isinstance(e.value, cst.Name) else "" for e in target.elements]
                 if len(names) != 3 or not since <= self.ctx.line(binding.node) <= self.ctx.line(use):
                     continue
-                written = f"`{self.ctx.code(target)} = {self.ctx.code(binding.value)}` at line " \
-                          f"{self.ctx.line(binding.node)}"
+                code, line = f"`{self.ctx.code(target)} = {self.ctx.code(binding.value)}`", self.ctx.line(binding.node)
                 if _BATCH_NAME.match(names[0]):
-                    return Layout(BATCH_FIRST, f"`{name}` is batch-first: {written}")
+                    return Layout(BATCH_FIRST, f"`{name}` is batch-first: {code} at line {line}", code, line)
                 if _SEQ_NAME.match(names[0]) and _BATCH_NAME.match(names[1]):
-                    return Layout(SEQ_FIRST, f"`{name}` is sequence-first: {written}")
+                    return Layout(SEQ_FIRST, f"`{name}` is sequence-first: {code} at line {line}", code, line)
         return None
 
     def _call(self, call: cst.Call, scope: Scope, use, depth: int) -> Layout | None:
@@ -153,8 +157,9 @@ class LayoutReader:
                 return self.of(func.value, scope, use, depth + 1)
         built = instance(self.ctx, func, scope)
         if built is not None and self._constructs(built, _EMBEDDING):
-            return Layout(BATCH_FIRST, f"`{self.ctx.code(call)}` is an nn.Embedding output, (N, L, E) for (N, L) "
-                                       f"token ids (line {self.ctx.line(call)})")
+            code, line = f"`{self.ctx.code(call)}`", self.ctx.line(call)
+            return Layout(BATCH_FIRST, f"{code} at line {line} is an nn.Embedding output: (N, L, E) for (N, L) "
+                                       f"token ids", f"{code}, an nn.Embedding output", line)
         if call.args and not call.args[0].keyword and not call.args[0].star:
             # a module or helper applied to the tensor (norm, dropout, linear, with_pos_embed) keeps its layout
             return self.of(call.args[0].value, scope, use, depth + 1)
@@ -168,18 +173,18 @@ class LayoutReader:
         if any(d is None or not isinstance(d.value, int) for d in dims):
             return None
         order = [d.value for d in dims]
-        written = f"`{self.ctx.code(call)}` at line {self.ctx.line(call)}"
+        written, code, line = self._written(call)
         if method == "permute":
             if order[:3] in ([1, 0, 2], [2, 0, 1]) and len(order) == 3:
-                return Layout(SEQ_FIRST, f"{written} puts the sequence axis first")
+                return Layout(SEQ_FIRST, f"{written} puts the sequence axis first", code, line)
             if order == [0, 2, 1]:
-                return Layout(BATCH_FIRST, f"{written} keeps the batch axis first")
+                return Layout(BATCH_FIRST, f"{written} keeps the batch axis first", code, line)
             return None
         pair = {order[0], order[1]} if len(order) == 2 else set()
         if pair == {0, 1}:
-            return Layout(SEQ_FIRST, f"{written} swaps batch and sequence, putting the sequence first")
+            return Layout(SEQ_FIRST, f"{written} swaps batch and sequence, putting the sequence first", code, line)
         if pair in ({1, 2}, {1, -1}, {-1, -2}):
-            return Layout(BATCH_FIRST, f"{written} keeps the batch axis first")
+            return Layout(BATCH_FIRST, f"{written} keeps the batch axis first", code, line)
         return None
 
     def _query_embedding(self, call: cst.Call, scope: Scope) -> Layout | None:
@@ -189,8 +194,8 @@ class LayoutReader:
         if axis is not None and axis.value == 1 and len(call.args) == 3:
             first = resolve(self.ctx, call.args[0].value, scope)
             if first is not None and first.value in (1, -1):
-                return Layout(SEQ_FIRST, f"`{self.ctx.code(call)}` at line {self.ctx.line(call)} repeats over a new "
-                                         f"batch axis in position 1")
+                written, code, line = self._written(call)
+                return Layout(SEQ_FIRST, f"{written} repeats over a new batch axis in position 1", code, line)
         return None
 
     def _view(self, call: cst.Call, scope: Scope, use, depth: int) -> Layout | None:
@@ -200,7 +205,8 @@ class LayoutReader:
             return None
         first = call.args[0].value
         if len(call.args) >= 3 and isinstance(first, cst.Name) and _BATCH_NAME.match(first.value):
-            return Layout(BATCH_FIRST, f"`{self.ctx.code(call)}` at line {self.ctx.line(call)} puts the batch first")
+            written, code, line = self._written(call)
+            return Layout(BATCH_FIRST, f"{written} puts the batch first", code, line)
         if isinstance(first, cst.BinaryOperation) and isinstance(first.left, cst.List):
             first = first.left.elements[0].value if first.left.elements else first
         leading = resolve(self.ctx, first, scope)
@@ -208,7 +214,8 @@ class LayoutReader:
             inner = self.of(call.func.value, scope, use, depth + 1)
             if inner is not None and inner.kind == BATCH_FIRST:
                 return Layout(BATCH_FIRST, f"{inner.evidence}, and `{self.ctx.code(call)}` at line "
-                                           f"{self.ctx.line(call)} folds the leading axes into the batch")
+                                           f"{self.ctx.line(call)} folds the leading axes into the batch",
+                              inner.code, inner.line)
         return None
 
     def _rearrange(self, call: cst.Call) -> Layout | None:
@@ -218,12 +225,17 @@ class LayoutReader:
         if not isinstance(pattern, str) or "->" not in pattern:
             return None
         axes = _axes(pattern.split("->", 1)[1])
-        written = f"`{self.ctx.code(call)}` at line {self.ctx.line(call)}"
+        written, code, line = self._written(call)
         if len(axes) == 3 and "b" in axes[0]:
-            return Layout(BATCH_FIRST, f"{written} puts the batch axis first")
+            return Layout(BATCH_FIRST, f"{written} puts the batch axis first", code, line)
         if len(axes) == 3 and "b" in axes[1] and "b" not in axes[0]:
-            return Layout(SEQ_FIRST, f"{written} puts the batch axis second")
+            return Layout(SEQ_FIRST, f"{written} puts the batch axis second", code, line)
         return None
+
+    def _written(self, call: cst.Call) -> tuple[str, str, int]:
+        """How evidence quotes a call ("`x.permute(1, 0, 2)` at line 14"), and the code and line a headline quotes."""
+        code, line = f"`{self.ctx.code(call)}`", self.ctx.line(call)
+        return f"{code} at line {line}", code, line
 
     def _concatenation(self, call: cst.Call, scope, use, depth) -> Layout | None:
         parts = call.args[0].value

@@ -2,15 +2,64 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from mhalint import torchapi
 from mhalint.calls import construction, module_calls, with_argument
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.layout import BATCH_FIRST, SEQ_FIRST, LayoutReader
 from mhalint.lazy import cst
-from mhalint.rule import Invalid, Rule, Valid
+from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.values import constructor_values, resolve
 
+_MIXES_SAMPLES = """
+    {api} reads every 3-D tensor as (L, N, E) unless batch_first=True (torch 2.13 `nn/modules/activation.py:1172`,
+    `transformer.py:112, 749, 1034`). Batch-first (N, L, E) data is a valid (L, N, E) tensor too, so nothing raises:
+    attention runs across the batch axis and mixes samples. torch 2.13 experiment (N=4, L=10, E=64, 8 heads):
+    changing sample 1 moved sample 0's output by 0.47 (docs/torch-facts.md#batch-first).
+"""
+
+# Fields: `api` (nn.MultiheadAttention, ...); `data` and `line`, the code that shows the layout; `setting`, how
+# batch_first is set ("batch_first is False", "batch_first=BF is False"); `built`, the same for the headlines
+# without layout evidence ("is built without batch_first", "gets batch_first=BF (`BF` = False at line 2)").
+BATCH_FIRST_DATA = Message(
+    "{api} gets batch-first data ({data}, line {line}) but {setting}",
+    help="pass batch_first=True",
+    explanation=_MIXES_SAMPLES)
+SEQUENCE_FIRST_DATA = Message(
+    "{api} gets sequence-first data ({data}, line {line}) but {setting}",
+    help="feed (N, L, E) data (drop the permute/transpose to (L, N, E)), or set batch_first=False",
+    explanation="""
+        With batch_first=True, {api} reads every 3-D tensor as (N, L, E). Sequence-first (L, N, E) data is a valid
+        (N, L, E) tensor too, so nothing raises: the sequence axis is read as the batch, and attention runs across
+        the real batch and mixes samples (docs/torch-facts.md#batch-first).
+    """)
+NO_LAYOUT_EVIDENCE = Message(
+    "{api} {built}: it reads (L, N, E), and nothing shows the data is sequence-first",
+    help="pass batch_first=True for (N, L, E) data, or write batch_first=False if the data is (L, N, E)",
+    explanation=_MIXES_SAMPLES)
+IMPLICIT_SEQUENCE_FIRST = Message(
+    "{api} {built}, implicitly right for sequence-first data ({data}, line {line})",
+    help="write batch_first=False to make the layout explicit",
+    explanation="""
+        {api} defaults to batch_first=False and reads (L, N, E), which is what this code gives it, so the result is
+        correct. Written out, batch_first=False tells a reader the layout is deliberate; left implicit, a later
+        change to batch-first data would mix samples without any error (docs/torch-facts.md#batch-first).
+    """)
+
 _MODULES = (torchapi.MHA, torchapi.ENCODER_LAYER, torchapi.DECODER_LAYER, torchapi.TRANSFORMER)
+
+
+@dataclass(frozen=True)
+class _Setting:
+    """How a construction sets batch_first: its value, whether a literal states it, how the headlines say it
+    (`headline` beside layout evidence, `built` without), and the evidence lines."""
+
+    batch_first: bool
+    stated: bool
+    headline: str
+    built: str
+    evidence: list[str]
 
 
 class BatchFirstDefault(Rule):
@@ -24,9 +73,9 @@ class BatchFirstDefault(Rule):
     ## Why is this bad?
     These modules default to `batch_first=False` and read every 3-D tensor as `(L, N, E)`. Every 3-D tensor is a
     valid `(L, N, E)` tensor, so batch-first `(N, L, E)` data never raises: attention runs across the batch axis
-    and mixes samples. Measured with N=4, L=10, E=64, 8 heads: changing only sample 1 moved sample 0's output by
-    0.466 (0.0 with `batch_first=True`); `TransformerEncoderLayer` behaves the same (0.364). The telltale sign is
-    attention weights of shape `(L, N, N)`.
+    and mixes samples. In a torch 2.13 experiment with N=4, L=10, E=64, 8 heads, changing only sample 1 moved
+    sample 0's output by 0.466 (0.0 with `batch_first=True`); `TransformerEncoderLayer` behaves the same (0.364)
+    (docs/torch-facts.md#batch-first). The telltale sign is attention weights of shape `(L, N, N)`.
 
     ## Example
     ```python
@@ -48,7 +97,7 @@ class BatchFirstDefault(Rule):
 
     ## References
     - torch 2.13 `nn/modules/activation.py:1172` (`batch_first=False`), `transformer.py:112, 749, 1034`
-    - mhalint facts sheet section 2
+    - docs/torch-facts.md#batch-first
     """
 
     code = "MHA001"
@@ -76,14 +125,16 @@ class BatchFirstDefault(Rule):
         Invalid("from torch import nn\nclass Block(nn.Module):\n    def __init__(self, batch_first=False):\n"
                 "        super().__init__()\n        self.attn = nn.MultiheadAttention(64, 8, batch_first=batch_first)\n",
                 line=5, message="defaults to False"),
-        Invalid("import torch.nn as nn\nBATCH_FIRST = False\nt = nn.Transformer(batch_first=BATCH_FIRST)\n", line=3),
+        Invalid("import torch.nn as nn\nBATCH_FIRST = False\nt = nn.Transformer(batch_first=BATCH_FIRST)\n", line=3,
+                message="gets batch_first=BATCH_FIRST (`BATCH_FIRST` = False at line 2)"),
         Invalid("import torch.nn as nn\nclass Attn(nn.MultiheadAttention):\n    def __init__(self):\n"
                 "        super().__init__(64, 8)\n", line=4),
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)  # noqa: MHA004\n", line=2),
         Invalid("import torch.nn as nn\nclass Encoder(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
                 "        self.attn = nn.MultiheadAttention(64, 8)\n    def forward(self, x):\n"
                 "        B, T, C = x.shape\n        return self.attn(x, x, x)[0]\n", line=5,
-                message="the data it gets is batch-first", severity=Severity.ERROR),
+                message="gets batch-first data (`B, T, C = x.shape`, line 7) but batch_first is False",
+                severity=Severity.ERROR),
     )
 
     def __init__(self, context, emit):
@@ -97,73 +148,58 @@ class BatchFirstDefault(Rule):
         setting = self._setting(built)
         if setting is None:
             return
-        batch_first, stated, described, evidence = setting
         layouts = [self.layouts.of(use.query, use.scope, use.call) for use in module_calls(self.context, built)]
         batch = next((l for l in layouts if l is not None and l.kind == BATCH_FIRST), None)
         seq = next((l for l in layouts if l is not None and l.kind == SEQ_FIRST), None)
         api = torchapi.short_name(built.api)
-        if batch_first:
+        if setting.batch_first:
             if seq is not None:  # any sequence-first call is corrupted, whatever the other calls pass
-                self._reverse(node, built, seq, evidence)
+                self.report(node, SEQUENCE_FIRST_DATA, severity=Severity.ERROR,
+                            evidence=[*setting.evidence, seq.evidence], fix=self._fix(built, "False"),
+                            arguments=self._arguments(built, batch_first=True, layout=SEQ_FIRST),
+                            api=api, data=seq.code, line=seq.line, setting=setting.headline)
             return
         if batch is not None:
-            self.report(
-                node,
-                f"{api} {described}, so it reads inputs as (L, N, E), but the data it gets is batch-first: "
-                f"{batch.evidence}. Attention then runs across the batch and mixes samples without any error "
-                f"(measured: changing sample 1 moved sample 0's output by 0.47). Evidence: {'; '.join(evidence)}. "
-                f"Fix: pass batch_first=True.",
-                severity=Severity.ERROR, evidence=[*evidence, batch.evidence], fix=self._fix(built, "True"),
-                arguments={**constructor_values(self.context, built), "batch_first": False, "layout": BATCH_FIRST})
-        elif stated:
+            self.report(node, BATCH_FIRST_DATA, severity=Severity.ERROR,
+                        evidence=[*setting.evidence, batch.evidence], fix=self._fix(built, "True"),
+                        arguments=self._arguments(built, batch_first=False, layout=BATCH_FIRST),
+                        api=api, data=batch.code, line=batch.line, setting=setting.headline)
+        elif setting.stated:
             return
         elif seq is not None:
-            self.report(
-                node,
-                f"{api} {described}; the data it gets is sequence-first ({seq.evidence}), so this is correct, but "
-                f"it rests on an implicit default. Evidence: {'; '.join(evidence)}. Fix: write batch_first=False "
-                f"to make the layout explicit.",
-                severity=Severity.INFO, evidence=[*evidence, seq.evidence],
-                arguments={**constructor_values(self.context, built), "batch_first": False, "layout": SEQ_FIRST})
+            self.report(node, IMPLICIT_SEQUENCE_FIRST, severity=Severity.INFO,
+                        evidence=[*setting.evidence, seq.evidence],
+                        arguments=self._arguments(built, batch_first=False, layout=SEQ_FIRST),
+                        api=api, data=seq.code, line=seq.line, built=setting.built)
         else:
-            self.report(
-                node,
-                f"{api} {described}: it reads every 3-D input as (L, N, E), so batch-first (N, L, E) data raises "
-                f"no error but attends across the batch and mixes samples (measured: changing sample 1 moved sample "
-                f"0's output by 0.47); mhalint found no evidence of the layout of its inputs. Evidence: "
-                f"{'; '.join(evidence)}. Fix: pass batch_first=True for (N, L, E) data, or write batch_first=False "
-                f"to state that the inputs are sequence-first.",
-                severity=Severity.WARNING, evidence=evidence,
-                arguments={**constructor_values(self.context, built), "batch_first": False})
+            self.report(node, NO_LAYOUT_EVIDENCE, severity=Severity.WARNING, evidence=setting.evidence,
+                        arguments=self._arguments(built, batch_first=False), api=api, built=setting.built)
 
-    def _setting(self, built) -> tuple[bool, bool, str, list[str]] | None:
-        """(batch_first, stated as a literal, how it is set, evidence), or None when it cannot be known."""
+    def _arguments(self, built, **known: object) -> dict[str, object]:
+        """What the probe rebuilds the module from: the constructor's values, and the layout when the code shows it."""
+        return {**constructor_values(self.context, built), **known}
+
+    def _setting(self, built) -> _Setting | None:
+        """How batch_first is set, or None when it cannot be known."""
         arguments = built.arguments
         expr = arguments.get("batch_first")
+        line = self.context.line(built.call)
         if expr is None:
             if arguments.opaque:
                 return None  # **kwargs may carry batch_first
-            line = self.context.line(built.call)
-            return False, False, "is built without batch_first (default False)", \
-                [f"the constructor at line {line} has no batch_first argument"]
+            return _Setting(False, False, "batch_first is False", "is built without batch_first",
+                            [f"the constructor at line {line} has no batch_first argument (default False)"])
         written = self.context.code(expr)
         if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
-            return expr.value == "True", True, f"is built with batch_first={written}", [f"batch_first={written}"]
+            return _Setting(expr.value == "True", True, f"batch_first={written}",
+                            f"is built with batch_first={written}", [f"batch_first={written} at line {line}"])
         value = resolve(self.context, expr, built.scope)
         if value is None or not isinstance(value.value, bool):
             return None
-        return value.value, False, f"gets batch_first={written}, which resolves to {value.value}", \
-            [f"batch_first={written}", *value.trail]
-
-    def _reverse(self, node, built, seq, evidence) -> None:
-        self.report(
-            node,
-            f"{torchapi.short_name(built.api)} reads inputs as (N, L, E) because of batch_first=True, but the data "
-            f"it gets is sequence-first: {seq.evidence}. Attention then runs across the batch and mixes samples "
-            f"without any error. Evidence: {'; '.join(evidence)}. Fix: feed (N, L, E) data (drop the "
-            f"permute/transpose to (L, N, E)), or set batch_first=False.",
-            severity=Severity.ERROR, evidence=[*evidence, seq.evidence], fix=self._fix(built, "False"),
-            arguments={**constructor_values(self.context, built), "batch_first": True, "layout": SEQ_FIRST})
+        source = f" ({value.trail[0]})" if value.trail else f", which resolves to {value.value}"
+        return _Setting(value.value, False, f"batch_first={written} is {value.value}",
+                        f"gets batch_first={written}{source}",
+                        [f"batch_first={written} at line {line} resolves to {value.value}", *value.trail])
 
     def _fix(self, built, value: str):
         """Only offered with layout evidence (an error): attention across the batch can be deliberate."""
@@ -173,15 +209,16 @@ class BatchFirstDefault(Rule):
     @staticmethod
     def probe(arguments: dict, torch) -> tuple[str, str]:
         """Feed the module data in the layout the code gives it, change only sample 1, and see whether sample 0
-        moves (facts section 2). With no layout evidence, the pitfall's layout is assumed and said."""
+        moves (docs/torch-facts.md#batch-first). Confirmed only with the site's layout (the finding's "layout");
+        without it, the pitfall's layout is assumed, and a result is only reproduced, which says so."""
         from mhalint.probe import support
 
         batch_first = bool(arguments.get("batch_first", False))
         module, embed, heads, notes = support.build(torch, arguments, batch_first=batch_first)
         layout = arguments.get("layout")
-        if layout not in (BATCH_FIRST, SEQ_FIRST):
+        from_site = layout in (BATCH_FIRST, SEQ_FIRST)
+        if not from_site:
             layout = SEQ_FIRST if batch_first else BATCH_FIRST
-            notes.append(f"assumed {layout} data")
         n, length = support.N, support.L
         data = torch.randn(n, length, embed) if layout == BATCH_FIRST else torch.randn(length, n, embed)
         sample = (lambda t, i: t[i]) if layout == BATCH_FIRST else (lambda t, i: t[:, i])
@@ -194,9 +231,14 @@ class BatchFirstDefault(Rule):
             if arguments["api"] == torchapi.MHA and moved > 1e-6:
                 shape = tuple(module(data, data, data)[1].shape)
                 tell = f"; the attention weights came out {shape}, a softmax over the batch axis"
-        fed = f"fed {layout} data to a module with batch_first={batch_first}"
+        sizes = support.sizes(embed, heads, notes)
+        if from_site:
+            fed = f"fed {layout} data to a module with batch_first={batch_first}"
+        else:
+            fed = f"with assumed {layout} data and batch_first={batch_first}"
         if moved > 1e-6:
-            return CONFIRMED, (f"{fed}, changing sample 1 moved sample 0's output by {moved:.3f} "
-                               f"({support.sizes(embed, heads, notes)}){tell}")
+            # the shape tell before the sizes: a concise report cuts the text at HEADLINE_LIMIT characters
+            found = f"changing sample 1 moved sample 0's output by {moved:.3f}{tell} ({sizes})"
+            return (CONFIRMED, f"{fed}, {found}") if from_site else (REPRODUCED, f"reproduced {fed}: {found}")
         return NOT_CONFIRMED, (f"{fed}, sample 0's output stayed put when sample 1 changed (max change "
-                               f"{moved:.1e}; {support.sizes(embed, heads, notes)})")
+                               f"{moved:.1e}; {sizes})")

@@ -4,12 +4,47 @@ from __future__ import annotations
 
 from mhalint import torchapi
 from mhalint.calls import call_target
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, Severity
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, Severity
 from mhalint.lazy import cst
-from mhalint.rule import Invalid, Rule, Valid
+from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.values import constructor_values, resolve
 
-# The causal flag of each entry point, and the mask argument it describes (facts 9.2).
+# Fields: `flag_set` ("is_causal=True", "is_causal=CAUSAL (True)"), `missing` ("without attn_mask", "with
+# attn_mask=None"), `api` (nn.MultiheadAttention, ...), `flag` and `mask` (the names), `distance` (how far the
+# silently unmasked output was from the causal one in the torch experiment).
+_HINT_HELP = "also pass {mask}=nn.Transformer.generate_square_subsequent_mask(L) (keep {flag}=True as the hint)"
+SILENTLY_UNMASKED = Message(
+    "{flag_set} {missing}: {api} takes it as a hint, and its fast inference path attends to the future",
+    help=_HINT_HELP,
+    explanation="""
+        For {api}, {flag} is only a hint that the mask you pass is causal; it builds no mask (torch 2.13
+        `nn/modules/transformer.py:917-938`). Without the mask, training raises `RuntimeError: Need attn_mask if
+        specifying the is_causal hint` (`nn/functional.py:6810-6815`), but inference (eval + no_grad,
+        batch_first=True, even heads) takes the fused fast path, which never receives the flag
+        (`nn/modules/activation.py:1433-1447`): every position silently attends to the future.
+        torch 2.13 experiment: the output equalled the unmasked output and was {distance} away from the causal one
+        (docs/torch-facts.md#is-causal-hint).
+    """)
+ALWAYS_RAISES = Message(
+    "{flag_set} {missing}: {api} raises 'Need attn_mask if specifying the is_causal hint'",
+    help=_HINT_HELP,
+    explanation="""
+        For {api}, {flag} is only a hint that the mask you pass is causal; it builds no mask. The function checks
+        the hint before anything else, so without {mask} every call raises `RuntimeError: Need attn_mask if
+        specifying the is_causal hint` (torch 2.13 `nn/functional.py:6810-6815`), in training and in inference
+        (docs/torch-facts.md#is-causal-hint).
+    """)
+MEMORY_ALWAYS_RAISES = Message(
+    "{flag_set} {missing}: {api} raises 'Need attn_mask if specifying the is_causal hint'",
+    help="pass the memory_mask it describes, or drop memory_is_causal=True",
+    explanation="""
+        memory_is_causal is only a hint that memory_mask is causal; it builds no mask. Cross-attention never takes
+        the fast path that would drop the flag, so without memory_mask every call of {api} raises
+        `RuntimeError: Need attn_mask if specifying the is_causal hint` (torch 2.13 `nn/functional.py:6810-6815`),
+        in training and in inference (docs/torch-facts.md#is-causal-hint).
+    """)
+
+# The causal flag of each entry point, and the mask argument it describes (docs/torch-facts.md#positional-order).
 _FLAG_TO_MASK = {
     torchapi.MHA: {"is_causal": "attn_mask"},
     torchapi.MHA_FORWARD_FN: {"is_causal": "attn_mask"},
@@ -20,12 +55,12 @@ _FLAG_TO_MASK = {
     torchapi.TRANSFORMER: {"src_is_causal": "src_mask", "tgt_is_causal": "tgt_mask",
                            "memory_is_causal": "memory_mask"},
 }
-# Measured distance between the silently unmasked inference output and the causal one (facts 4.2).
+# How far the silently unmasked inference output was from the causal one, in a torch 2.13 experiment
+# (docs/torch-facts.md#is-causal-hint).
 _DISTANCE_FROM_CAUSAL = {
     torchapi.MHA: 0.69, torchapi.ENCODER_LAYER: 1.35, torchapi.ENCODER: 2.04, torchapi.DECODER_LAYER: 0.94,
     torchapi.DECODER: 0.95, torchapi.TRANSFORMER: 0.88,
 }
-_RAISES = "'Need attn_mask if specifying the is_causal hint'"
 
 
 class IsCausalWithoutMask(Rule):
@@ -42,8 +77,9 @@ class IsCausalWithoutMask(Rule):
     For these modules `is_causal` is only a hint that the mask you pass is causal; it does not build one.
     Without the mask, training raises `RuntimeError: Need attn_mask if specifying the is_causal hint`, but
     inference (eval + `no_grad`, `batch_first=True`, even heads) takes the fused fast path, which never receives
-    the flag: every position silently attends to the future. Measured: the output equals the unmasked output
-    (diff 6e-08) and is 0.69 away from the causal one for MultiheadAttention, 1.35 for TransformerEncoderLayer.
+    the flag: every position silently attends to the future. In a torch 2.13 experiment the output equalled the
+    unmasked output (diff 6e-08) and was 0.69 away from the causal one for MultiheadAttention, 1.35 for
+    TransformerEncoderLayer (docs/torch-facts.md#is-causal-hint).
 
     ## Example
     ```python
@@ -63,7 +99,7 @@ class IsCausalWithoutMask(Rule):
     ## References
     - torch 2.13 `nn/functional.py:6810-6815` (the RuntimeError), `nn/modules/activation.py:1433-1447` (the fast
       path has no `is_causal`), `nn/modules/transformer.py:917-938`
-    - mhalint facts sheet section 4
+    - docs/torch-facts.md#is-causal-hint, docs/torch-facts.md#positional-order
     """
 
     code = "MHA003"
@@ -123,34 +159,36 @@ class IsCausalWithoutMask(Rule):
 
     def _report(self, node, target, flag, mask, flag_expr, trail, mask_expr) -> None:
         api = target.api
-        name = torchapi.short_name(api)
         written = self.context.code(flag_expr)
-        evidence = [f"{flag}={written}" + (" (resolves to True)" if written != "True" else ""), *trail,
-                    f"{mask}={self.context.code(mask_expr)}" if mask_expr is not None else f"no {mask} argument"]
-        if api == torchapi.MHA_FORWARD_FN:
-            consequence, severity = f"this call always raises {_RAISES}", Severity.WARNING
-        elif flag == "memory_is_causal":
-            consequence = (f"this call always raises {_RAISES}, since cross-attention never takes the fast path "
-                           "that would drop the flag")
-            severity = Severity.WARNING
+        line = self.context.line(flag_expr)
+        if mask_expr is None:
+            missing, absent = f"without {mask}", f"no {mask} argument in the call at line {self.context.line(node)}"
         else:
-            consequence = (f"training raises {_RAISES}, and inference (eval + no_grad fast path) silently drops "
-                           "the flag, so every position attends to the future (measured: output equal to the "
-                           f"unmasked output, {_DISTANCE_FROM_CAUSAL[api]} from the causal one)")
-            severity = Severity.ERROR
-        self.report(
-            node,
-            f"{flag}=True without {mask}: for {name} is_causal is only a hint about the mask you pass, not a mask; "
-            f"{consequence}. Evidence: {'; '.join(evidence)}. Fix: also pass "
-            f"{mask}=nn.Transformer.generate_square_subsequent_mask(L) (keep {flag}=True as the hint).",
-            severity=severity, evidence=evidence, arguments={
+            given = self.context.code(mask_expr)
+            missing = f"with {mask}={given}" + ("" if given == "None" else " (None)")
+            absent = f"{mask}={given} at line {self.context.line(mask_expr)}"
+        evidence = [f"{flag}={written} at line {line}" + (" resolves to True" if written != "True" else ""), *trail,
+                    absent]
+        found = dict(
+            evidence=evidence, arguments={
                 **(constructor_values(self.context, target.construction) if target.construction else {}),
-                "api": api, "flag": flag, "mask": mask})
+                "api": api, "flag": flag, "mask": mask},
+            flag_set=f"{flag}=True" if written == "True" else f"{flag}={written} (True)",
+            missing=missing, api=torchapi.short_name(api), flag=flag, mask=mask,
+            distance=_DISTANCE_FROM_CAUSAL.get(api))
+        if api == torchapi.MHA_FORWARD_FN:
+            self.report(node, ALWAYS_RAISES, severity=Severity.WARNING, **found)
+        elif flag == "memory_is_causal":  # cross-attention never takes the fast path that would drop the flag
+            self.report(node, MEMORY_ALWAYS_RAISES, severity=Severity.WARNING, **found)
+        else:
+            self.report(node, SILENTLY_UNMASKED, severity=Severity.ERROR, **found)
 
     @staticmethod
     def probe(arguments: dict, torch) -> tuple[str, str]:
         """Run the call with the flag and no mask in training (it raises) and in eval + no_grad (compare with the
-        unmasked and the causal output), facts 4.2."""
+        unmasked and the causal output), docs/torch-facts.md#is-causal-hint. The flag and the missing mask always
+        come from the site; the silent result also needs the fast path (batch_first=True, even heads): when the
+        site's construction does not give those, they are assumed, and the result is only reproduced."""
         from mhalint.probe import support
 
         api, flag, mask = arguments["api"], arguments["flag"], arguments["mask"]
@@ -158,6 +196,11 @@ class IsCausalWithoutMask(Rule):
             return _functional(torch, support)
         batch_first = arguments.get("batch_first", True) is not False
         module, embed, heads, notes = support.build(torch, arguments, batch_first=batch_first)
+        heads_key = "num_heads" if api == torchapi.MHA else "nhead"
+        site_heads = arguments.get(heads_key, torchapi.CONSTRUCTOR_DEFAULTS.get(api, {}).get(heads_key))
+        premise = [] if "batch_first" in arguments else ["batch_first=True"]
+        if not (isinstance(site_heads, int) and not isinstance(site_heads, bool) and site_heads > 0):
+            premise.append(f"{heads_key}={heads}")
         if "batch_first" not in arguments:
             notes.append("assumed batch_first=True")
         data = torch.randn(support.N, support.L, embed) if batch_first else torch.randn(support.L, support.N, embed)
@@ -178,8 +221,11 @@ class IsCausalWithoutMask(Rule):
             from_causal = support.max_diff(output, support.run(module, api, data, **{mask: causal, flag: True}))
         if unmasked < 1e-5 and from_causal > 1e-4:
             trained = f"; in training it raises: {training}" if training else ""
-            return CONFIRMED, (f"in eval + no_grad the output equals the unmasked output (diff {unmasked:.1e}) and "
-                               f"is {from_causal:.2f} away from the causal one{trained} ({sizes})")
+            found = (f"in eval + no_grad the output equals the unmasked output (diff {unmasked:.1e}) and is "
+                     f"{from_causal:.2f} away from the causal one{trained} ({sizes})")
+            if premise:
+                return REPRODUCED, f"reproduced with assumed {' and '.join(premise)}: {found}"
+            return CONFIRMED, found
         return NOT_CONFIRMED, (f"in eval + no_grad the output is {unmasked:.1e} from the unmasked output and "
                                f"{from_causal:.1e} from the causal one ({sizes})")
 

@@ -4,11 +4,38 @@ from __future__ import annotations
 
 from mhalint import torchapi
 from mhalint.calls import mask_arguments
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.lazy import cst
 from mhalint.masks import BOOL, Mask, MaskReader, describe
-from mhalint.rule import Invalid, Rule, Valid
+from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.torchapi import IGNORE, KEEP
+
+_SILENTLY_INVERTED = """
+    nn.MultiheadAttention and the Transformer classes read a boolean mask as True = ignore (torch 2.13
+    `nn/modules/activation.py:1284-1299`); F.scaled_dot_product_attention reads it as True = attend
+    (`nn/functional.py:6465`), and its docstring says to invert the mask when migrating from MultiheadAttention.
+    Nothing raises: the mask is silently inverted, so padding is attended and real tokens are ignored.
+    torch 2.13 experiment: with the mask not inverted, the output was 1.87 off the correct one for a padding mask,
+    1.98 for a causal mask (docs/torch-facts.md#mask-convention).
+"""
+
+# Fields: `api` (the target, e.g. F.scaled_dot_product_attention); `parameter` and `mask` (the argument as written,
+# quoted); `line` (where the mask was built); `polarity` ("True = ignore"), what the mask holds; `reads` ("True as
+# attend"), what the target expects; `inverted`, the argument the fix writes.
+FLIPPED_MASK = Message(
+    "{api} gets {parameter}={mask}, built at line {line} as {polarity}, but it reads {reads}",
+    help="invert the mask where it is passed: {inverted}",
+    explanation=_SILENTLY_INVERTED)
+FLIPPED_AFTER_INVERSION = Message(
+    "{api} gets {parameter}={mask}, built at line {line} and inverted to {polarity}, but it reads {reads}",
+    help="invert the mask where it is passed: {inverted} (or drop the earlier inversion)",
+    explanation=_SILENTLY_INVERTED)
+LOOKS_FLIPPED = Message(
+    "{api} gets {parameter}={mask}, which looks like a {polarity} mask, but it reads {reads}",
+    help="if the mask is {polarity}, invert it where it is passed: {inverted}",
+    explanation=_SILENTLY_INVERTED.rstrip() + """
+    Here the mask's convention comes from its name or another use, not from its construction, so check it.
+""")
 
 _READS = {IGNORE: "True as ignore", KEEP: "True as attend"}
 
@@ -28,8 +55,9 @@ class MaskConventionFlip(Rule):
     The two APIs read a boolean mask in opposite directions (torch `nn/functional.py:6465` vs
     `nn/modules/activation.py:1287-1299`); SDPA's own docstring says to invert the mask when migrating from
     MultiheadAttention. Nothing raises: the mask is silently inverted, so padding is attended and real tokens are
-    ignored (measured: 1.87 off for a padding mask, 1.98 for a causal mask). Float masks are additive in both APIs
-    and need no inversion; they are not flagged.
+    ignored: in a torch 2.13 experiment the output was 1.87 off for a padding mask, 1.98 for a causal mask
+    (docs/torch-facts.md#mask-convention). Float masks are additive in both APIs and need no inversion
+    (docs/torch-facts.md#float-masks-are-additive); they are not flagged.
 
     ## Example
     ```python
@@ -50,7 +78,7 @@ class MaskConventionFlip(Rule):
     ## References
     - torch 2.13 `nn/functional.py:6400-6412` and `6465`; `nn/modules/activation.py:1284-1299`;
       `nn/modules/transformer.py:195-200`
-    - mhalint facts sheet section 3
+    - docs/torch-facts.md#mask-convention, docs/torch-facts.md#float-masks-are-additive
     """
 
     code = "MHA002"
@@ -82,7 +110,8 @@ class MaskConventionFlip(Rule):
         Invalid("import torch.nn.functional as F\nPAD = 0\ndef f(q, k, v, tokens):\n"
                 "    pad = tokens == PAD\n"
                 "    return F.scaled_dot_product_attention(q, k, v, attn_mask=pad[:, None, None, :])\n",
-                line=5, message="line 4", severity=Severity.ERROR),
+                line=5, message="gets attn_mask=`pad[:, None, None, :]`, built at line 4 as True = ignore, but it "
+                "reads True as attend", severity=Severity.ERROR),
         Invalid("import torch\nfrom torch.nn.functional import scaled_dot_product_attention as sdpa\n"
                 "def f(q, L):\n    future = torch.triu(torch.ones(L, L), diagonal=1).bool()\n"
                 "    return sdpa(q, q, q, future)\n", line=5, severity=Severity.ERROR),
@@ -90,15 +119,16 @@ class MaskConventionFlip(Rule):
                 "        super().__init__()\n        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
                 "    def forward(self, x, lengths):\n"
                 "        valid = torch.arange(x.size(1))[None, :] < lengths[:, None]\n"
-                "        return self.attn(x, x, x, key_padding_mask=valid)[0]\n", line=9, message="True = attend"),
+                "        return self.attn(x, x, x, key_padding_mask=valid)[0]\n", line=9,
+                message="gets key_padding_mask=`valid`, built at line 8 as True = attend, but it reads True as ignore"),
         Invalid("import torch.nn.functional as F\ndef f(q, k, v, key_padding_mask):\n"
                 "    return F.scaled_dot_product_attention(\n        q, k, v,\n"
                 "        attn_mask=key_padding_mask[:, None, None, :],\n    )\n", line=3,
-                severity=Severity.WARNING),
+                message="which looks like a True = ignore mask", severity=Severity.WARNING),
         Invalid("import torch\nimport torch.nn.functional as F\ndef f(q, tokens, pad_id):\n"
                 "    keep = tokens != pad_id\n    pad = ~keep\n"
                 "    return F.scaled_dot_product_attention(q, q, q, attn_mask=pad.unsqueeze(1).unsqueeze(2))\n",
-                line=6, message="inverted"),
+                line=6, message="built at line 4 and inverted to True = ignore"),
     )
 
     def __init__(self, context, emit):
@@ -115,37 +145,30 @@ class MaskConventionFlip(Rule):
             self._report(node, target.api, parameter, convention, expr, mask)
 
     def _report(self, node, api, parameter, convention, expr, mask: Mask) -> None:
-        name = torchapi.short_name(api)
-        origin = f" built at line {mask.origin_line}" if mask.origin_line else ""
-        severity = Severity.WARNING if mask.weak else Severity.ERROR
-        mha_side = "nn.MultiheadAttention's" if mask.polarity == IGNORE else "F.scaled_dot_product_attention's"
-        self.report(
-            node,
-            f"{name} gets {parameter}=`{self.context.code(expr)}`, a boolean mask{origin} in {mha_side} convention "
-            f"({describe(mask.polarity)}), but {name} reads {_READS[convention]}: the mask is silently inverted "
-            f"(measured: 1.87 off for a padding mask). Evidence: {'; '.join(mask.evidence)}. Fix: invert it where "
-            f"it is passed, e.g. `~{self.context.code(expr)}` (or `.logical_not()`).",
-            severity=severity, evidence=mask.evidence, fix=self._invert(expr), arguments={
-                "api": api, "parameter": parameter, "convention": convention, "polarity": mask.polarity,
-                "mask_expression": mask.built_from,
-                "inverted_after": mask.built_polarity is not None and mask.built_polarity != mask.polarity})
-
-    def _invert(self, expr: cst.BaseExpression):
-        """`~mask` where the mask is passed (`~~m` simplifies to `m`)."""
-        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
-            inverted = expr.expression
-        elif isinstance(expr, cst.Name | cst.Attribute | cst.Subscript | cst.Call):
-            inverted = cst.UnaryOperation(cst.BitInvert(), expr)
+        inverted_after = mask.built_polarity is not None and mask.built_polarity != mask.polarity
+        inverted = _inverted(expr)
+        found = dict(
+            evidence=mask.evidence, fix=self.replacement(expr, inverted, applicability=UNSAFE,
+                                                         title="invert the mask with ~"),
+            arguments={"api": api, "parameter": parameter, "convention": convention, "polarity": mask.polarity,
+                       "mask_expression": mask.built_from, "inverted_after": inverted_after},
+            api=torchapi.short_name(api), parameter=parameter, mask=f"`{self.context.code(expr)}`",
+            line=mask.origin_line, polarity=describe(mask.polarity), reads=_READS[convention],
+            inverted=f"`{self.context.code(inverted)}`")
+        if mask.weak or mask.origin_line is None:  # a name or another use says the convention, or no line is known
+            self.report(node, LOOKS_FLIPPED, severity=Severity.WARNING if mask.weak else Severity.ERROR, **found)
         else:
-            inverted = cst.UnaryOperation(cst.BitInvert(), expr.with_changes(
-                lpar=[cst.LeftParen()], rpar=[cst.RightParen()]))
-        return self.replacement(expr, inverted, applicability=UNSAFE, title="invert the mask with ~")
+            self.report(node, FLIPPED_AFTER_INVERSION if inverted_after else FLIPPED_MASK, severity=Severity.ERROR,
+                        **found)
 
     @staticmethod
     def probe(arguments: dict, torch) -> tuple[str, str]:
         """Run the attention with the mask as written and inverted, as its target's convention requires; they
-        differ whenever the mask is not all-True or all-False (facts 3.2). The mask is rebuilt from its
-        construction when that uses only known torch factories, else a padding mask stands in."""
+        differ whenever the mask is not all-True or all-False (docs/torch-facts.md#mask-convention). The mask is
+        rebuilt from its construction when that uses only known torch factories, else a padding mask in the
+        convention the construction gives stands in. Confirmed only when the site's construction is known (the
+        finding's "mask_expression"); a mask whose convention was only inferred (from a name or another use) is
+        assumed to be in that convention, and a result is only reproduced, which says so."""
         import ast
 
         from mhalint.probe import evaluator
@@ -171,7 +194,6 @@ class MaskConventionFlip(Rule):
             lengths = torch.tensor([length, 4, 3, 2])
             padding = torch.arange(length)[None, :] >= lengths[:, None]  # True at padding
             mask = padding if arguments.get("polarity") == IGNORE else ~padding
-            how = how or "no construction to rebuild, so a padding mask stood in"
             how += " (lengths 6, 4, 3, 2)"
         required = mask if arguments.get("polarity") == arguments.get("convention") else ~mask
         written, intended = _attend(torch, arguments, mask, n, length), _attend(torch, arguments, required, n, length)
@@ -179,10 +201,25 @@ class MaskConventionFlip(Rule):
         target = torchapi.short_name(arguments["api"])
         if arguments["api"] not in (torchapi.SDPA, torchapi.MHA):
             target += " (run as nn.MultiheadAttention, which reads masks the same way)"
+        if not expression:  # the convention was inferred, not read from a construction: the premise is assumed
+            assumed = f"with an assumed {describe(arguments.get('polarity'))} padding mask{how}"
+            if difference > 1e-4:
+                return REPRODUCED, (f"reproduced {assumed}: {target} with the mask as written differs from the mask "
+                                    f"its convention needs (the inverse) by {difference:.2f}")
+            return NOT_CONFIRMED, f"{assumed}, the mask as written is already in {target}'s convention"
         if difference > 1e-4:
             return CONFIRMED, (f"{target} with the mask as written differs from the mask its convention needs "
                                f"(the inverse) by {difference:.2f}; {how}")
         return NOT_CONFIRMED, f"the mask as written is already in {target}'s convention; {how}"
+
+
+def _inverted(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`~mask` for the mask as passed (`~~m` simplifies to `m`)."""
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
+        return expr.expression
+    if isinstance(expr, cst.Name | cst.Attribute | cst.Subscript | cst.Call):
+        return cst.UnaryOperation(cst.BitInvert(), expr)
+    return cst.UnaryOperation(cst.BitInvert(), expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]))
 
 
 def _attend(torch, arguments: dict, mask, n: int, length: int):

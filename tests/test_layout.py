@@ -7,12 +7,13 @@ is a small, realistic module; the assertions check the severity and that the evi
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
 
 from mhalint.engine import Checker
-from mhalint.finding import Finding, Severity
+from mhalint.finding import HEADLINE_LIMIT, Finding, Severity
 from mhalint.rule import load_rules
 
 CODE = "MHA001"
@@ -42,43 +43,53 @@ def evidence_of(finding: Finding) -> str:
     return " | ".join(finding.evidence)
 
 
-def assert_batch_first_error(finding: Finding, *snippets: str) -> None:
+def assert_evidence(finding: Finding, data: str, *snippets: str) -> None:
+    """The layout evidence `data` is in the headline with its line (it decides the verdict) and in the evidence
+    lines; the other snippets (where batch_first comes from) are in the evidence lines."""
+    assert len(finding.message) <= HEADLINE_LIMIT, finding.message
+    assert data in finding.message, (data, finding.message)
+    assert re.search(r", line [0-9]+\)", finding.message), finding.message
+    for snippet in (data, *snippets):
+        assert snippet in evidence_of(finding), (snippet, finding.evidence)
+    assert "docs/torch-facts.md#batch-first" in finding.explanation
+
+
+def assert_batch_first_error(finding: Finding, data: str, *snippets: str) -> None:
     """Batch-first data into a sequence-first module."""
     assert finding.severity == Severity.ERROR, finding.message
-    assert "reads inputs as (L, N, E), but the data it gets is batch-first" in finding.message
-    assert "Fix: pass batch_first=True" in finding.message
+    assert " gets batch-first data (" in finding.message and re.search(r"but batch_first\S* is False$|but "
+                                                                        r"batch_first=False$", finding.message)
+    assert finding.help == "pass batch_first=True"
+    assert "changing sample 1 moved sample 0's output by 0.47" in finding.explanation
     assert dict(finding.arguments).get("layout") == "batch-first"
-    for snippet in snippets:
-        assert snippet in evidence_of(finding), (snippet, finding.evidence)
-        assert snippet in finding.message, (snippet, finding.message)
+    assert_evidence(finding, data, *snippets)
 
 
-def assert_sequence_first_info(finding: Finding, *snippets: str) -> None:
+def assert_sequence_first_info(finding: Finding, data: str, *snippets: str) -> None:
     """Sequence-first data into a module that relies on the default: correct, but implicit."""
     assert finding.severity == Severity.INFO, finding.message
-    assert "sequence-first" in finding.message and "so this is correct" in finding.message
-    assert "write batch_first=False to make the layout explicit" in finding.message
+    assert ", implicitly right for sequence-first data (" in finding.message
+    assert finding.help == "write batch_first=False to make the layout explicit"
     assert dict(finding.arguments).get("layout") == "sequence-first"
-    for snippet in snippets:
-        assert snippet in evidence_of(finding), (snippet, finding.evidence)
-        assert snippet in finding.message, (snippet, finding.message)
+    assert_evidence(finding, data, *snippets)
 
 
-def assert_reverse_error(finding: Finding, *snippets: str) -> None:
+def assert_reverse_error(finding: Finding, data: str, *snippets: str) -> None:
     """Sequence-first data into a batch_first=True module."""
     assert finding.severity == Severity.ERROR, finding.message
-    assert "reads inputs as (N, L, E) because of batch_first=True" in finding.message
-    assert "the data it gets is sequence-first" in finding.message
+    assert " gets sequence-first data (" in finding.message and re.search(r"but batch_first\S* is True$|but "
+                                                                          r"batch_first=True$", finding.message)
+    assert "set batch_first=False" in finding.help
     arguments = dict(finding.arguments)
     assert (arguments["batch_first"], arguments["layout"]) == (True, "sequence-first")
-    for snippet in snippets:
-        assert snippet in evidence_of(finding), (snippet, finding.evidence)
-        assert snippet in finding.message, (snippet, finding.message)
+    assert_evidence(finding, data, *snippets)
 
 
 def assert_unknown_warning(finding: Finding) -> None:
     assert finding.severity == Severity.WARNING, finding.message
-    assert "found no evidence of the layout of its inputs" in finding.message
+    assert finding.message.endswith(": it reads (L, N, E), and nothing shows the data is sequence-first")
+    assert "pass batch_first=True" in finding.help and "write batch_first=False" in finding.help
+    assert "docs/torch-facts.md#batch-first" in finding.explanation
     assert "layout" not in dict(finding.arguments)
 
 
@@ -615,7 +626,8 @@ def parameter_block(param: str, prepare: str, instantiation: str = "") -> str:
 def test_parameter_default_false_with_batch_first_data_is_an_error(one):
     finding = one(parameter_block(", batch_first=False", BATCH_DATA))
     assert_batch_first_error(finding, "B, N, C = x.shape", "batch_first=batch_first")
-    assert "resolves to False" in finding.message
+    assert finding.message.endswith("but batch_first=batch_first is False")
+    assert "batch_first=batch_first at line 6 resolves to False" in evidence_of(finding)
     assert "`batch_first` defaults to False" in evidence_of(finding)
 
 
@@ -776,7 +788,7 @@ def test_mixed_uses_of_a_batch_first_module_are_an_error(one):
 def test_two_sequence_first_uses_are_info(one):
     source = MIXED.format(batch_first="", first="encode_text", second="encode_image").replace(
         "feats.flatten(2).transpose(1, 2)", "feats.flatten(2).permute(2, 0, 1)")
-    assert_sequence_first_info(one(source))
+    assert_sequence_first_info(one(source), "text.permute(1, 0, 2)")  # the first use's evidence
 
 
 # ---- nothing depends on where the code is ----------------------------------------------------------------------

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from mhalint.finding import Severity
+from mhalint import torchapi
+from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, Severity
+from mhalint.rule import load_rules
 from aliases import spellings
 
 CODE = "MHA001"
@@ -31,7 +35,8 @@ def test_every_alias_without_batch_first_is_flagged(check, imp, callee):
     found = check(f"{imp}\nattn = {callee}(64, 8)\n")
     assert [(f.line, f.column) for f in found] == [(2, 8)]
     assert found[0].severity == Severity.WARNING
-    assert "without batch_first" in found[0].message
+    assert found[0].message.endswith(" is built without batch_first: it reads (L, N, E), and nothing shows the data "
+                                     "is sequence-first")
 
 
 @pytest.mark.parametrize(("imp", "callee"), ALIASES)
@@ -42,7 +47,8 @@ def test_every_alias_with_batch_first_true_is_clean(check, imp, callee):
 @pytest.mark.parametrize(("imp", "callee"), ALIASES)
 def test_every_alias_with_batch_first_from_a_false_constant_is_flagged(check, imp, callee):
     found = check(f"{imp}\nBF = False\nattn = {callee}(64, 8, batch_first=BF)\n")
-    assert [f.line for f in found] == [3] and "resolves to False" in found[0].message
+    assert [f.line for f in found] == [3] and " gets batch_first=BF (`BF` = False at line 2): " in found[0].message
+    assert found[0].evidence == ("batch_first=BF at line 3 resolves to False", "`BF` = False at line 2")
 
 
 @pytest.mark.parametrize(("imp", "callee"), ALIASES)
@@ -61,7 +67,7 @@ def test_stacks_have_no_batch_first_of_their_own(check, cls):
     assert check(f"import torch.nn as nn\nm = nn.{cls}(nn.{layer}(64, 8, batch_first=True), 2)\n") == []
 
 
-# ---- positional batch_first (facts 9.2) ------------------------------------------------------------------------
+# ---- positional batch_first (docs/torch-facts.md#positional-order) ---------------------------------------------------
 @pytest.mark.parametrize(("call", "flagged"), [
     # MHA: embed_dim, num_heads, dropout, bias, add_bias_kv, add_zero_attn, kdim, vdim, batch_first (9th)
     ("nn.MultiheadAttention(64, 8, 0.0, True, False, False, None, None, True)", False),
@@ -108,7 +114,9 @@ def test_batch_first_resolved_through_constants_and_defaults(check, source, flag
 def test_message_names_where_the_false_came_from(check):
     found = check("import torch.nn as nn\nBATCH_FIRST = False\nt = nn.Transformer(batch_first=BATCH_FIRST)\n")
     assert len(found) == 1
-    assert "BATCH_FIRST" in found[0].message and "line 2" in found[0].message
+    assert found[0].message == ("nn.Transformer gets batch_first=BATCH_FIRST (`BATCH_FIRST` = False at line 2): it "
+                                "reads (L, N, E), and nothing shows the data is sequence-first")
+    assert "`BATCH_FIRST` = False at line 2" in found[0].evidence
 
 
 # ---- subclasses ------------------------------------------------------------------------------------------------
@@ -192,3 +200,165 @@ def test_noqa_must_be_on_the_reported_line(check):
 def test_noqa_inside_a_string_is_not_a_directive(check):
     source = "import torch.nn as nn\nattn, s = nn.MultiheadAttention(64, 8), '# noqa'\n"
     assert [f.line for f in check(source)] == [2]
+
+
+# ---- headline, evidence, help, explanation -----------------------------------------------------------------------
+RULE = load_rules()[CODE]
+# For each of the rule's invalid examples: (severity, the decisive evidence its headline must name)
+INVALID_HEADLINES = [
+    (Severity.WARNING, "nn.MultiheadAttention is built without batch_first: it reads (L, N, E)"),
+    (Severity.WARNING, "nn.TransformerEncoderLayer is built without batch_first"),
+    (Severity.WARNING, "nn.MultiheadAttention is built without batch_first"),
+    (Severity.WARNING, "gets batch_first=batch_first (`batch_first` defaults to False"),
+    (Severity.WARNING, "nn.Transformer gets batch_first=BATCH_FIRST (`BATCH_FIRST` = False at line 2)"),
+    (Severity.WARNING, "nn.MultiheadAttention is built without batch_first"),
+    (Severity.WARNING, "nn.MultiheadAttention is built without batch_first"),
+    (Severity.ERROR, "nn.MultiheadAttention gets batch-first data (`B, T, C = x.shape`, line 7) but batch_first is "
+                     "False"),
+]
+
+
+def test_every_invalid_example_has_an_expected_headline():
+    assert len(INVALID_HEADLINES) == len(RULE.invalid)
+
+
+@pytest.mark.parametrize("index", range(len(INVALID_HEADLINES)))
+def test_invalid_example_headline_is_short_and_names_the_decisive_evidence(lint, index):
+    severity, decisive = INVALID_HEADLINES[index]
+    finding = [f for f in lint(RULE.invalid[index].code, CODE) if f.code == CODE][0]
+    assert len(finding.message) <= HEADLINE_LIMIT, finding.message
+    assert decisive in finding.message, finding.message
+    assert finding.severity == severity
+    for detail in ("Evidence:", "Fix:", "measured", "0.47"):  # detail and experiment numbers live elsewhere
+        assert detail not in finding.message, finding.message
+    assert finding.evidence and all(len(line) <= 160 for line in finding.evidence), finding.evidence
+    assert "docs/torch-facts.md#batch-first" in finding.explanation
+
+
+BATCH_FIRST_DATA = """\
+    import torch.nn as nn
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(64, 8{batch_first})
+        def forward(self, x):
+            {prepare}
+            return self.attn(x, x, x)[0]
+"""
+
+
+def test_batch_first_data_headline_help_and_explanation(lint):
+    [finding] = lint(BATCH_FIRST_DATA.format(batch_first="", prepare="B, T, C = x.shape"), CODE)
+    assert finding.message == ("nn.MultiheadAttention gets batch-first data (`B, T, C = x.shape`, line 7) but "
+                               "batch_first is False")
+    assert finding.evidence == ("the constructor at line 5 has no batch_first argument (default False)",
+                                "`x` is batch-first: `B, T, C = x.shape` at line 7")
+    assert finding.help == "pass batch_first=True" and finding.fix.title == "pass batch_first=True"
+    assert "torch 2.13 experiment" in finding.explanation and "measured" not in finding.explanation
+    assert 0.4 < float(re.search(r"sample 0's output by ([0-9.]+)", finding.explanation).group(1)) < 0.5
+    assert "docs/torch-facts.md#batch-first" in finding.explanation
+
+
+def test_sequence_first_data_into_batch_first_module_headline_and_help(lint):
+    source = BATCH_FIRST_DATA.format(batch_first=", batch_first=True", prepare="x = x.permute(1, 0, 2)")
+    [finding] = lint(source, CODE)
+    assert finding.severity == Severity.ERROR
+    assert finding.message == ("nn.MultiheadAttention gets sequence-first data (`x.permute(1, 0, 2)`, line 7) but "
+                               "batch_first=True")
+    assert finding.evidence == ("batch_first=True at line 5", "`x.permute(1, 0, 2)` at line 7 puts the sequence axis "
+                                                              "first")
+    assert "set batch_first=False" in finding.help and finding.fix.title == "pass batch_first=False"
+    assert "docs/torch-facts.md#batch-first" in finding.explanation
+
+
+def test_sequence_first_data_into_default_module_is_an_info_headline(lint):
+    source = BATCH_FIRST_DATA.format(batch_first="", prepare="x = x.permute(1, 0, 2)")
+    [finding] = lint(source, CODE, min_severity="info")
+    assert finding.severity == Severity.INFO
+    assert finding.message == ("nn.MultiheadAttention is built without batch_first, implicitly right for "
+                               "sequence-first data (`x.permute(1, 0, 2)`, line 7)")
+    assert finding.help == "write batch_first=False to make the layout explicit" and finding.fix is None
+    assert "docs/torch-facts.md#batch-first" in finding.explanation
+
+
+def test_no_layout_evidence_headline_and_help(lint):
+    [finding] = lint("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n", CODE)
+    assert finding.message == ("nn.MultiheadAttention is built without batch_first: it reads (L, N, E), and nothing "
+                               "shows the data is sequence-first")
+    assert finding.help == ("pass batch_first=True for (N, L, E) data, or write batch_first=False if the data is "
+                            "(L, N, E)")
+    assert finding.fix is None
+    assert "torch 2.13 experiment" in finding.explanation and "docs/torch-facts.md#batch-first" in finding.explanation
+
+
+def test_a_long_layout_expression_is_shortened_but_keeps_its_line(lint):
+    prepare = "x = einops.rearrange(" + "features_from_the_backbone_" * 4 + ", 'b c h w -> b (h w) c')"
+    source = "    import einops\n" + BATCH_FIRST_DATA.format(batch_first="", prepare=prepare)
+    [finding] = lint(source, CODE)
+    assert len(finding.message) <= HEADLINE_LIMIT
+    assert "..., line 8) but batch_first is False" in finding.message, finding.message
+    assert prepare[4:] in " ".join(finding.evidence)  # the evidence line keeps the whole expression
+
+
+def test_the_documentation_cites_anchors_and_says_where_numbers_come_from():
+    documentation = RULE.documentation()
+    assert "docs/torch-facts.md#batch-first" in documentation and "torch 2.13 experiment" in documentation
+    assert not re.search(r"\bmeasured\b|facts sheet|shared/", documentation, re.IGNORECASE)
+
+
+# ---- probe: confirmed with the site's layout, reproduced with an assumed one ---------------------------------------
+@pytest.fixture(name="torch", scope="module")
+def torch_fixture():
+    return pytest.importorskip("torch")
+
+
+def probe(arguments: dict, torch) -> tuple[str, str]:
+    torch.manual_seed(0)  # as the probe worker does before every site
+    return RULE.probe(dict(arguments), torch)
+
+
+def moved(evidence: str) -> float:
+    return float(re.search(r"moved sample 0's output by ([0-9.]+)", evidence).group(1))
+
+
+MHA = {"api": torchapi.MHA, "embed_dim": 64, "num_heads": 8, "batch_first": False}
+
+
+def test_probe_with_the_sites_batch_first_layout_is_confirmed(torch, lint):
+    [finding] = lint(BATCH_FIRST_DATA.format(batch_first="", prepare="B, T, C = x.shape"), CODE)
+    arguments = dict(finding.arguments)
+    assert arguments["layout"] == "batch-first"
+    status, evidence = probe(arguments, torch)
+    assert status == CONFIRMED, evidence
+    assert evidence.startswith("fed batch-first data to a module with batch_first=False, changing sample 1 moved")
+    assert 0.05 < moved(evidence) < 10
+
+
+def test_probe_with_the_sites_sequence_first_layout_is_confirmed(torch):
+    status, evidence = probe({**MHA, "batch_first": True, "layout": "sequence-first"}, torch)
+    assert status == CONFIRMED, evidence
+    assert evidence.startswith("fed sequence-first data to a module with batch_first=True")
+
+
+def test_probe_without_layout_evidence_is_only_reproduced(torch, lint):
+    [finding] = lint("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n", CODE)
+    arguments = dict(finding.arguments)
+    assert "layout" not in arguments
+    status, evidence = probe(arguments, torch)
+    assert status == REPRODUCED, evidence
+    assert evidence.startswith("reproduced with assumed batch-first data and batch_first=False: changing sample 1 "
+                               "moved sample 0's output by "), evidence
+    assert 0.05 < moved(evidence) < 10
+    assert "(10, 4, 4)" in evidence  # the attention weights' shape tell
+
+
+def test_probe_without_layout_evidence_on_a_batch_first_module_assumes_sequence_first_data(torch):
+    status, evidence = probe({**MHA, "batch_first": True}, torch)
+    assert status == REPRODUCED, evidence
+    assert evidence.startswith("reproduced with assumed sequence-first data and batch_first=True: ")
+
+
+def test_probe_with_matching_layout_is_not_confirmed(torch):
+    status, evidence = probe({**MHA, "batch_first": True, "layout": "batch-first"}, torch)
+    assert status == NOT_CONFIRMED, evidence
+    assert float(re.search(r"max change ([0-9.e+-]+)", evidence).group(1)) < 1e-6

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from mhalint.finding import Severity
+from mhalint import torchapi
+from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, Severity
+from mhalint.rule import load_rules
 
 CODE = "MHA002"
 
@@ -57,7 +61,7 @@ def test_ignore_mask_into_sdpa_is_flagged(check, setup, mask, severity):
     assert len(found) == 1
     line = 4 + len(setup.splitlines())
     assert (found[0].line, found[0].column, found[0].severity) == (line, 12, severity)
-    assert "True = ignore" in found[0].message
+    assert "True = ignore" in found[0].message and found[0].message.endswith(", but it reads True as attend")
 
 
 INVERSIONS = [
@@ -89,7 +93,8 @@ def test_inverted_eq_method_padding_mask_into_sdpa_is_clean(check, mask):
 
 def test_inverted_then_inverted_again_is_flagged(check):
     found = check(sdpa("keep = tokens != pad_id\npad = ~keep", "pad.unsqueeze(1).unsqueeze(2)"))
-    assert len(found) == 1 and "inverted" in found[0].message
+    assert len(found) == 1 and "built at line 4 and inverted to True = ignore" in found[0].message
+    assert "inverted with `~keep` at line 5" in found[0].evidence
 
 
 def test_inversion_where_the_mask_is_built_is_clean(check):
@@ -241,7 +246,7 @@ def mha_call(ctor: str, call: str, setup: str, imp: str = "import torch.nn as nn
 def test_keep_mask_into_mha_is_flagged(check, setup, severity, argument):
     found = check(mha_call("nn.MultiheadAttention(64, 8, batch_first=True)", f"m(x, x, x, {argument})", setup))
     assert [(f.line, f.column, f.severity) for f in found] == [(6, 12, severity)]
-    assert "True = attend" in found[0].message
+    assert "True = attend" in found[0].message and found[0].message.endswith(", but it reads True as ignore")
 
 
 @pytest.mark.parametrize(("setup", "severity"), KEEP_MASKS)
@@ -417,3 +422,134 @@ def test_zeros_filled_with_ones_then_bool_is_a_keep_mask_not_a_flipped_one(check
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     """
     assert check(source) == []
+
+
+# ---- headline, evidence, help, explanation -----------------------------------------------------------------------
+RULE = load_rules()[CODE]
+# For each of the rule's invalid examples: (severity, the decisive evidence its headline must name)
+INVALID_HEADLINES = [
+    (Severity.ERROR, "F.scaled_dot_product_attention gets attn_mask=`pad[:, None, None, :]`, built at line 4 as "
+                     "True = ignore, but it reads True as attend"),
+    (Severity.ERROR, "F.scaled_dot_product_attention gets attn_mask=`future`, built at line 4 as True = ignore"),
+    (Severity.ERROR, "nn.MultiheadAttention gets key_padding_mask=`valid`, built at line 8 as True = attend, but it "
+                     "reads True as ignore"),
+    (Severity.WARNING, "gets attn_mask=`key_padding_mask[:, None, None, :]`, which looks like a True = ignore mask"),
+    (Severity.ERROR, "gets attn_mask=`pad.unsqueeze(1).unsqueeze(2)`, built at line 4 and inverted to True = ignore"),
+]
+
+
+def test_every_invalid_example_has_an_expected_headline():
+    assert len(INVALID_HEADLINES) == len(RULE.invalid)
+
+
+@pytest.mark.parametrize("index", range(len(INVALID_HEADLINES)))
+def test_invalid_example_headline_is_short_and_names_the_decisive_evidence(lint, index):
+    severity, decisive = INVALID_HEADLINES[index]
+    finding = [f for f in lint(RULE.invalid[index].code, CODE) if f.code == CODE][0]
+    assert len(finding.message) <= HEADLINE_LIMIT, finding.message
+    assert decisive in finding.message, finding.message
+    assert finding.severity == severity
+    for detail in ("Evidence:", "Fix:", "measured", "1.87"):  # detail and experiment numbers live elsewhere
+        assert detail not in finding.message, finding.message
+    assert finding.evidence and all(len(line) <= 160 for line in finding.evidence), finding.evidence
+    assert finding.help.startswith(("invert the mask where it is passed: `~", "if the mask is True = ignore, invert"))
+    assert "docs/torch-facts.md#mask-convention" in finding.explanation
+
+
+def test_padding_mask_into_sdpa_headline_evidence_help_and_explanation(check):
+    [finding] = check(sdpa("m = tokens == pad_id", "m[:, None, None, :]"))
+    assert finding.message == ("F.scaled_dot_product_attention gets attn_mask=`m[:, None, None, :]`, built at line 4 "
+                               "as True = ignore, but it reads True as attend")
+    assert finding.evidence == ("`m = tokens == pad_id` at line 4", "`tokens == pad_id` is True at padding (line 4)")
+    assert finding.help == "invert the mask where it is passed: `~m[:, None, None, :]`"
+    assert finding.fix.title == "invert the mask with ~" and finding.fix.edits[0].content == "~"
+    assert "torch 2.13 experiment" in finding.explanation and "measured" not in finding.explanation
+    assert 1.8 < float(re.search(r"([0-9.]+) off the correct one for a padding mask", finding.explanation).group(1)) \
+        < 1.9
+    assert "Here the mask's convention comes from its name" not in finding.explanation
+
+
+def test_an_inverted_argument_is_fixed_by_dropping_the_inversion_and_the_help_says_so(check):
+    [finding] = check(mha_call("nn.MultiheadAttention(64, 8, batch_first=True)", "m(x, x, x, key_padding_mask=~keep)",
+                               "tokens == pad_id"))
+    assert "`~keep`, built at line 5 and inverted to True = attend" in finding.message
+    assert finding.help == "invert the mask where it is passed: `keep` (or drop the earlier inversion)"
+
+
+def test_a_convention_read_from_a_name_is_a_warning_that_says_it_only_looks_flipped(check):
+    [finding] = check(sdpa("", "key_padding_mask"))
+    assert finding.severity == Severity.WARNING
+    assert finding.message == ("F.scaled_dot_product_attention gets attn_mask=`key_padding_mask`, which looks like a "
+                               "True = ignore mask, but it reads True as attend")
+    assert finding.help == "if the mask is True = ignore, invert it where it is passed: `~key_padding_mask`"
+    assert "Here the mask's convention comes from its name or another use" in finding.explanation
+    assert "docs/torch-facts.md#mask-convention" in finding.explanation
+
+
+def test_a_long_mask_expression_is_shortened_in_the_headline_but_not_in_the_fix(check):
+    mask = "(tokens_of_the_very_long_batch_name == pad_id)" + ".unsqueeze(1)" * 8
+    [finding] = check(sdpa("", mask))
+    assert len(finding.message) <= HEADLINE_LIMIT
+    assert finding.message.startswith("F.scaled_dot_product_attention gets attn_mask=`(tokens_of_the_very_long_batch")
+    assert finding.message.endswith("..., built at line 4 as True = ignore, but it reads True as attend")
+    assert finding.help == f"invert the mask where it is passed: `~{mask}`"  # the help and the fix keep it whole
+    assert finding.fix.edits[0].content == "~"
+
+
+def test_the_documentation_cites_anchors_and_says_where_numbers_come_from():
+    documentation = RULE.documentation()
+    assert "docs/torch-facts.md#mask-convention" in documentation and "torch 2.13 experiment" in documentation
+    assert "docs/torch-facts.md#float-masks-are-additive" in documentation
+    assert not re.search(r"\bmeasured\b|facts sheet|shared/", documentation, re.IGNORECASE)
+
+
+# ---- probe: confirmed from the site's construction, reproduced with an assumed convention --------------------------
+@pytest.fixture(name="torch", scope="module")
+def torch_fixture():
+    return pytest.importorskip("torch")
+
+
+def probe(arguments: dict, torch) -> tuple[str, str]:
+    torch.manual_seed(0)  # as the probe worker does before every site
+    return RULE.probe(dict(arguments), torch)
+
+
+def inverse_by(evidence: str) -> float:
+    return float(re.search(r"\(the inverse\) by ([0-9.]+)", evidence).group(1))
+
+
+def test_probe_with_the_sites_construction_is_confirmed(torch, check):
+    [finding] = check(sdpa("m = torch.triu(torch.ones(L, L), diagonal=1).bool()", "m"))
+    arguments = dict(finding.arguments)
+    assert arguments["mask_expression"] == "torch.triu(torch.ones(L, L), diagonal=1)"
+    status, evidence = probe(arguments, torch)
+    assert status == CONFIRMED, evidence
+    assert "mask rebuilt from `torch.triu(torch.ones(L, L), diagonal=1)` with L=6" in evidence
+    assert 0.1 < inverse_by(evidence) < 20
+
+
+def test_probe_of_a_data_dependent_construction_is_confirmed_with_a_stand_in_of_its_convention(torch, check):
+    [finding] = check(sdpa("m = tokens == pad_id", "m"))
+    status, evidence = probe(dict(finding.arguments), torch)
+    assert status == CONFIRMED, evidence
+    assert "`tokens == pad_id` could not be rebuilt" in evidence and "a padding mask stood in" in evidence
+
+
+def test_probe_of_a_convention_read_from_a_name_is_only_reproduced(torch, check):
+    [finding] = check(sdpa("", "key_padding_mask[:, None, None, :]"))
+    arguments = dict(finding.arguments)
+    assert arguments["mask_expression"] is None
+    status, evidence = probe(arguments, torch)
+    assert status == REPRODUCED, evidence
+    assert evidence.startswith("reproduced with an assumed True = ignore padding mask (lengths 6, 4, 3, 2): "
+                               "F.scaled_dot_product_attention with the mask as written differs"), evidence
+    assert 0.1 < inverse_by(evidence) < 20
+
+
+def test_probe_of_an_assumed_mask_already_in_the_targets_convention_is_not_confirmed(torch):
+    arguments = {"api": torchapi.SDPA, "parameter": "attn_mask", "convention": "keep", "polarity": "keep",
+                 "mask_expression": None, "inverted_after": False}
+    status, evidence = probe(arguments, torch)
+    assert status == NOT_CONFIRMED, evidence
+    assert evidence.startswith("with an assumed True = attend padding mask (lengths 6, 4, 3, 2), the mask as written "
+                               "is already in F.scaled_dot_product_attention's convention")

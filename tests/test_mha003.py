@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from mhalint.finding import Severity
+from mhalint import torchapi
+from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, Severity
+from mhalint.rule import load_rules
 from aliases import spellings
 
 CODE = "MHA003"
@@ -39,7 +43,7 @@ def local(ctor: str, call: str, imp: str = "import torch.nn as nn") -> str:
 def test_every_alias_is_tracked_through_a_local_instance(check, imp, callee, args, call, mask):
     found = check(local(callee + args, call, imp))
     assert [(f.line, f.column) for f in found] == [(4, 12)]
-    assert f"without {mask}" in found[0].message
+    assert f"=True without {mask}: " in found[0].message
 
 
 @pytest.mark.parametrize(("imp", "callee", "args", "call", "mask"), ALIASES)
@@ -48,7 +52,7 @@ def test_every_alias_with_the_mask_is_clean(check, imp, callee, args, call, mask
     assert check(local(callee + args, call, imp)) == []
 
 
-# ---- keyword and positional arguments (facts 9.2) --------------------------------------------------------------
+# ---- keyword and positional arguments (docs/torch-facts.md#positional-order) -----------------------------------------
 @pytest.mark.parametrize(("ctor", "call", "flagged"), [
     # MHA.forward: query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal
     ("nn.MultiheadAttention(64, 8)", "m(x, x, x, None, True, None, True, True)", True),
@@ -308,8 +312,10 @@ def test_mask_constant_none_counts_as_no_mask(check):
 def test_message_gives_the_evidence(check):
     source = ("import torch.nn as nn\nCAUSAL = True\nmha = nn.MultiheadAttention(64, 8, batch_first=True)\n"
               "def f(x):\n    return mha(x, x, x, is_causal=CAUSAL)\n")
-    message = check(source)[0].message
-    assert "is_causal=CAUSAL" in message and "no attn_mask argument" in message and "line 2" in message
+    [finding] = check(source)
+    assert finding.message.startswith("is_causal=CAUSAL (True) without attn_mask: nn.MultiheadAttention takes it as")
+    assert finding.evidence == ("is_causal=CAUSAL at line 5 resolves to True", "`CAUSAL` = True at line 2",
+                                "no attn_mask argument in the call at line 5")
 
 
 # ---- decoys ----------------------------------------------------------------------------------------------------
@@ -356,3 +362,124 @@ def test_noqa(check, comment, suppressed):
     source = ("import torch.nn as nn\nmha = nn.MultiheadAttention(64, 8, batch_first=True)\n"
               f"def f(x):\n    return mha(x, x, x, is_causal=True)  {comment}\n")
     assert len(check(source)) == (0 if suppressed else 1)
+
+
+# ---- headline, evidence, help, explanation -----------------------------------------------------------------------
+RULE = load_rules()[CODE]
+SILENT = "takes it as a hint, and its fast inference path attends to the future"
+RAISES = "raises 'Need attn_mask if specifying the is_causal hint'"
+# For each of the rule's invalid examples: (severity, the decisive evidence its headline must name)
+INVALID_HEADLINES = [
+    (Severity.ERROR, f"is_causal=True without attn_mask: nn.MultiheadAttention {SILENT}"),
+    (Severity.ERROR, f"is_causal=True without src_mask: nn.TransformerEncoderLayer {SILENT}"),
+    (Severity.ERROR, f"tgt_is_causal=True without tgt_mask: nn.Transformer {SILENT}"),
+    (Severity.ERROR, f"is_causal=True with attn_mask=None: nn.MultiheadAttention {SILENT}"),
+    (Severity.ERROR, f"tgt_is_causal=True without tgt_mask: nn.TransformerDecoderLayer {SILENT}"),
+    (Severity.WARNING, f"is_causal=CAUSAL (True) without attn_mask: F.multi_head_attention_forward {RAISES}"),
+]
+
+
+def test_every_invalid_example_has_an_expected_headline():
+    assert len(INVALID_HEADLINES) == len(RULE.invalid)
+
+
+@pytest.mark.parametrize("index", range(len(INVALID_HEADLINES)))
+def test_invalid_example_headline_is_short_and_names_the_decisive_evidence(lint, index):
+    severity, decisive = INVALID_HEADLINES[index]
+    finding = [f for f in lint(RULE.invalid[index].code, CODE) if f.code == CODE][0]
+    assert len(finding.message) <= HEADLINE_LIMIT, finding.message
+    assert finding.message == decisive
+    assert finding.severity == severity
+    assert finding.evidence and all(len(line) <= 160 for line in finding.evidence), finding.evidence
+    assert finding.help.startswith("also pass ") and "nn.Transformer.generate_square_subsequent_mask(L)" in finding.help
+    assert "docs/torch-facts.md#is-causal-hint" in finding.explanation and "measured" not in finding.explanation
+
+
+def test_silent_fast_path_explanation_gives_the_experiments_distance(check):
+    [finding] = check(local("nn.TransformerEncoderLayer(64, 8, batch_first=True)", "m(x, is_causal=True)"))
+    assert finding.help == ("also pass src_mask=nn.Transformer.generate_square_subsequent_mask(L) (keep is_causal=True "
+                            "as the hint)")
+    assert finding.evidence == ("is_causal=True at line 4", "no src_mask argument in the call at line 4")
+    explanation = " ".join(finding.explanation.split())
+    assert "torch 2.13 experiment" in explanation and "For nn.TransformerEncoderLayer, is_causal" in explanation
+    distance = float(re.search(r"was ([0-9.]+) away from the causal one", explanation).group(1))
+    assert abs(distance - 1.35) < 1e-9  # the experiment's number for TransformerEncoderLayer, as the docs give it
+
+
+def test_memory_is_causal_headline_says_it_raises_and_the_help_offers_to_drop_it(check):
+    [finding] = check(local("nn.TransformerDecoderLayer(64, 8, batch_first=True)", "m(x, mem, memory_is_causal=True)"))
+    assert finding.severity == Severity.WARNING
+    assert finding.message == f"memory_is_causal=True without memory_mask: nn.TransformerDecoderLayer {RAISES}"
+    assert finding.help == "pass the memory_mask it describes, or drop memory_is_causal=True"
+    assert "Cross-attention never takes the fast path" in " ".join(finding.explanation.split())
+
+
+def test_a_named_none_mask_is_quoted_with_its_value(check):
+    source = ("import torch.nn as nn\nNO_MASK = None\nmha = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+              "def f(x):\n    return mha(x, x, x, attn_mask=NO_MASK, is_causal=True)\n")
+    [finding] = check(source)
+    assert finding.message.startswith("is_causal=True with attn_mask=NO_MASK (None): nn.MultiheadAttention")
+    assert "attn_mask=NO_MASK at line 5" in finding.evidence
+
+
+def test_the_documentation_cites_anchors_and_says_where_numbers_come_from():
+    documentation = RULE.documentation()
+    assert "docs/torch-facts.md#is-causal-hint" in documentation and "torch 2.13 experiment" in documentation
+    assert not re.search(r"\bmeasured\b|facts sheet|shared/", documentation, re.IGNORECASE)
+
+
+# ---- probe: confirmed with the site's flags and module, reproduced with an assumed fast path ----------------------
+@pytest.fixture(name="torch", scope="module")
+def torch_fixture():
+    return pytest.importorskip("torch")
+
+
+def probe(arguments: dict, torch) -> tuple[str, str]:
+    torch.manual_seed(0)  # as the probe worker does before every site
+    return RULE.probe(dict(arguments), torch)
+
+
+def away(evidence: str) -> float:
+    return float(re.search(r"is ([0-9.]+) away from the causal one", evidence).group(1))
+
+
+def test_probe_with_the_sites_construction_is_confirmed(torch, check):
+    [finding] = check(local("nn.MultiheadAttention(64, 8, batch_first=True)", "m(x, x, x, is_causal=True)"))
+    arguments = dict(finding.arguments)
+    assert (arguments["batch_first"], arguments["num_heads"]) == (True, 8)
+    status, evidence = probe(arguments, torch)
+    assert status == CONFIRMED, evidence
+    assert evidence.startswith("in eval + no_grad the output equals the unmasked output")
+    assert 0.1 < away(evidence) < 20
+
+
+def test_probe_without_batch_first_at_the_site_is_only_reproduced(torch, check):
+    [finding] = check(local("nn.TransformerEncoderLayer(64, 8)", "m(x, is_causal=True)"))
+    arguments = dict(finding.arguments)
+    assert "batch_first" not in arguments
+    status, evidence = probe(arguments, torch)
+    assert status == REPRODUCED, evidence
+    assert evidence.startswith("reproduced with assumed batch_first=True: in eval + no_grad the output equals the "
+                               "unmasked output"), evidence
+    assert 0.1 < away(evidence) < 20
+
+
+def test_probe_of_a_module_the_rule_could_not_rebuild_names_every_assumption(torch):
+    status, evidence = probe({"api": torchapi.MHA, "flag": "is_causal", "mask": "attn_mask"}, torch)
+    assert status == REPRODUCED, evidence
+    assert evidence.startswith("reproduced with assumed batch_first=True and num_heads=8: "), evidence
+
+
+def test_probe_of_a_call_that_always_raises_is_confirmed_without_assumptions(torch):
+    arguments = {"api": torchapi.DECODER_LAYER, "d_model": 64, "nhead": 8, "batch_first": True,
+                 "flag": "memory_is_causal", "mask": "memory_mask"}
+    status, evidence = probe(arguments, torch)
+    assert status == CONFIRMED, evidence
+    assert evidence.startswith("raises in training and in inference: Need attn_mask if specifying the is_causal hint")
+
+
+def test_probe_with_the_mask_given_is_not_confirmed(torch):
+    arguments = {"api": torchapi.MHA, "embed_dim": 64, "num_heads": 8, "batch_first": True, "flag": "is_causal",
+                 "mask": "attn_mask", "mask_given": True}
+    status, evidence = probe(arguments, torch)
+    assert status == NOT_CONFIRMED, evidence

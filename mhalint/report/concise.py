@@ -1,11 +1,11 @@
-"""`path:line:col: CODE [severity] headline`, one line per finding, as flake8 and ruff print; a probe result goes
-on an indented line under its finding, cut to the same length as a headline (`full` and `json` have all of it)."""
+"""`path:line:col: CODE [severity] headline`, one line per finding, as flake8 and ruff print; with `--probe`, the
+probe's result goes on an indented line under its finding."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from mhalint.finding import HEADLINE_LIMIT, Finding, shorten
+from mhalint.finding import Finding
 from mhalint.report import RenderOptions
 
 if TYPE_CHECKING:
@@ -19,5 +19,5 @@ def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None =
         lines.append(f"{f.location}: {f.code} [{f.severity}] {f.message}")
         if f.probe is not None:
             version = f" (torch {f.probe.torch_version})" if f.probe.torch_version else ""
-            lines.append(f"    probe {f.probe.status}{version}: {shorten(f.probe.evidence, HEADLINE_LIMIT)}")
+            lines.append(f"    probe {f.probe.status}{version}: {f.probe.evidence}")
     return "\n".join(lines)
