@@ -31,7 +31,8 @@ def test_finding_points_at_cell_line_and_column(tmp_path: Path):
                     ("code", "x = 1\nattn = nn.MultiheadAttention(64, 8)\n"))
     result = run("check", str(path))
     assert result.output.startswith(f"{path}:cell 3:2:8: MHA001 ")
-    assert "the constructor at cell 3 line 2" in result.output
+    detailed = run("check", "--output-format", "full", str(path))
+    assert "evidence: the constructor at cell 3 line 2" in detailed.output  # lines in evidence name the cell
     assert result.exit_code == 1
 
 
