@@ -104,7 +104,7 @@ class Finding:
     arguments: tuple[tuple[str, object], ...] = field(default=(), compare=False)
     fix: Fix | None = field(default=None, compare=False)
     help: str = field(default="", compare=False)  # what to do about it, in one line
-    explanation: str = field(default="", compare=False)  # the long why, citing docs/torch-facts.md#section
+    explanation: str = field(default="", compare=False)  # the long why, citing a section of docs/torch-facts.md
     probe: ProbeResult | None = field(default=None, compare=False)
     cell: int | None = field(default=None, compare=False)  # 1-based notebook cell, None for a plain source file
 
