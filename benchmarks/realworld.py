@@ -1,13 +1,40 @@
-"""Precision and recall of mhalint on labelled real code (the corpus format of shared/corpus/README.md).
+"""Precision and recall of mhalint on labelled real code.
 
 Usage:
     python benchmarks/realworld.py LABELS.jsonl [--root-dir DIR]
 
-Each label names a repository, commit, path and line. The extracted tree of a label is found at
-`<root-dir>/<owner>+<name>@<commit[:12]>` or, if the label has a "root" field, there. A label counts as found
-when a finding of one of its rule's codes lies in the same file within SLACK lines of the label's line.
-Scoring (issue 4): `bug` must be found at error severity; `risky` found at any severity; `ok` must get no
-finding at warning or above. The script reads the labels only: it contains no site-specific logic.
+The labels file is JSON Lines: one object per line (blank lines are skipped), each labelling one call site of a
+PyTorch attention API in a public repository. Fields:
+
+    repo      "owner/name" of the GitHub repository
+    commit    the full (40 hex digit) commit the label was written against
+    path      the file, relative to the repository root
+    line      the call's first line (matched with a slack of SLACK lines, for multi-line calls)
+    api       the API called there, e.g. "MultiheadAttention", "scaled_dot_product_attention" (informative)
+    rule      the pitfall: a key of CODES below (R1, R2, R3, R4, divisible, mask_layout, need_weights, nan)
+    verdict   "bug" (the pitfall corrupts results here), "risky" (a default left implicit while the layout is
+              handled correctly, or a true performance finding), "ok" (correct: a finding here is a false
+              positive) or "unknown" (not scored)
+    reason    why, in words (informative)
+    optional: "root" (the directory of the extracted tree, overriding --root-dir), "decoy": true (a project
+              class that only shares a torch name), "issue", "pr", "fix_commit" (informative)
+
+For example:
+    {"repo": "owner/name", "commit": "<40 hex>", "path": "model.py", "line": 42, "api": "MultiheadAttention",
+     "rule": "R1", "verdict": "bug", "reason": "batch_first resolves to False while the data is batch-first"}
+
+The label rules map to mhalint codes as CODES says: R1 batch_first left at its default or contradicting the
+layout (MHA001); R2 mask convention flipped between MHA and SDPA, or 0/1 float keep masks (MHA002, MHA008);
+R3 is_causal without its mask, or SDPA given both (MHA003, MHA009); R4 odd num_heads (MHA004); divisible
+embed_dim not divisible by num_heads (MHA005); mask_layout a per-sample mask tiled with .repeat (MHA006);
+need_weights attention weights computed and thrown away (MHA007); nan all-masked rows (the runtime guard, no
+static code: such labels count as "no-rule").
+
+The extracted tree of a label is found at `<root-dir>/<owner>+<name>@<commit[:12]>` or, if the label has a
+"root" field, there. A label counts as found when a finding of one of its rule's codes lies in the same file
+within SLACK lines of the label's line. Scoring (issue 4): `bug` must be found at error severity; `risky` found
+at any severity; `ok` must get no finding at warning or above. The script reads the labels only: it contains no
+site-specific logic.
 """
 
 from __future__ import annotations
