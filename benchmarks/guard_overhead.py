@@ -3,9 +3,9 @@
 N=2, E=256, 8 heads, batch_first=True, L=128 and L=1024, in eval + no_grad (the fused fast path) and in training
 mode (the slow path, grad enabled, forward only), each with a bool key_padding_mask (sample 1 padded at the end)
 plus a bool causal attn_mask, and with no mask (`--per-head` adds a 3-D (N*heads, L, S) causal mask). One
-intra-op thread (`torch.set_num_threads(1)`), as in the facts sheet's timings; guard on and off alternate within
-every round (the order flips each round), and each figure is the median over rounds of the mean thread CPU time of
-one forward (wall-clock medians are printed too).
+intra-op thread (`torch.set_num_threads(1)`), as in the timings of docs/torch-facts.md; guard on and off alternate
+within every round (the order flips each round), and each figure is the median over rounds of the mean thread CPU
+time of one forward (wall-clock medians are printed too).
 Target (issue 9): guard on / off <= 1.10 at L=1024.
 
 Usage: python benchmarks/guard_overhead.py [--rounds 15] [--lengths 128 1024] [--per-head]

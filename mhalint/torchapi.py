@@ -1,7 +1,8 @@
 """What mhalint knows about torch's attention API surface: canonical names, aliases and signatures.
 
-Everything here is transcribed from the verified facts sheet (shared/docs/torch-attention-facts.md, section 9), so
-rules can map a call's positional arguments to parameter names without importing torch.
+Everything here is transcribed from docs/torch-facts.md#entry-points (the names and aliases) and
+docs/torch-facts.md#positional-order (the signatures), so rules can map a call's positional arguments to parameter
+names without importing torch.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ SDPA = "torch.nn.functional.scaled_dot_product_attention"
 MHA_FORWARD_FN = "torch.nn.functional.multi_head_attention_forward"
 GENERATE_SQUARE_SUBSEQUENT_MASK = "torch.nn.Transformer.generate_square_subsequent_mask"
 
-# Every spelling that names the same object as a canonical name (facts 9.1). The quantizable and quantized MHA
-# are subclasses with the same constructor and forward signatures, so rules treat them as MHA.
+# Every spelling that names the same object as a canonical name (docs/torch-facts.md#entry-points). The quantizable
+# and quantized MHA are subclasses with the same constructor and forward signatures, so rules treat them as MHA.
 _ALIASES = {
     "torch.nn.modules.MultiheadAttention": MHA,
     "torch.nn.modules.activation.MultiheadAttention": MHA,
@@ -77,7 +78,7 @@ _LAYER_INIT = _sig("d_model, nhead, dim_feedforward, dropout, activation, layer_
 _DECODER_FORWARD = _sig("tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask, "
                         "tgt_is_causal, memory_is_causal")
 
-# Constructor signatures (facts 9.2).
+# Constructor signatures (docs/torch-facts.md#positional-order).
 CONSTRUCTORS: dict[str, Signature] = {
     MHA: _sig("embed_dim, num_heads, dropout, bias, add_bias_kv, add_zero_attn, kdim, vdim, batch_first, device, "
               "dtype"),
@@ -97,7 +98,7 @@ CONSTRUCTOR_DEFAULTS: dict[str, dict[str, object]] = {
     DECODER_LAYER: {"batch_first": False},
 }
 
-# forward() signatures of module instances, and plain functions (facts 9.2).
+# forward() signatures of module instances, and plain functions (docs/torch-facts.md#positional-order).
 CALLS: dict[str, Signature] = {
     MHA: _sig("query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal"),
     TRANSFORMER: _sig("src, tgt, src_mask, tgt_mask, memory_mask, src_key_padding_mask, tgt_key_padding_mask, "
@@ -114,7 +115,7 @@ CALLS: dict[str, Signature] = {
 }
 
 # Which convention a boolean mask argument follows: True means "ignore" for MHA and the Transformer classes,
-# "attend" for SDPA (facts 3.1).
+# "attend" for SDPA (docs/torch-facts.md#mask-convention).
 IGNORE = "ignore"
 KEEP = "keep"
 MASK_ARGUMENTS: dict[str, dict[str, str]] = {

@@ -8,12 +8,45 @@ from dataclasses import replace
 from mhalint import torchapi
 from mhalint.calls import mask_arguments
 from mhalint.context import Scope
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.lazy import cst
 from mhalint.masks import BOOL, ZERO_ONE, Mask, MaskReader
-from mhalint.rule import Invalid, Rule, Valid
+from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.torchapi import IGNORE, KEEP
 from mhalint.values import resolve
+
+_ADDED = """
+    {api} adds a floating-point mask to the attention scores, as all of torch's attention APIs do (torch 2.13
+    `nn/modules/activation.py:1288, 1298-1299`, `nn/functional.py:6466`): a float mask is not a selection, so a
+    mask of 0s and 1s masks nothing, it only adds +1 to some scores, and nothing raises or warns.
+    torch 2.13 experiment: with a 0/1 keep-mask given as a padding mask, the output was 0.676 away from the
+    correctly masked result and 0.325 from the result with no mask at all
+    (docs/torch-facts.md#float-masks-are-additive).
+    A boolean mask selects: F.scaled_dot_product_attention reads True as attend, nn.MultiheadAttention and the
+    Transformer classes read True as ignore (docs/torch-facts.md#mask-convention).
+"""
+# Fields: `api` (the target, e.g. F.scaled_dot_product_attention); `parameter` and `mask` (the argument as written,
+# quoted); `line` (where the mask was built); `meaning` ("1 = attend"), what the 1s of the mask mean; `reads`
+# ("True = ignore"), the target's boolean convention; `suggestion`, the boolean mask the fix writes.
+ZERO_ONE_MASK = Message(
+    "{api} gets {parameter}={mask}, a 0/1 float mask ({meaning}) built at line {line}: added to the scores, it "
+    "masks nothing",
+    help="pass a boolean mask in {api}'s convention ({reads}): {suggestion}",
+    explanation=_ADDED)
+ZERO_ONE_MASK_MEANING_GUESSED = Message(
+    "{api} gets {parameter}={mask}, a 0/1 float mask (likely {meaning}) built at line {line}: added to the "
+    "scores, it masks nothing",
+    help="pass a boolean mask in {api}'s convention ({reads}), or an additive one (0 where attended, -inf where "
+         "masked)",
+    explanation=_ADDED.rstrip() + """
+    Here what the 1s mean comes from a name or another use of the mask, not from its construction, so no
+    automatic fix is offered.
+""")
+ZERO_ONE_MASK_MEANING_UNKNOWN = Message(
+    "{api} gets {parameter}={mask}, a 0/1 float mask built at line {line}: added to the scores, it masks nothing",
+    help="pass a boolean mask in {api}'s convention ({reads}), or an additive one (0 where attended, -inf where "
+         "masked)",
+    explanation=_ADDED)
 
 _MAX_DEPTH = 12
 # Methods that change a mask's shape or device but not its values (as in mhalint.masks).
@@ -46,8 +79,9 @@ class FloatKeepMask(Rule):
     ## Why is this bad?
     A floating-point mask is not a selection: all these APIs add it to the attention scores (torch 2.13
     `nn/modules/activation.py:1288, 1298-1299`, `nn/functional.py:6466`). A 0/1 mask therefore masks nothing; it
-    only adds +1 to some scores. Nothing raises or warns. Measured for a 0/1 keep-mask given as a padding mask:
-    the output is 0.676 away from the correctly masked result and 0.325 from the result with no mask at all.
+    only adds +1 to some scores. Nothing raises or warns. In a torch 2.13 experiment
+    (docs/torch-facts.md#float-masks-are-additive), a 0/1 keep-mask given as a padding mask left the output 0.676
+    away from the correctly masked result and 0.325 from the result with no mask at all.
 
     ## Example
     ```python
@@ -72,7 +106,7 @@ class FloatKeepMask(Rule):
     ## References
     - torch 2.13 `nn/modules/activation.py:1284-1299`, `nn/functional.py:6463-6466`,
       `nn/modules/transformer.py:195-200`
-    - mhalint facts sheet sections 3.1 and 3.2
+    - docs/torch-facts.md#mask-convention and docs/torch-facts.md#float-masks-are-additive
     """
 
     code = "MHA008"
@@ -109,23 +143,26 @@ class FloatKeepMask(Rule):
         Invalid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, L):\n"
                 "    causal = torch.tril(torch.ones(L, L))\n"
                 "    return F.scaled_dot_product_attention(q, k, v, attn_mask=causal)\n", line=5,
-                message="line 4", severity=Severity.ERROR),
+                message="attn_mask=`causal`, a 0/1 float mask (1 = attend) built at line 4",
+                severity=Severity.ERROR),
         Invalid("import torch\nfrom torch import nn\nclass Block(nn.Module):\n"
                 "    def __init__(self, n):\n        super().__init__()\n"
                 "        self.attn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
                 "        self.register_buffer('mask', torch.tril(torch.ones(n, n)))\n"
                 "    def forward(self, x):\n        return self.attn(x, x, x, attn_mask=self.mask)[0]\n",
-                line=9, message="`self.mask == 0`"),
+                line=9, message="attn_mask=`self.mask`, a 0/1 float mask (1 = attend) built at line 7"),
         Invalid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 2, batch_first=True)\n"
                 "def f(x, tokens, pad_id):\n    keep = (tokens != pad_id).float()\n"
                 "    return attn(x, x, x, key_padding_mask=keep)[0]\n", line=6, message="1 = attend"),
         Invalid("import torch\nfrom torch import nn\nlayer = nn.TransformerEncoderLayer(16, 2, batch_first=True)\n"
                 "def f(x, lengths):\n    valid = torch.ones(x.size(0), x.size(1))\n"
                 "    for i, n in enumerate(lengths):\n        valid[i, n:] = 0\n"
-                "    return layer(x, src_key_padding_mask=valid)\n", line=8, message="set to 0"),
+                "    return layer(x, src_key_padding_mask=valid)\n", line=8,
+                message="src_key_padding_mask=`valid`, a 0/1 float mask built at line 5"),
         Invalid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, tokens):\n"
                 "    m = (tokens == 0).to(q.dtype)\n"
-                "    return F.scaled_dot_product_attention(q, k, v, m[:, None, None, :])\n", line=5),
+                "    return F.scaled_dot_product_attention(q, k, v, m[:, None, None, :])\n", line=5,
+                message="attn_mask=`m[:, None, None, :]`, a 0/1 float mask built at line 4"),
     )
 
     def __init__(self, context, emit):
@@ -261,31 +298,27 @@ class FloatKeepMask(Rule):
     # ---- the finding ----
     def _report(self, node, api, parameter, convention, expr, mask: Mask) -> None:
         name = torchapi.short_name(api)
-        written = self.context.code(expr)
-        origin = f" built at line {mask.origin_line}" if mask.origin_line else ""
-        meaning = f" ({_MEANING[mask.polarity]})" if mask.polarity in _MEANING else ""
         fix, suggestion = None, None
         if mask.polarity in _MEANING and not mask.weak:
             fix_expr, suggestion = self._corrected(expr, mask.polarity, convention)
             fix = self.replacement(expr, fix_expr, applicability=UNSAFE,
                                    title=f"pass a boolean mask in {name}'s convention")
-        if suggestion:
-            advice = f"pass a boolean mask in {name}'s convention ({_READS[convention]}): `{suggestion}`"
-        else:
-            advice = (f"pass a boolean mask in {name}'s convention ({_READS[convention]}), or an additive one "
-                      f"(0 where attended, -inf where masked)")
-        self.report(
-            node,
-            f"{name} gets {parameter}=`{written}`, a 0/1 float mask{origin}{meaning}, but float masks are added "
-            f"to the attention scores (activation.py:1288, 1298-1299; functional.py:6466): 0 and 1 mask nothing, "
-            f"they only add +1 to some scores, silently (measured for a padding mask: 0.676 from the correctly "
-            f"masked result, 0.325 from no mask at all). Evidence: {'; '.join(mask.evidence)}. Fix: {advice}.",
+        found = dict(
             severity=Severity.ERROR, evidence=mask.evidence, fix=fix, arguments={
                 "api": api, "parameter": parameter, "convention": convention, "kind": ZERO_ONE,
                 "polarity": mask.polarity,
                 "mask_expression": mask.built_from,
                 "inverted_after": mask.built_polarity is not None and mask.polarity is not None
-                and mask.built_polarity != mask.polarity})
+                and mask.built_polarity != mask.polarity},
+            api=name, parameter=parameter, mask=f"`{self.context.code(expr)}`",
+            line=mask.origin_line or self.context.line(expr), meaning=_MEANING.get(mask.polarity, ""),
+            reads=_READS[convention], suggestion=f"`{suggestion}`" if suggestion else "")
+        if fix is not None:
+            self.report(node, ZERO_ONE_MASK, **found)
+        elif mask.polarity in _MEANING:  # the 1s' meaning rests on a name or another use: no fix
+            self.report(node, ZERO_ONE_MASK_MEANING_GUESSED, **found)
+        else:
+            self.report(node, ZERO_ONE_MASK_MEANING_UNKNOWN, **found)
 
     def _corrected(self, expr: cst.BaseExpression, polarity: str, convention: str):
         """The boolean mask in the target's convention: `m.bool()` when 1 already means what True must mean,
@@ -302,14 +335,16 @@ class FloatKeepMask(Rule):
     @staticmethod
     def probe(arguments: dict, torch) -> tuple[str, str]:
         """Run the attention with the 0/1 float mask as written (added to the scores), with the boolean mask it
-        stands for in the target's convention, and with no mask (facts 3.2). The mask is rebuilt from its
-        construction when that uses only known torch factories; otherwise a causal (tril) mask, or a padding
-        mask for a padding-mask argument, stands in."""
+        stands for in the target's convention, and with no mask (docs/torch-facts.md#float-masks-are-additive).
+        The mask is rebuilt from its construction when that uses only known torch factories; otherwise a causal
+        (tril) mask, or a padding mask for a padding-mask argument, stands in. Confirmed only when the site's
+        mask was rebuilt and what its 1s mean is known from its construction; with a stand-in mask or an assumed
+        meaning (1 = attend) the result is only reproduced, which says so."""
         n, length = 4, 6
         parameter = str(arguments.get("parameter", "attn_mask"))
         padding = "key_padding_mask" in parameter
         polarity = arguments.get("polarity")
-        notes = []
+        premise = []  # what the experiment assumed in place of the site's evidence
         ones, how = _rebuild(torch, arguments.get("mask_expression"), length, padding)
         if ones is not None:
             ones = ~ones if arguments.get("inverted_after") else ones
@@ -318,13 +353,13 @@ class FloatKeepMask(Rule):
                 lengths = torch.tensor([length, 4, 3, 2])
                 valid = torch.arange(length)[None, :] < lengths[:, None]
                 ones = valid if polarity != IGNORE else ~valid
-                how = (how + ", so " if how else "") + "a padding mask (lengths 6, 4, 3, 2) stood in"
+                premise.append("mask contents (a padding mask with lengths 6, 4, 3, 2 stood in)")
             else:
                 causal = torch.tril(torch.ones(length, length, dtype=torch.bool))
                 ones = causal if polarity != IGNORE else ~causal
-                how = (how + ", so " if how else "") + "a causal tril mask stood in"
+                premise.append("mask contents (a causal tril mask stood in)")
         if polarity not in (KEEP, IGNORE):
-            notes.append("assumed 1 = attend")
+            premise.append("meaning 1 = attend")
         keep = ones if polarity != IGNORE else ~ones
         correct = keep if arguments.get("convention") == KEEP else ~keep
         floats = arguments.get("kind", ZERO_ONE) == ZERO_ONE  # a fixed site passes the boolean mask instead
@@ -338,11 +373,14 @@ class FloatKeepMask(Rule):
         target = torchapi.short_name(api)
         if api not in (torchapi.SDPA, torchapi.MHA):
             target += " (run as nn.MultiheadAttention, which adds float masks the same way)"
-        detail = f"{how}{'; ' + ', '.join(notes) if notes else ''}"
+        assumed = f"assumed {' and '.join(premise)}" if premise else ""
+        detail = "; ".join(part for part in (how, assumed) if part)
         if floats and from_correct > 1e-4 and from_none < from_correct:
-            return CONFIRMED, (f"{target} with the 0/1 float mask as written is {from_correct:.3f} from the result "
-                               f"with the boolean mask it stands for and only {from_none:.3f} from no mask at all; "
-                               f"{detail}")
+            found = (f"{target} with the 0/1 float mask as written is {from_correct:.3f} from the result with the "
+                     f"boolean mask it stands for and only {from_none:.3f} from no mask at all")
+            if premise:
+                return REPRODUCED, f"reproduced with {assumed}: {found}" + (f"; {how}" if how else "")
+            return CONFIRMED, f"{found}; {how}"
         written_as = "the 0/1 float mask" if floats else "the boolean mask"
         return NOT_CONFIRMED, (f"{target} with {written_as} as written is {from_correct:.3f} from the result with "
                                f"the boolean mask in its convention and {from_none:.3f} from no mask; {detail}")

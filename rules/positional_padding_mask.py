@@ -7,9 +7,38 @@ import re
 from mhalint import torchapi
 from mhalint.calls import call_target, callers, project_function, returned
 from mhalint.context import Binding, Scope
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity, shorten
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity, shorten
 from mhalint.lazy import cst
-from mhalint.rule import Invalid, Rule, Valid
+from mhalint.rule import Invalid, Message, Rule, Valid
+
+_READ_AS_PADDING = """
+    `MultiheadAttention.forward(query, key, value, key_padding_mask, need_weights, attn_mask, ...)` reads its 4th
+    positional argument as an (N, S) padding mask (torch 2.13 `nn/modules/activation.py:1255-1265`;
+    docs/torch-facts.md#positional-order). An (L, L) attention mask there raises `Expected key_padded_mask.shape[0]
+    to be N, but got L` when the batch size N differs from L (`nn/functional.py:6622-6634`), and is silent when they
+    are equal: row n of the mask then hides keys of sample n for every query, so what is hidden depends on the
+    sample, not on the position, and early positions still see later ones. torch 2.13 experiment: the output was
+    1.04 away from the intended causal result (docs/torch-facts.md#positional-order).
+"""
+# Fields: `mask` (the argument as written, quoted); `api` (nn.MultiheadAttention); `what` ("an (L, L) causal mask",
+# "a square (L, L) mask") and `line`, the construction that shows it is an attention mask; `name`, the variable whose
+# name says so; `how`, the fix in words (one of the three below).
+BUILT_AS_ATTENTION_MASK = Message(
+    "{mask} is passed 4th positionally to {api}, where key_padding_mask goes, but it is {what} built at line {line}",
+    help="{how}",
+    explanation=_READ_AS_PADDING)
+NAMED_AS_ATTENTION_MASK = Message(
+    "{mask} is passed 4th positionally to {api}, where key_padding_mask goes, but its name says it is an attention "
+    "mask",
+    help="if `{name}` is an (L, S) attention mask, {how}",
+    explanation=_READ_AS_PADDING.rstrip() + """
+    Here only the name `{name}` says it is an attention mask; its construction was not found, so it may be a
+    padding mask after all.
+""")
+PASS_BY_KEYWORD = "pass it by keyword: `attn_mask={mask}`"
+MERGE_WITH_ATTN_MASK = ("pass it by keyword as `attn_mask=` in place of the attn_mask the call also gives (merge "
+                        "the two)")
+KEYWORDS_FOR_LATER_ARGUMENTS = "pass it by keyword as `attn_mask=`, and the later positional arguments by keyword too"
 
 # Names that say the tensor is an (L, S) attention mask, and names that say it is a padding mask after all.
 _ATTENTION_NAME = re.compile(r"attn|causal|subsequent|look_?ahead|future", re.IGNORECASE)
@@ -19,6 +48,9 @@ _KEEPS_SHAPE = {"to", "bool", "float", "half", "double", "bfloat16", "type", "ty
                 "clone", "cuda", "cpu", "masked_fill", "masked_fill_", "logical_not", "eq", "ne", "lt", "gt", "le",
                 "ge", "__invert__", "requires_grad_"}
 _SQUARE_FACTORIES = {"torch.ones", "torch.zeros", "torch.full", "torch.empty", "torch.rand", "torch.randn"}
+# What a construction shows, as its evidence line ends: "`<code>` at line <n> is <what>".
+_CAUSAL_MASK, _SQUARE_MASK = "an (L, L) causal mask", "a square (L, L) mask"
+_CONSTRUCTION = re.compile(rf" at line ([0-9]+) is ({re.escape(_CAUSAL_MASK)}|{re.escape(_SQUARE_MASK)})$")
 _MAX_DEPTH = 12
 
 
@@ -33,11 +65,13 @@ class PositionalPaddingMask(Rule):
 
     ## Why is this bad?
     `MultiheadAttention.forward(query, key, value, key_padding_mask, need_weights, attn_mask, ...)` reads the
-    4th positional argument as an `(N, S)` padding mask (facts 9.2). With an `(L, L)` causal mask this raises
-    `Expected key_padded_mask.shape[0] to be 2, but got 6` when the batch size differs from the sequence length,
-    and is silent when they are equal: row `n` of the causal mask then masks keys of sample `n` for every query,
-    so what is hidden depends on the sample, not on the position, and early positions still see later ones.
-    Measured: 1.04 away from the intended causal result (exp_11).
+    4th positional argument as an `(N, S)` padding mask (docs/torch-facts.md#positional-order). With an `(L, L)`
+    causal mask this raises `Expected key_padded_mask.shape[0] to be 2, but got 6` when the batch size differs
+    from the sequence length, and is silent when they are equal: row `n` of the causal mask then masks keys of
+    sample `n` for every query, so what is hidden depends on the sample, not on the position, and early positions
+    still see later ones.
+    In a torch 2.13 experiment (docs/torch-facts.md#positional-order), the output was 1.04 away from the intended
+    causal result.
 
     ## Example
     ```python
@@ -58,7 +92,7 @@ class PositionalPaddingMask(Rule):
     ## References
     - torch 2.13 `nn/modules/activation.py:1255-1265` (the forward signature), `nn/functional.py:6622-6634` (the
       key_padding_mask shape check)
-    - mhalint facts sheet sections 0.7 and 9.2
+    - docs/torch-facts.md#positional-order and docs/torch-facts.md#entry-points
     """
 
     code = "MHA010"
@@ -86,13 +120,15 @@ class PositionalPaddingMask(Rule):
                 "    def forward(self, x):\n        L = x.size(1)\n"
                 "        causal = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)\n"
                 "        return self.attn(x, x, x, causal, need_weights=False)[0]\n",
-                line=10, message="key_padding_mask", severity=Severity.ERROR),
+                line=10, message="`causal` is passed 4th positionally to nn.MultiheadAttention, where "
+                "key_padding_mask goes, but it is an (L, L) causal mask built at line 9", severity=Severity.ERROR),
         Invalid("from torch import nn\nattn = nn.MultiheadAttention(16, 4)\n"
                 "def f(x):\n    m = nn.Transformer.generate_square_subsequent_mask(x.size(0))\n"
-                "    return attn(x, x, x, m)[0]\n", line=5, message="attn_mask=m", severity=Severity.ERROR),
+                "    return attn(x, x, x, m)[0]\n", line=5, message="but it is an (L, L) causal mask built at line 4",
+                severity=Severity.ERROR),
         Invalid("from torch import nn\nattn = nn.MultiheadAttention(16, 4)\n"
                 "def f(x, causal_mask):\n    return attn(x, x, x, causal_mask)[0]\n", line=4,
-                severity=Severity.WARNING),
+                message="`causal_mask` is passed 4th positionally", severity=Severity.WARNING),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -132,24 +168,21 @@ class PositionalPaddingMask(Rule):
                 whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
             fix = self.replacement(arg, keyword, applicability=UNSAFE, title="pass the mask as attn_mask=")
         if fixable:
-            how = f"pass it by keyword: `attn_mask={shorten(written)}`"
+            how = PASS_BY_KEYWORD.format(mask=written)
         elif "attn_mask" in target.arguments.by_name:
-            how = "pass it by keyword as `attn_mask=` in place of the attn_mask the call also gives (merge the two)"
+            how = MERGE_WITH_ATTN_MASK
         else:
-            how = "pass it by keyword as `attn_mask=`, and the later positional arguments by keyword too"
+            how = KEYWORDS_FOR_LATER_ARGUMENTS
+        built = severity == Severity.ERROR  # the construction shows it: the chain's last line of evidence names it
+        what, line = (_construction(evidence[-1]) if built and evidence else None) or ("an attention mask",
+                                                                                       ctx.line(arg.value))
         self.report(
-            node,
-            f"`{shorten(written)}` is the 4th positional argument of nn.MultiheadAttention, which is "
-            f"key_padding_mask, not attn_mask (forward(query, key, value, key_padding_mask, need_weights, "
-            f"attn_mask, ...)): an (L, S) attention mask there raises "
-            f"`Expected key_padded_mask.shape[0] to be <N>, but got <L>` when the batch size N differs from L, "
-            f"and when they are equal it silently masks keys per sample instead of positions (measured: 1.04 off "
-            f"the intended result). Evidence: {'; '.join(evidence)}. "
-            f"Fix: {how}.",
-            severity=severity, evidence=evidence,
-            arguments={"api": torchapi.MHA, "mask_kind": kind, "by_construction": severity == Severity.ERROR,
+            node, BUILT_AS_ATTENTION_MASK if built else NAMED_AS_ATTENTION_MASK, severity=severity,
+            evidence=evidence, fix=fix,
+            arguments={"api": torchapi.MHA, "mask_kind": kind, "by_construction": built,
                        "passed_as": "key_padding_mask"},
-            fix=fix)
+            mask=f"`{written}`", api=torchapi.short_name(torchapi.MHA), how=how, what=what, line=line,
+            name=_name_of(arg.value) or written)
 
     # ---- what the argument is ----
     def _shape(self, expr: cst.BaseExpression, scope: Scope, use: cst.CSTNode,
@@ -189,16 +222,16 @@ class PositionalPaddingMask(Rule):
         method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
         text, line = shorten(ctx.code(call)), ctx.line(call)
         if name == torchapi.GENERATE_SQUARE_SUBSEQUENT_MASK or method == "generate_square_subsequent_mask":
-            return "attention", [f"`{text}` at line {line} is an (L, L) causal mask"], "additive"
+            return "attention", [f"`{text}` at line {line} is {_CAUSAL_MASK}"], "additive"
         if name in ("torch.triu", "torch.tril") or method in ("triu", "tril"):
-            return "attention", [f"`{text}` at line {line} is an (L, L) causal mask"], "bool"
+            return "attention", [f"`{text}` at line {line} is {_CAUSAL_MASK}"], "bool"
         positional = [a.value for a in call.args if a.keyword is None and not a.star]
         if name in _SQUARE_FACTORIES and not any(a.star for a in call.args):
             sizes = positional[:1] if name == "torch.full" else positional
             if len(sizes) == 1 and isinstance(sizes[0], (cst.Tuple, cst.List)):
                 sizes = [e.value for e in sizes[0].elements]
             if len(sizes) == 2 and ctx.code(sizes[0]) == ctx.code(sizes[1]):
-                return "attention", [f"`{text}` at line {line} is a square (L, L) mask"], None
+                return "attention", [f"`{text}` at line {line} is {_SQUARE_MASK}"], None
             return None, [], None
         if method in _KEEPS_SHAPE:
             verdict, evidence, kind = self._shape(call.func.value, scope, use, depth + 1)
@@ -262,7 +295,9 @@ class PositionalPaddingMask(Rule):
     def probe(arguments: dict, torch) -> tuple[str, str]:
         """A causal (L, L) mask passed as the site passes it (4th positionally, i.e. as key_padding_mask; or as
         attn_mask= at a fixed site): with N == L == 6 it is compared with the mask passed as attn_mask=, and with
-        N=2, L=6 the positional form raises (facts 9.2, exp_11)."""
+        N=2, L=6 the positional form raises (docs/torch-facts.md#positional-order). Confirmed when the site's
+        construction shows an attention mask; when only its name says so, a causal mask stands in for it and the
+        result is only reproduced, which says so."""
         embed, heads, length = 16, 4, 6
         torch.manual_seed(0)
         mha = torch.nn.MultiheadAttention(embed, heads, dropout=0.0, batch_first=True).train()
@@ -284,14 +319,23 @@ class PositionalPaddingMask(Rule):
             except (AssertionError, RuntimeError) as raised:
                 error = f"{type(raised).__name__}: {str(raised).splitlines()[0]}"
         difference = float((written - intended).abs().max())
-        stand_in = "" if arguments.get("by_construction", True) else \
-            "; the site's mask was known by its name only, so a causal mask stood in"
+        by_construction = arguments.get("by_construction", True)
+        stand_in = "" if by_construction else "; the site's mask was known by its name only, so a causal mask stood in"
         sizes = f"E={embed}, h={heads}, L={length}, {what}{stand_in}"
         if difference > 1e-4:
-            return CONFIRMED, (f"with N == L == {length} the call runs silently and differs from attn_mask= by "
-                               f"{difference:.2f}; with N=2 it raises {error} ({sizes})")
+            found = (f"with N == L == {length} the call runs silently and differs from attn_mask= by {difference:.2f}; "
+                     f"with N=2 it raises {error} ({sizes})")
+            if not by_construction:  # that it is an (L, L) attention mask is the pitfall's premise, assumed
+                return REPRODUCED, f"reproduced with assumed (L, L) causal mask: {found}"
+            return CONFIRMED, found
         return NOT_CONFIRMED, (f"with N == L == {length} the mask as passed ({keyword}) gives the attn_mask= result "
                                f"(diff {difference:.1e}); with N=2: {error} ({sizes})")
+
+
+def _construction(evidence: str) -> tuple[str, int] | None:
+    """(what the construction shows, its line), read from the construction's line of evidence."""
+    found = _CONSTRUCTION.search(evidence)
+    return (found.group(2), int(found.group(1))) if found else None
 
 
 def _name_of(expr: cst.BaseExpression) -> str | None:

@@ -7,10 +7,25 @@ from mhalint.calls import call_target
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, Severity
 from mhalint.lazy import cst
 from mhalint.masks import ADDITIVE, BOOL, MaskReader
-from mhalint.rule import Invalid, Rule, Valid
+from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.values import resolve
 
-_MATH_ERROR = "Explicit attn_mask should not be set when is_causal=True"
+# Fields: `mask` (the attn_mask argument as written, quoted); `causal` ("is_causal=True", or
+# "is_causal=`self.causal` (True)" when it resolves to True); `fold`, the call's mask with the causal pattern folded in.
+MASK_AND_CAUSAL = Message(
+    "F.scaled_dot_product_attention gets attn_mask={mask} and {causal}: CPU's default kernel applies both, the MATH "
+    "kernel raises",
+    help="decide which was meant: {fold} and drop is_causal, or drop attn_mask and keep is_causal=True",
+    explanation="""
+        F.scaled_dot_product_attention's docstring says "An error is thrown if both attn_mask and is_causal are set"
+        (torch 2.13 `nn/functional.py:6471`), but what happens depends on the backend. torch 2.13 experiment on CPU:
+        the default (flash) kernel was silent and applied the mask AND the causal pattern; with a boolean mask
+        hiding key 0 the output was 1.12 away from the mask-only result and 0.85 from the causal-only one, while
+        under `sdpa_kernel(SDPBackend.MATH)` the same call raised `RuntimeError: _scaled_dot_product_attention:
+        Explicit attn_mask should not be set when is_causal=True`; CUDA was not tried
+        (docs/torch-facts.md#sdpa-causal-and-mask). So the same line silently combines both on one backend and
+        crashes on another, and a reader cannot tell whether the mask or the causal flag was meant.
+    """)
 
 
 class SdpaCausalAndMask(Rule):
@@ -24,13 +39,13 @@ class SdpaCausalAndMask(Rule):
 
     ## Why is this bad?
     SDPA's docstring says "An error is thrown if both attn_mask and is_causal are set" (torch 2.13
-    `nn/functional.py:6471`), but what happens depends on the backend. On CPU the default flash kernel is silent
-    and applies the mask AND the causal pattern: with a boolean mask hiding key 0, the output was 1.12 away from
-    the mask-only result and 0.85 from the causal-only one (and equal to `mask & tril`). Under
-    `sdpa_kernel(SDPBackend.MATH)` the same call raises `RuntimeError: _scaled_dot_product_attention: Explicit
-    attn_mask should not be set when is_causal=True`. So the same line silently combines both on one backend and
-    crashes on another (CUDA was not measured), and a reader cannot tell whether the mask or the causal flag was
-    meant.
+    `nn/functional.py:6471`), but what happens depends on the backend. In a torch 2.13 experiment on CPU
+    (docs/torch-facts.md#sdpa-causal-and-mask), the default flash kernel was silent and applied the mask AND the
+    causal pattern: with a boolean mask hiding key 0, the output was 1.12 away from the mask-only result and 0.85
+    from the causal-only one (and equal to `mask & tril`). Under `sdpa_kernel(SDPBackend.MATH)` the same call
+    raised `RuntimeError: _scaled_dot_product_attention: Explicit attn_mask should not be set when
+    is_causal=True`. So the same line silently combines both on one backend and crashes on another (CUDA was not
+    tried), and a reader cannot tell whether the mask or the causal flag was meant.
 
     ## Example
     ```python
@@ -51,7 +66,7 @@ class SdpaCausalAndMask(Rule):
     ## References
     - torch 2.13 `nn/functional.py:6471` (the docstring) and `6358-6359` (the reference code asserts
       `attn_mask is None`); the MATH kernel's check is in C++
-    - mhalint facts sheet section 4.4
+    - docs/torch-facts.md#sdpa-causal-and-mask
     """
 
     code = "MHA009"
@@ -79,17 +94,17 @@ class SdpaCausalAndMask(Rule):
     invalid = (
         Invalid("import torch.nn.functional as F\ndef f(q, k, v, keep):\n"
                 "    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=True)\n",
-                line=3, message="attn_mask=keep", severity=Severity.WARNING),
+                line=3, message="attn_mask=`keep` and is_causal=True", severity=Severity.WARNING),
         Invalid("from torch.nn.functional import scaled_dot_product_attention as sdpa\ndef f(q, m):\n"
-                "    return sdpa(q, q, q, m, 0.0, True)\n", line=3, message="is_causal=True"),
+                "    return sdpa(q, q, q, m, 0.0, True)\n", line=3, message="attn_mask=`m` and is_causal=True"),
         Invalid("import torch\nimport torch.nn.functional as F\nclass Attn(torch.nn.Module):\n"
                 "    def __init__(self, causal=True):\n        super().__init__()\n        self.causal = causal\n"
                 "    def forward(self, q, k, v, mask):\n"
                 "        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal)\n",
-                line=8, message="self.causal"),
+                line=8, message="attn_mask=`mask` and is_causal=`self.causal` (True)"),
         Invalid("import torch\nCAUSAL = True\ndef f(q, k, v, m):\n"
                 "    return torch._C._nn.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=CAUSAL)\n",
-                line=4, message="CAUSAL"),
+                line=4, message="attn_mask=`m` and is_causal=`CAUSAL` (True)"),
     )
 
     def __init__(self, context, emit):
@@ -122,20 +137,17 @@ class SdpaCausalAndMask(Rule):
             mask_text += f" (built at line {mask.origin_line})"
         evidence = [mask_text, f"is_causal={written}" + (" resolves to True" if written != "True" else ""), *trail]
         self.report(
-            node,
-            f"F.scaled_dot_product_attention gets both an attn_mask and is_causal=True. Its docstring says this "
-            f"raises (nn/functional.py:6471), but the outcome depends on the backend: on CPU the default (flash) "
-            f"kernel silently applies the mask AND the causal pattern (measured: 1.12 from the mask-only result, "
-            f"0.85 from the causal-only one), while the MATH kernel raises `{_MATH_ERROR}`; CUDA was not measured. "
-            f"Evidence: {'; '.join(evidence)}. Fix: decide which was meant: {_fold(code, target, mask_expr, kind)} "
-            f"and drop is_causal, or drop attn_mask and keep is_causal=True.",
-            severity=Severity.WARNING, evidence=evidence,
-            arguments={"api": torchapi.SDPA, "attn_mask": True, "is_causal": True, "mask_kind": kind})
+            node, MASK_AND_CAUSAL, severity=Severity.WARNING, evidence=evidence,
+            arguments={"api": torchapi.SDPA, "attn_mask": True, "is_causal": True, "mask_kind": kind},
+            mask=f"`{code(mask_expr)}`",
+            causal="is_causal=True" if written == "True" else f"is_causal=`{written}` (True)",
+            fold=_fold(code, target, mask_expr, kind))
 
     @staticmethod
     def probe(arguments: dict, torch) -> tuple[str, str]:
         """Run the call on CPU with a mask hiding key 0 and the site's is_causal: compare with mask-only,
-        causal-only and mask AND causal, then run it under sdpa_kernel(MATH) (facts 4.4)."""
+        causal-only and mask AND causal, then run it under sdpa_kernel(MATH)
+        (docs/torch-facts.md#sdpa-causal-and-mask)."""
         F = torch.nn.functional
         generator = torch.Generator().manual_seed(0)
         n, h, length, d = 2, 4, 6, 4
@@ -157,8 +169,9 @@ class SdpaCausalAndMask(Rule):
         to_both = _diff(output, F.scaled_dot_product_attention(q, k, v, attn_mask=as_given(keep & tril)))
         math = _under_math(torch, lambda: F.scaled_dot_product_attention(q, k, v, **site))
         given = ", ".join(f"{key}={'mask' if key == 'attn_mask' else value}" for key, value in site.items())
+        unknown = "" if arguments.get("mask_kind") in (ADDITIVE, BOOL) else " (the site's mask kind is not known)"
         setup = (f"CPU, N={n}, h={h}, L=S={length}, head size {d}, a {'float' if additive else 'bool'} mask hiding "
-                 f"key 0, called with {given}; CUDA not tested")
+                 f"key 0{unknown}, called with {given}; CUDA not tested")
         numbers = f"{to_both:.2f} from mask AND causal, {to_mask:.2f} from mask-only, {to_causal:.2f} from causal-only"
         if to_mask > 1e-4 and to_causal > 1e-4:
             return CONFIRMED, (f"the default kernel applied neither the mask alone nor causal alone ({numbers}); "

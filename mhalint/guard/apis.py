@@ -1,7 +1,7 @@
 """What each wrapped entry point's arguments mean: one `describe_*` per entry point turns a call's real arguments
 into a `CallInfo` (its attention blocks, mode and inputs) that the checks in `checks.py` read.
 
-Parameter orders are torch 2.13's (facts 9.2). Nothing here changes or copies an argument.
+Parameter orders are torch 2.13's (docs/torch-facts.md#positional-order). Nothing here changes or copies an argument.
 """
 
 from __future__ import annotations

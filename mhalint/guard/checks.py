@@ -4,7 +4,9 @@ true. The flags of one call are read together (one device synchronisation), and 
 the data in more detail, are only written for the rare flags that are set.
 
 Checks only read masks, flags, modes and the output: nothing is written, moved to another device or kept.
-Every number in a message is from the facts sheet (shared/docs/torch-attention-facts.md, torch 2.13.0, CPU).
+A message's first line is its headline (at most HEADLINE_LIMIT characters): the problem and the decisive evidence
+seen at the call. The fix follows on the next line, then the why. Every number in a message that the call itself
+did not produce is from a torch 2.13.0 experiment on CPU and says so, citing its section of docs/torch-facts.md.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..finding import HEADLINE_LIMIT, shorten
 from .apis import Block, CallInfo, plain
 
 NEG_INF = float("-inf")
@@ -27,6 +30,11 @@ class Pending:
 
 
 # ----------------------------------------------------------------------------------------------------- helpers
+
+def _message(headline: str, fix: str, why: str) -> str:
+    """A report's text: the headline (cut to HEADLINE_LIMIT if it must be), the fix, then the why, a line each."""
+    return f"{shorten(headline, HEADLINE_LIMIT)}\nFix: {fix}\n{why}"
+
 
 def _ints(values, limit: int = 8) -> str:
     values = list(values)
@@ -115,15 +123,18 @@ def _float_keep_message(call: CallInfo, name: str, mask) -> str | None:
         return None  # values between 0 and 1: a soft (additive) bias, not a 0/1 mask
     ones = int(is_one.sum())
     if call.kind == "sdpa":
-        fix = ("Fix: if 1 means 'attend', pass mask.bool() (SDPA reads True as attend); or make it additive, "
+        fix = ("if 1 means 'attend', pass mask.bool() (SDPA reads True as attend); or make it additive, "
                "0 where attended and -inf where masked: torch.zeros_like(mask).masked_fill(mask == 0, float('-inf')).")
     else:
-        fix = (f"Fix: if 1 means 'attend', pass mask == 0 ({call.api} reads a bool True as ignore); if 1 means "
+        fix = (f"if 1 means 'attend', pass mask == 0 ({call.api} reads a bool True as ignore); if 1 means "
                "'ignore', pass mask.bool(); or make it additive, 0 where attended and -inf where masked.")
-    return (f"{call.api} got a floating-point {name} whose values are only 0 and 1 ({ones} ones among "
-            f"{mask.numel()} entries; shape {_shape(mask)}, {_dtype(mask)}). Float masks are added to the attention "
-            "scores, so this masks nothing: it only adds +1 to some scores (measured: 0.676 from the correctly "
-            f"masked result and 0.325 from no mask at all, facts sheet §3.2). {fix}")
+    return _message(
+        f"{call.api} got a float {name} of only 0s and 1s ({ones} ones among {mask.numel()} entries): added to the "
+        "scores, it masks nothing", fix,
+        f"The mask has shape {_shape(mask)} ({_dtype(mask)}). Float masks are added to the attention scores, so a 0/1 "
+        "mask masks nothing: it only adds +1 to some scores. torch 2.13 experiment: a 0/1 keep-mask given as a "
+        "padding mask left the output 0.676 from the correctly masked result and 0.325 from no mask at all "
+        "(docs/torch-facts.md#float-masks-are-additive).")
 
 
 # ------------------------------------------------------------------------------- MHA002 causal mask flipped
@@ -170,17 +181,22 @@ def _flip_message(call: CallInfo, name: str, mask, upper: bool) -> str | None:
     if not torch.equal(mask, ref.expand(mask.shape)):
         return None
     if upper:
-        return (f"F.scaled_dot_product_attention got a bool {name} that is True exactly above the diagonal (shape "
-                f"{_shape(mask)}): that is nn.MultiheadAttention's causal mask, where True means 'ignore', but SDPA "
-                "reads True as 'attend'. Every query attends only to later keys, and the last query to none (its "
-                "output row comes out as zeros). Measured: 1.98 from the causal result (facts sheet §3.2). Fix: pass "
-                "~mask, or drop the mask and pass is_causal=True.")
-    return (f"{call.api} got a bool {name} that is True on and below the diagonal (shape {_shape(mask)}): that is "
-            f"F.scaled_dot_product_attention's causal mask, where True means 'attend', but {call.api} reads True "
-            "as 'ignore'. Every position attends only to later positions and the last one to none, which is NaN on "
-            "the inference fast path and with need_weights=True (facts sheet §5); the same mix-up in the other "
-            "direction measured 1.98 from the causal result (facts sheet §3.2). Fix: pass ~mask, or "
-            "nn.Transformer.generate_square_subsequent_mask(L).")
+        return _message(
+            f"F.scaled_dot_product_attention got a bool {name} {_shape(mask)} True only above the diagonal: a "
+            "True = ignore causal mask, but SDPA reads True as attend",
+            "pass ~mask, or drop the mask and pass is_causal=True.",
+            "In nn.MultiheadAttention's convention True means 'ignore', but SDPA reads True as 'attend': every query "
+            "attends only to later keys, and the last query to none (its output row comes out as zeros). torch 2.13 "
+            "experiment: the output was 1.98 from the causal result (docs/torch-facts.md#mask-convention).")
+    return _message(
+        f"{call.api} got a bool {name} {_shape(mask)} True on and below the diagonal: a True = attend causal mask, "
+        "but it reads True as ignore",
+        "pass ~mask, or nn.Transformer.generate_square_subsequent_mask(L).",
+        f"In F.scaled_dot_product_attention's convention True means 'attend', but {call.api} reads True as "
+        "'ignore': every position attends only to later positions and the last one to none, which is NaN on the "
+        "inference fast path and with need_weights=True (docs/torch-facts.md#fully-masked-rows). torch 2.13 "
+        "experiment: the same mix-up in the other direction was 1.98 from the causal result "
+        "(docs/torch-facts.md#mask-convention).")
 
 
 # ------------------------------------------------------------------------------- MHA006 .repeat(h, 1, 1) layout
@@ -214,13 +230,14 @@ def _repeat_message(call: CallInfo, block: Block, mask, rows) -> str | None:
         others = sorted({other for _, other in first})
         example = (f"; for example sample 0's heads {_ints(h for h, _ in first)} use the mask of "
                    f"sample{'s' if len(others) > 1 else ''} {_ints(others) if len(others) > 1 else others[0]}")
-    return (f"{call.api} got a 3-D {block.attn_name} of shape {_shape(mask)} (N={n} samples x num_heads={heads}) "
-            f"laid out head-major, as .repeat({heads}, 1, 1) builds it: viewed as (num_heads, N, L, S) it is the "
-            f"same for every head, and the samples' masks differ. {call.api} reads it batch-major (row "
-            "n*num_heads + head belongs to sample n; functional.py:7068), so "
-            f"{len(wrong)} of the {n * heads} (sample, head) pairs use another sample's mask{example}. Measured: "
-            f"1.517e-01 off the per-sample result (facts sheet §3.3). Fix: tile it with "
-            f"mask.repeat_interleave({heads}, dim=0).")
+    return _message(
+        f"{call.api} got a head-major 3-D {block.attn_name} {_shape(mask)}, as .repeat({heads}, 1, 1) builds it: "
+        f"{len(wrong)} of {n * heads} (sample, head) pairs get another sample's mask",
+        f"tile it with mask.repeat_interleave({heads}, dim=0).",
+        f"The mask's first dimension is N={n} samples x num_heads={heads}; viewed as (num_heads, N, L, S) it is the "
+        f"same for every head, and the samples' masks differ. {call.api} reads it batch-major (row "
+        f"n*num_heads + head belongs to sample n; torch 2.13 functional.py:7068){example}. torch 2.13 experiment: "
+        "1.517e-01 off the per-sample result (docs/torch-facts.md#mask-repeat-layout).")
 
 
 # ------------------------------------------------------------------------------- MHA101 rows with no key
@@ -230,20 +247,21 @@ _NAN_PATHS = {
             "batch_first=True, even heads, bool masks) and whenever need_weights=True, which in training also makes "
             "the weight gradients NaN even if the loss ignores that sample; only the slow path with "
             "need_weights=False stays finite (those rows' attention output is 0, so the result equals out_proj.bias) "
-            "(facts sheet §5)."),
+            "(docs/torch-facts.md#fully-masked-rows)."),
     "mha_fn": ("F.multi_head_attention_forward gives NaN for such rows when need_weights=True (in training also in "
                "the weight gradients, even if the loss ignores that sample) and a finite result with "
-               "need_weights=False, where their attention output is 0 (facts sheet §5)."),
+               "need_weights=False, where their attention output is 0 (docs/torch-facts.md#fully-masked-rows)."),
     "encoder_layer": ("nn.TransformerEncoderLayer gives NaN for such rows in eval + no_grad (its fused kernel) and a "
-                      "finite output in training (facts sheet §5)."),
+                      "finite output in training (docs/torch-facts.md#fully-masked-rows)."),
     "encoder": ("nn.TransformerEncoder's layers give NaN for such rows on the fused inference kernel; in eval + "
                 "no_grad with a bool src_key_padding_mask its nested-tensor path returns exact zeros for a fully "
-                "padded sample instead, and nn.TransformerEncoderLayer in training gives a finite output (facts "
-                "sheet §5)."),
+                "padded sample instead, and nn.TransformerEncoderLayer in training gives a finite output "
+                "(docs/torch-facts.md#fully-masked-rows)."),
 }
 _NAN_PATHS_DECODER = ("Its attention blocks call nn.MultiheadAttention with need_weights=False, which gives NaN for "
                       "such rows on its inference fast path (eval + no_grad) and a finite output (attention output 0) "
-                      "on its slow path (facts sheet §4.1, §5).")
+                      "on its slow path (docs/torch-facts.md#is-causal-hint, "
+                      "docs/torch-facts.md#fully-masked-rows).")
 
 
 def fully_masked_rows(call: CallInfo) -> list[Pending]:
@@ -300,11 +318,12 @@ def _rows_message(call: CallInfo, block: Block, rows) -> str | None:
         heads, positions = found.setdefault(sample, (set(), set()))
         heads.add(head)
         positions.add(position)
-    parts = []
+    parts, samples = [], []
     for sample in sorted(found)[:4]:
         heads, positions = found[sample]
         who = "every sample" if n_rows == 1 and block.batch > 1 else (f"sample {sample}" if block.batched else
                                                                       "the (unbatched) input")
+        samples.append(sample)
         if l_rows == 1:
             where = "every query position"
         elif block.length is not None and len(positions) == block.length:
@@ -316,6 +335,14 @@ def _rows_message(call: CallInfo, block: Block, rows) -> str | None:
         parts.append(f"{who}: {where}")
     if len(found) > 4:
         parts.append(f"... ({len(found)} samples in all)")
+    if n_rows == 1 and block.batch > 1:
+        who = "every sample"
+    elif not block.batched:
+        who = "the (unbatched) input"
+    elif len(found) == 1:
+        who = f"sample {samples[0]}"
+    else:
+        who = f"samples {_ints(sorted(found), 4)}"
     if kpm_ok and attn_ok:
         cause = f"{block.kpm_name} and {block.attn_name} together leave no key"
         hint = (" With a causal mask and left padding, the first positions of a left-padded sample see only "
@@ -329,10 +356,12 @@ def _rows_message(call: CallInfo, block: Block, rows) -> str | None:
     label = f" ({block.label})" if block.label else ""
     kind = "encoder" if call.kind == "transformer" and block.label == "encoder" else call.kind
     paths = _NAN_PATHS.get(kind, _NAN_PATHS_DECODER)
-    return (f"{call.api}{label} has query rows with no key to attend to ({'; '.join(parts)}): {cause}. A softmax "
-            f"over a row with every key masked is NaN. {_outcome(call)} {paths} Fix: remove samples that are "
-            "entirely padding from the batch (or skip the call for them), or keep at least one key unmasked in every "
-            f"row, e.g. unmask the first key of an empty sample and ignore its output.{hint}")
+    return _message(
+        f"{call.api}{label} has query rows with no key to attend to in {who}: {cause}",
+        "remove samples that are entirely padding from the batch (or skip the call for them), or keep at least one "
+        f"key unmasked in every row, e.g. unmask the first key of an empty sample and ignore its output.{hint}",
+        f"Rows with no key: {'; '.join(parts)}. A softmax over a row with every key masked is NaN. "
+        f"{_outcome(call)} {paths}")
 
 
 def _sdpa_fully_masked(call: CallInfo) -> list[Pending]:
@@ -370,13 +399,16 @@ def _sdpa_rows_message(call: CallInfo, mask, whole) -> str:
     where = "; ".join(places) + (f"; ... ({len(found)} in all)" if len(found) > 4 else "")
     flip = (" If True in this mask means 'ignore' (nn.MultiheadAttention's convention), it is inverted for SDPA, "
             "which reads True as 'attend': pass ~mask (MHA002)." if mask.dtype == torch.bool else "")
-    return (f"F.scaled_dot_product_attention's attn_mask (shape {_shape(mask)}, {_dtype(mask)}) leaves no key to "
-            f"attend to in any query row of {where}: those rows are all {_blocked_word(mask, sdpa=True)}. SDPA "
-            "returns exact zeros for such rows on every CPU backend, without NaN (facts sheet §5; other devices were "
-            "not measured), so that attention output is silently zero, while a hand-written softmax or "
-            "nn.MultiheadAttention (fast path, or need_weights=True) gives NaN for the same rows." + flip +
-            " Fix: remove samples that are entirely padding from the batch, or leave at least one key allowed per "
-            "row.")
+    first = places[0] + (f" and {len(found) - 1} more" if len(found) > 1 else "")
+    return _message(
+        f"F.scaled_dot_product_attention's attn_mask {_shape(mask)} leaves no key to attend to in any query row of "
+        f"{first}: SDPA silently returns zeros there",
+        "remove samples that are entirely padding from the batch, or leave at least one key allowed per row." + flip,
+        f"No key in any query row of: {where}; those rows of the attn_mask ({_dtype(mask)}) are all "
+        f"{_blocked_word(mask, sdpa=True)}. In torch 2.13 experiments SDPA returned exact zeros for such rows on "
+        "every CPU backend, without NaN (docs/torch-facts.md#fully-masked-rows; other devices were not tried), so "
+        "that attention output is silently zero, while a hand-written softmax or nn.MultiheadAttention (fast path, "
+        "or need_weights=True) gives NaN for the same rows.")
 
 
 # ------------------------------------------------------------------------------- MHA102 SDPA (N, S) mask
@@ -409,17 +441,22 @@ def _broadcast_message(call: CallInfo, mask, query) -> str | None:
     if (prefix and growing) or (suffix and shrinking):
         return None  # ordered like a causal or prefix mask: most likely a real (L, S) mask
     n = mask.shape[0]
-    return (f"F.scaled_dot_product_attention got a 2-D bool attn_mask of shape {_shape(mask)} with a query of shape "
-            f"{_shape(query)}: its rows look like per-sample padding masks (True per row: {_ints(c)}), but SDPA "
-            "broadcasts a 2-D mask as (1, 1, L, S), so row i is applied to query position i of every sample. "
-            f"Nothing raises because the batch size equals the query length (N = L = {n}); measured: 3.835 off the "
-            "intended result at N = L = 4 and 4.144 at N = L = 10 (facts sheet §3.3). Fix: pass mask[:, None, None, :] "
-            "(shape (N, 1, 1, S)); SDPA reads True as 'attend', so invert a mask whose True marks padding.")
+    return _message(
+        f"F.scaled_dot_product_attention got a bool attn_mask {_shape(mask)} of per-sample padding rows (True per "
+        f"row: {_ints(c, 4)}), read as (L, S) since N = L = {n}",
+        "pass mask[:, None, None, :] (shape (N, 1, 1, S)); SDPA reads True as 'attend', so invert a mask whose True "
+        "marks padding.",
+        f"The query has shape {_shape(query)}; True per mask row: {_ints(c)}. SDPA broadcasts a 2-D mask as "
+        "(1, 1, L, S), so row i is applied to query position i of every sample. Nothing raises because the batch "
+        f"size equals the query length (N = L = {n}). torch 2.13 experiment: 3.835 off the intended result at "
+        "N = L = 4 and 4.144 at N = L = 10 (docs/torch-facts.md#sdpa-padding-broadcast).")
 
 
 # ------------------------------------------------------------------------------- MHA003 is_causal without mask
 
-_CAUSAL_MEASURED = {  # facts 4.2 (E=16, 4 heads, L=6): distance of the silent output from the causal one
+# In a torch 2.13 experiment (E=16, 4 heads, L=6; docs/torch-facts.md#is-causal-hint): how far the silent output
+# was from the causal one.
+_CAUSAL_DISTANCE = {
     "mha": "0.69", "encoder_layer": "1.35", "encoder": "2.04", "decoder_layer": "0.94", "decoder": "0.95",
 }
 
@@ -432,35 +469,39 @@ def causal_without_mask(call: CallInfo) -> list[Pending]:
 
 def _causal_message(call: CallInfo, block: Block) -> str:
     label = f" ({block.label})" if block.label else ""
-    head = (f"{call.api}{label} was called with {block.causal_name}=True and no {block.attn_name}. For "
-            "nn.MultiheadAttention and the Transformer classes is_causal is only a hint about the mask you pass; it "
-            "does not build one.")
-    measured = _CAUSAL_MEASURED.get(call.kind)
+    called = f"{call.api}{label} got {block.causal_name}=True and no {block.attn_name}"
+    hint = ("For nn.MultiheadAttention and the Transformer classes is_causal is only a hint about the mask you pass; "
+            "it does not build one.")
+    distance = _CAUSAL_DISTANCE.get(call.kind)
     if call.kind == "transformer" and block.causal_name == "tgt_is_causal":
-        measured = "0.88"
-    equal = "the output equals the unmasked output (facts sheet §4.2" + (
-        f": {measured} away from the causal one, measured at E=16, 4 heads, L=6)" if measured else ")")
+        distance = "0.88"
+    equal = "the output equals the unmasked output (" + (
+        f"torch 2.13 experiment: {distance} away from the causal one at E=16, 4 heads, L=6; " if distance else "") + \
+        "docs/torch-facts.md#is-causal-hint)"
     error = call.error
     if error is None:
-        what = (f" This call ({call.mode_text()}) returned without error, which for this misuse means torch's fused "
+        headline = f"{called}: no error, so the fused inference path ignored the flag"
+        what = (f"This call ({call.mode_text()}) returned without error, which for this misuse means torch's fused "
                 f"inference path dropped the flag: every position attended to later positions, and {equal}. In "
                 "training mode the same call raises RuntimeError: Need attn_mask if specifying the is_causal hint.")
     elif isinstance(error, RuntimeError) and "is_causal" in str(error):
+        headline = f"{called}: it raised RuntimeError: Need attn_mask if specifying the is_causal hint"
         silent = ("cross-attention never takes the fast path, so this always raises" if block.causal_name ==
                   "memory_is_causal" else "in eval + no_grad (batch_first=True, an even head count) the same call "
                   f"is silently ignored instead: {equal}")
-        what = (f" This call ({call.mode_text()}) raised RuntimeError (Need attn_mask if specifying the is_causal "
+        what = (f"This call ({call.mode_text()}) raised RuntimeError (Need attn_mask if specifying the is_causal "
                 f"hint) because it ran on the slow path; {silent}.")
     else:
-        what = f" This call ({call.mode_text()}) raised {type(error).__name__}."
+        headline = f"{called}: the flag is only a hint, and this call raised {type(error).__name__}"
+        what = f"This call ({call.mode_text()}) raised {type(error).__name__}."
     if call.kind in ("mha", "mha_fn"):
-        fix = (" Fix: pass the mask too, attn_mask=nn.Transformer.generate_square_subsequent_mask(L) (is_causal=True "
+        fix = ("pass the mask too, attn_mask=nn.Transformer.generate_square_subsequent_mask(L) (is_causal=True "
                "may stay as the hint), or use F.scaled_dot_product_attention(q, k, v, is_causal=True), whose flag "
                "does build the mask.")
     else:
-        fix = (f" Fix: pass {block.attn_name}=nn.Transformer.generate_square_subsequent_mask(L) together with "
+        fix = (f"pass {block.attn_name}=nn.Transformer.generate_square_subsequent_mask(L) together with "
                f"{block.causal_name}=True.")
-    return head + what + fix
+    return _message(headline, fix, f"{hint} {what}")
 
 
 # ------------------------------------------------------------------------------- MHA103 NaN in the output
@@ -483,6 +524,7 @@ def _nan_message(call: CallInfo) -> str | None:
     upstream = [name for name, tensor in call.inputs
                 if plain(tensor) and tensor.is_floating_point() and bool(torch.isnan(tensor).any())]
     if upstream:
+        headline = f"its inputs {', '.join(upstream)} already contain NaN"
         cause = (f"The inputs {', '.join(upstream)} already contain NaN, so it comes from upstream: find where it "
                  "first appears (torch.autograd.set_detect_anomaly(True) helps for NaN gradients).")
     else:
@@ -496,8 +538,10 @@ def _nan_message(call: CallInfo) -> str | None:
             found.append(f"the float masks {', '.join(bad_masks)} contain NaN or +inf")
         if bad_weights:
             found.append("the module's parameters contain NaN")
+        headline = " and ".join(found) if found else "no NaN in its inputs, and no mask row leaves a query without keys"
         cause = ("The inputs have no NaN and no mask row leaves a query without keys; "
                  + ("but " + " and ".join(found) + "." if found else
                     "look for overflow in low precision (float16 scores) or NaN in the weights."))
-    return (f"{call.api} returned NaN {where} (this call: {call.mode_text()}). {cause} Fix: find where the NaN "
-            "first appears and remove its source.")
+    return _message(f"{call.api} returned NaN {where}: {headline}",
+                    "find where the NaN first appears and remove its source.",
+                    f"This call: {call.mode_text()}. {cause} See docs/torch-facts.md#nan-output.")

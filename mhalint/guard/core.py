@@ -176,7 +176,7 @@ def _signature(function) -> tuple[tuple[str, ...], dict]:
     return names, defaults
 
 
-# F.scaled_dot_product_attention is a builtin without a signature (facts 9.2).
+# F.scaled_dot_product_attention is a builtin without a signature (docs/torch-facts.md#positional-order).
 _SDPA_NAMES = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal")
 _SDPA_DEFAULTS = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None, "enable_gqa": False}
 

@@ -43,7 +43,9 @@ def _display_path(filename: str) -> str:
 
 @dataclass(frozen=True)
 class Report:
-    """One problem seen at one call. `headline` is the first sentence of `message`, for summaries."""
+    """One problem seen at one call. `message` is the headline (the problem and the decisive evidence seen at the
+    call, at most 160 characters), then the fix and the why on the lines after it; `headline` is its first line,
+    for summaries."""
 
     code: str
     site: Site
@@ -56,8 +58,7 @@ class Report:
 
     @property
     def headline(self) -> str:
-        first = self.message.split(". ", 1)[0]
-        return first if first.endswith(".") else first + "."
+        return self.message.split("\n", 1)[0]
 
     def text(self) -> str:
         return f"{self.code} {self.name} at {self.site}: {self.message}"
