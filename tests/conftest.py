@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
+import subprocess
+import sys
 import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -26,3 +34,86 @@ def lint(source: str, select: str | None = None, min_severity: Severity | str | 
 @pytest.fixture(name="lint")
 def lint_fixture():
     return lint
+
+
+# ---- the bad examples through `check --probe`, once -------------------------------------------------------------
+ROOT = Path(__file__).resolve().parents[1]
+BAD_EXAMPLES = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "examples").glob("*_bad.py"))
+
+
+@dataclass(frozen=True)
+class ProbedExamples:
+    completed: subprocess.CompletedProcess
+    seconds: float
+
+    def of(self, example: str) -> "ExampleOutput":
+        """The concise lines about one example: its findings and the probe lines under them."""
+        lines, mine = [], False
+        for line in self.completed.stdout.splitlines():
+            if not line.startswith(" "):
+                mine = line.startswith(f"examples/{example}:")
+            if mine:
+                lines.append(line)
+        assert lines, f"no finding in {example}:\n{self.completed.stdout}"
+        return ExampleOutput("\n".join(lines) + "\n")
+
+
+@dataclass(frozen=True)
+class ExampleOutput:
+    output: str
+
+
+def _probe_the_examples() -> dict:
+    start = time.monotonic()
+    args = [sys.executable, "-m", "mhalint", "check", "--probe", *BAD_EXAMPLES]
+    completed = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return {"args": args, "returncode": completed.returncode, "stdout": completed.stdout,
+            "stderr": completed.stderr, "seconds": time.monotonic() - start}
+
+
+@pytest.fixture(scope="session")
+def probed_examples(tmp_path_factory) -> ProbedExamples:
+    """`python -m mhalint check --probe` over every bad example (one probe worker for all of them, as a user's run
+    over a project has), and the seconds it took. It runs once per test run: under xdist the first worker that
+    needs it runs it, under a lock in the run's shared temporary directory, and the others read its result."""
+    pytest.importorskip("torch")
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): each worker runs it
+        fcntl = None
+    if fcntl is None or "PYTEST_XDIST_WORKER" not in os.environ:
+        run = _probe_the_examples()
+    else:
+        shared = tmp_path_factory.getbasetemp().parent  # the workers' basetemps are popen-gwN in there
+        result = shared / "probed-examples.json"
+        with open(shared / "probed-examples.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if result.is_file():
+                run = json.loads(result.read_text())
+            else:
+                run = _probe_the_examples()
+                result.write_text(json.dumps(run))
+    completed = subprocess.CompletedProcess(run["args"], run["returncode"], run["stdout"], run["stderr"])
+    return ProbedExamples(completed, run["seconds"])
+
+
+# ---- parallel by default -----------------------------------------------------------------------------------------
+# With pytest-xdist installed (the `test` extra), a plain `python -m pytest` runs on one worker per CPU core
+# (`-n auto`), and a worker that runs out of tests takes some from the other's queue (`--dist worksteal`: the
+# durations vary from milliseconds to half a minute). Anything the user says about distribution wins: `-n 0` or
+# `-p no:xdist` runs serially, `-n 4` or `--dist ...` is taken as given; `--pdb` and `--collect-only` stay serial.
+# Every test is parallel-safe: each writes under its own tmp_path (runs over examples/ also update the repository's
+# .mhalint_cache, which mhalint replaces atomically, as it must for a user's concurrent runs), and changes the working
+# directory and the environment of its own process only (monkeypatch, or restored in a finally).
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    if importlib.util.find_spec("xdist") is None or not config.pluginmanager.hasplugin("xdist"):
+        return  # not installed, or turned off with -p no:xdist
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker: the controller has distributed already
+    option = config.option
+    chosen = (option.numprocesses is not None or option.dist != "no" or option.distload or option.tx
+              or option.usepdb or option.collectonly)
+    if not chosen:
+        option.numprocesses = "auto"
+        option.dist = "worksteal"

@@ -28,6 +28,7 @@ import re
 import tempfile
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
@@ -45,11 +46,13 @@ _RANDOM = os.environ.get("MHALINT_FUZZ_RANDOM") == "1"
 
 
 def bounded(ci_examples: int):
-    """CI: `ci_examples` derandomized examples; MHALINT_FUZZ_EXAMPLES raises the count for a campaign."""
-    return settings(max_examples=_EXAMPLES or ci_examples, deadline=None, derandomize=not _RANDOM,
-                    database=None, print_blob=_RANDOM,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                           HealthCheck.filter_too_much])
+    """CI: `ci_examples` derandomized examples; MHALINT_FUZZ_EXAMPLES raises the count for a campaign. A campaign
+    is a `slow` test (`-m "not slow"` leaves it out of a quick local run)."""
+    configured = settings(max_examples=_EXAMPLES or ci_examples, deadline=None, derandomize=not _RANDOM,
+                          database=None, print_blob=_RANDOM,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                 HealthCheck.filter_too_much])
+    return lambda test: pytest.mark.slow(configured(test))
 
 
 # ------------------------------------------------------------------------------------------------ strategies
@@ -138,21 +141,33 @@ def _extend(children):
 expressions = st.recursive(_atoms, _extend, max_leaves=4)
 
 
+# The strategies a composite draws from are built once, here: building them inside it on every draw cost more than
+# the drawing (the same draws, so the same examples).
+_positionals = st.lists(expressions, max_size=4)
+_star_names = st.sampled_from(["args", "xs", "a"])
+_keyword_names = st.lists(st.sampled_from(KEYWORDS), unique=True, max_size=4)
+_keyword_values = st.sampled_from(['True', 'False', 'None']) | expressions
+_double_star_names = st.sampled_from(["kwargs", "cfg", "{}"])
+
+
 @st.composite
 def arguments(draw) -> str:
-    positional = draw(st.lists(expressions, max_size=4))
+    positional = draw(_positionals)
     if draw(st.booleans()):
-        positional.insert(draw(st.integers(0, len(positional))), "*" + draw(st.sampled_from(["args", "xs", "a"])))
-    keys = draw(st.lists(st.sampled_from(KEYWORDS), unique=True, max_size=4))
-    keywords = [f"{key}={draw(st.sampled_from(['True', 'False', 'None']) | expressions)}" for key in keys]
+        positional.insert(draw(st.integers(0, len(positional))), "*" + draw(_star_names))
+    keys = draw(_keyword_names)
+    keywords = [f"{key}={draw(_keyword_values)}" for key in keys]
     if draw(st.booleans()):
-        keywords.append("**" + draw(st.sampled_from(["kwargs", "cfg", "{}"])))
+        keywords.append("**" + draw(_double_star_names))
     return ", ".join(positional + keywords)
+
+
+_attention_templates = st.sampled_from(CONSTRUCTORS + FUNCTIONS)
 
 
 @st.composite
 def attention_expression(draw, names: dict[str, str]) -> str:
-    template = draw(st.sampled_from(CONSTRUCTORS + FUNCTIONS))
+    template = draw(_attention_templates)
     spelled = template.format(nn=names.get("nn", "nn"), MHA=names.get("MHA", "MultiheadAttention"),
                               TEL=names.get("TEL", "nn.TransformerEncoderLayer"), F=names.get("F", "F"),
                               SDPA=names.get("SDPA", "F.scaled_dot_product_attention"))
@@ -183,13 +198,27 @@ _mask_names = st.sampled_from(["mask", "m", "key_padding_mask", "pad_mask", "cau
                                "self.mask", "None"])
 
 
+_masks = _mask_names | st.sampled_from(MASK_BUILDERS).map(lambda b: b.format(a="tokens"))
+_builders = st.sampled_from(MASK_BUILDERS)
+_builder_arguments = st.sampled_from(["L", "x", "tokens", "mask"])
+_idioms = st.sampled_from(IDIOMS)
+_mask_targets = _mask_names.filter(lambda n: n != "None")
+
+
 @st.composite
 def idiom(draw, names: dict[str, str]) -> str:
-    mask = draw(_mask_names | st.sampled_from(MASK_BUILDERS).map(lambda b: b.format(a="tokens")))
-    builder = draw(st.sampled_from(MASK_BUILDERS)).format(a=draw(st.sampled_from(["L", "x", "tokens", "mask"])))
-    return draw(st.sampled_from(IDIOMS)).format(
-        F=names.get("F", "F"), nn=names.get("nn", "nn"), m=mask, m2=draw(_mask_names.filter(lambda n: n != "None")),
+    mask = draw(_masks)
+    builder = draw(_builders).format(a=draw(_builder_arguments))
+    return draw(_idioms).format(
+        F=names.get("F", "F"), nn=names.get("nn", "nn"), m=mask, m2=draw(_mask_targets),
         b=draw(_flags), e=draw(_sizes), h=draw(_sizes), builder=builder)
+
+
+_targets = st.sampled_from(["attn", "self.attn", "layer", "out", "y", "self.layers[0]"])
+_assigned_names = st.sampled_from(NAMES[:18])
+_plain_statements = st.sampled_from(["pass", "x = x.permute(1, 0, 2)", "B, T, C = x.shape", "self.d = 64",
+                                     "super().__init__()", "assert E % H == 0", "del mask", "global E",
+                                     "yield attn(q, k, v)", "x = [a for a in range(3) if a]"])
 
 
 @st.composite
@@ -198,7 +227,7 @@ def simple_statement(draw, names: dict[str, str]) -> str:
         return draw(idiom(names))
     kind = draw(st.integers(0, 9))
     attention = draw(attention_expression(names))
-    target = draw(st.sampled_from(["attn", "self.attn", "layer", "out", "y", "self.layers[0]"]))
+    target = draw(_targets)
     if kind == 0:
         return f"{target} = {attention}"
     if kind == 1:
@@ -206,9 +235,9 @@ def simple_statement(draw, names: dict[str, str]) -> str:
     if kind == 2:
         return f"y = {target}({draw(arguments())})[0]"
     if kind == 3:
-        return f"{draw(st.sampled_from(NAMES[:18]))} = {draw(expressions)}"
+        return f"{draw(_assigned_names)} = {draw(expressions)}"
     if kind == 4:
-        return f"mask = {draw(st.sampled_from(MASK_BUILDERS)).format(a=_receiver(draw(expressions)))}"
+        return f"mask = {draw(_builders).format(a=_receiver(draw(expressions)))}"
     if kind == 5:
         return f"return {attention}"
     if kind == 6:
@@ -217,9 +246,15 @@ def simple_statement(draw, names: dict[str, str]) -> str:
         return f"f = lambda q, k, v: {attention}"
     if kind == 8:
         return f"out = {attention}  # noqa: MHA00{draw(st.integers(0, 9))}"
-    return draw(st.sampled_from(["pass", "x = x.permute(1, 0, 2)", "B, T, C = x.shape", "self.d = 64",
-                                 "super().__init__()", "assert E % H == 0", "del mask", "global E",
-                                 "yield attn(q, k, v)", "x = [a for a in range(3) if a]"]))
+    return draw(_plain_statements)
+
+
+_headers = st.sampled_from([
+    "class Block(nn.Module):", "def forward(self, x, mask=None, *args, **kwargs):",
+    "def __init__(self, d_model=512, nhead=8, batch_first=False):", "async def f(q, k, v, m=None):",
+    "if E % H:", "for i in range(N):", "with torch.no_grad():", "while False:", "try:",
+    "@torch.no_grad()\ndef g(self, x):", "class Cfg:", "def make(E=300, H=7):",
+])
 
 
 @st.composite
@@ -231,12 +266,7 @@ def block(draw, names: dict[str, str], depth: int) -> list[str]:
         if choice <= 4:
             lines.append(draw(simple_statement(names)))
             continue
-        header = draw(st.sampled_from([
-            "class Block(nn.Module):", "def forward(self, x, mask=None, *args, **kwargs):",
-            "def __init__(self, d_model=512, nhead=8, batch_first=False):", "async def f(q, k, v, m=None):",
-            "if E % H:", "for i in range(N):", "with torch.no_grad():", "while False:", "try:",
-            "@torch.no_grad()\ndef g(self, x):", "class Cfg:", "def make(E=300, H=7):",
-        ]))
+        header = draw(_headers)
         body = draw(block(names, depth + 1))
         lines.extend(header.split("\n"))
         lines.extend("    " + line for line in body)
@@ -246,13 +276,15 @@ def block(draw, names: dict[str, str], depth: int) -> list[str]:
 
 
 CORE_IMPORTS = [IMPORTS[i] for i in (1, 2, 3)], [IMPORTS[i] for i in (4, 5, 9)]
+_core_imports = st.sampled_from(CORE_IMPORTS[0]), st.sampled_from(CORE_IMPORTS[1])
+_more_imports = st.lists(st.sampled_from(IMPORTS), max_size=3)
+_newlines = st.sampled_from(["\n", "\n", "\n", "\r\n", "\r"])
 
 
 @st.composite
 def attention_sources(draw) -> str:
-    chosen = [draw(st.sampled_from(CORE_IMPORTS[0])), draw(st.sampled_from(CORE_IMPORTS[1]))] if draw(
-        st.integers(0, 3)) else []
-    chosen += draw(st.lists(st.sampled_from(IMPORTS), max_size=3))
+    chosen = [draw(_core_imports[0]), draw(_core_imports[1])] if draw(st.integers(0, 3)) else []
+    chosen += draw(_more_imports)
     names: dict[str, str] = {}
     for _, provided in chosen:
         names.update(provided)
@@ -266,7 +298,7 @@ def attention_sources(draw) -> str:
         lines += ["        " + line for line in draw(block(names, 1))]
         lines += ["", "", "model = Block(" + draw(arguments()) + ")"]
     lines += draw(block(names, 0))
-    newline = draw(st.sampled_from(["\n", "\n", "\n", "\r\n", "\r"]))
+    newline = draw(_newlines)
     text = newline.join(lines) + draw(st.sampled_from([newline, ""]))
     if draw(st.integers(0, 4)) == 0:
         text = "\t".join(text.split("    "))  # tabs for indentation
@@ -274,19 +306,23 @@ def attention_sources(draw) -> str:
 
 
 MUTATIONS = ["delete", "insert-bracket", "truncate", "duplicate-line", "insert-char", "swap", "indent"]
+_mutations = st.sampled_from(MUTATIONS)
+_brackets = st.sampled_from(list("()[]{}:,=\\'\"#@*"))
+_characters = st.sampled_from(["\t", "\x0c", "\r", "\n", "\x00", "\u2028", "\xe9", "\U0001f600", "\\\n", "    ",
+                               "\ufeff"])
 
 
 @st.composite
 def mutated_sources(draw) -> str:
     text = draw(attention_sources())
     for _ in range(draw(st.integers(1, 3))):
-        mutation = draw(st.sampled_from(MUTATIONS))
+        mutation = draw(_mutations)
         at = draw(st.integers(0, max(0, len(text))))
         if mutation == "delete" and text:
             at = min(at, len(text) - 1)
             text = text[:at] + text[at + 1:]
         elif mutation == "insert-bracket":
-            text = text[:at] + draw(st.sampled_from(list("()[]{}:,=\\'\"#@*"))) + text[at:]
+            text = text[:at] + draw(_brackets) + text[at:]
         elif mutation == "truncate":
             text = text[:at]
         elif mutation == "duplicate-line":
@@ -295,8 +331,7 @@ def mutated_sources(draw) -> str:
             lines.insert(i, lines[i])
             text = "\n".join(lines)
         elif mutation == "insert-char":
-            text = text[:at] + draw(st.sampled_from(["\t", "\x0c", "\r", "\n", "\x00", "\u2028", "\xe9", "\U0001f600",
-                                                     "\\\n", "    ", "\ufeff"])) + text[at:]
+            text = text[:at] + draw(_characters) + text[at:]
         elif mutation == "swap" and len(text) > 1:
             at = min(at, len(text) - 2)
             text = text[:at] + text[at + 1] + text[at] + text[at + 2:]

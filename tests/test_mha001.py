@@ -139,20 +139,7 @@ def test_super_init_in_subclass(check, base_import, base, init, flagged):
     assert [(f.line, f.column) for f in found] == ([(4, 9)] if flagged else [])
 
 
-# ---- decoys ----------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("source", [
-    "class MultiheadAttention:\n    def __init__(self, d, h): ...\nattn = MultiheadAttention(64, 8)\n",
-    "import torch\nclass TransformerEncoderLayer(torch.nn.Module):\n    pass\nlayer = TransformerEncoderLayer(64, 8)\n",
-    "from .layers import MultiheadAttention\nattn = MultiheadAttention(64, 8)\n",
-    "from .layers import TransformerEncoderLayer\nlayer = TransformerEncoderLayer(64, 8)\n",
-    "from ..models import Transformer\nmodel = Transformer()\n",
-    "from . import nn\nattn = nn.MultiheadAttention(64, 8)\n",
-])
-def test_project_classes_of_the_same_name_are_not_torch(check, source):
-    assert check(source) == []
-
-
-# ---- positions and noqa ----------------------------------------------------------------------------------------
+# ---- positions and noqa (noqa itself, decoys and every spelling: test_every_rule.py) ------------------------
 def test_multi_line_call_is_reported_at_its_first_line_and_column(check):
     source = """\
         import torch.nn as nn
@@ -175,26 +162,6 @@ def test_multi_line_call_is_reported_at_its_first_line_and_column(check):
 ])
 def test_reported_position_is_the_call_start(check, source, position):
     assert [(f.line, f.column) for f in check(source)] == [position]
-
-
-@pytest.mark.parametrize(("comment", "suppressed"), [
-    ("# noqa", True),
-    ("# NOQA", True),
-    ("# noqa: MHA001", True),
-    ("# noqa:MHA001", True),
-    ("# noqa: MHA004, MHA001", True),
-    ("# noqa: MHA004", False),
-    ("# noqa: MHA0011", False),
-    ("# a comment, no directive", False),
-])
-def test_noqa(check, comment, suppressed):
-    found = check(f"import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)  {comment}\n")
-    assert len(found) == (0 if suppressed else 1)
-
-
-def test_noqa_must_be_on_the_reported_line(check):
-    source = "import torch.nn as nn\nattn = nn.MultiheadAttention(\n    64, 8)  # noqa: MHA001\n"
-    assert [f.line for f in check(source)] == [2]
 
 
 def test_noqa_inside_a_string_is_not_a_directive(check):

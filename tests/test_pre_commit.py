@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("pre_commit")
+pytestmark = pytest.mark.slow  # builds the hook's fresh virtual environment with pip
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD = textwrap.dedent("""\
