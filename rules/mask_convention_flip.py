@@ -16,7 +16,7 @@ _SILENTLY_INVERTED = """
     (`nn/functional.py:6465`), and its docstring says to invert the mask when migrating from MultiheadAttention.
     Nothing raises: the mask is silently inverted, so padding is attended and real tokens are ignored.
     torch 2.13 experiment: with the mask not inverted, the output was 1.87 off the correct one for a padding mask,
-    1.98 for a causal mask (docs/torch-facts.md#mask-convention).
+    1.97 for a causal mask (docs/torch-facts.md#mask-convention).
 """
 
 # Fields: `api` (the target, e.g. F.scaled_dot_product_attention); `parameter` and `mask` (the argument as written,
@@ -55,7 +55,7 @@ class MaskConventionFlip(Rule):
     The two APIs read a boolean mask in opposite directions (torch `nn/functional.py:6465` vs
     `nn/modules/activation.py:1287-1299`); SDPA's own docstring says to invert the mask when migrating from
     MultiheadAttention. Nothing raises: the mask is silently inverted, so padding is attended and real tokens are
-    ignored: in a torch 2.13 experiment the output was 1.87 off for a padding mask, 1.98 for a causal mask
+    ignored: in a torch 2.13 experiment the output was 1.87 off for a padding mask, 1.97 for a causal mask
     (docs/torch-facts.md#mask-convention). Float masks are additive in both APIs and need no inversion
     (docs/torch-facts.md#float-masks-are-additive); they are not flagged.
 

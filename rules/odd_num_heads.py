@@ -16,7 +16,7 @@ _WHY = """
     {api} takes torch's fused inference kernel only when the head count is even (torch 2.13 {source}); the
     condition is missing from the documented list of fast-path conditions and nothing warns, so the module
     silently runs the slow path (docs/torch-facts.md#odd-heads-fast-path). In a torch 2.13 experiment on CPU at
-    L=1024 with the default need_weights=True, 7 heads ran 1.12-1.18x slower than 8; with need_weights=False the
+    L=1024 with the default need_weights=True, 7 heads ran 1.23-1.25x slower than 8; with need_weights=False the
     slow path's SDPA kernel was faster, so whether it matters depends on how the module is called."""
 ODD_HEADS = Message(
     "{api} gets {heads}, an odd head count: torch silently skips its fused inference fast path",
@@ -62,7 +62,7 @@ class OddNumHeads(Rule):
     from the documented list of fast-path conditions, and nothing warns: the module silently runs the slow path.
     `TransformerEncoderLayer` skips its fused kernel for the same reason (`transformer.py:863-864`), and
     `TransformerEncoder` its nested-tensor path. In a torch 2.13 experiment on CPU at L=1024 with the default
-    `need_weights=True` (docs/torch-facts.md#odd-heads-fast-path), 7 heads ran 1.12-1.18x slower than 8; with
+    `need_weights=True` (docs/torch-facts.md#odd-heads-fast-path), 7 heads ran 1.23-1.25x slower than 8; with
     `need_weights=False` the slow path's SDPA kernel was faster, so whether it matters depends on how the module
     is called. Know which path you are on. Where the fast path
     is off anyway (`batch_first=False`, cross-attention, `kdim`/`vdim`, `bias=False`, `add_bias_kv`,

@@ -20,7 +20,7 @@ MASK_AND_CAUSAL = Message(
         F.scaled_dot_product_attention's docstring says "An error is thrown if both attn_mask and is_causal are set"
         (torch 2.13 `nn/functional.py:6471`), but what happens depends on the backend. torch 2.13 experiment on CPU:
         the default (flash) kernel was silent and applied the mask AND the causal pattern; with a boolean mask
-        hiding key 0 the output was 1.12 away from the mask-only result and 0.85 from the causal-only one, while
+        hiding key 0 the output was 2.92 away from the mask-only result and 1.93 from the causal-only one, while
         under `sdpa_kernel(SDPBackend.MATH)` the same call raised `RuntimeError: _scaled_dot_product_attention:
         Explicit attn_mask should not be set when is_causal=True`; CUDA was not tried
         (docs/torch-facts.md#sdpa-causal-and-mask). So the same line silently combines both on one backend and
@@ -41,7 +41,7 @@ class SdpaCausalAndMask(Rule):
     SDPA's docstring says "An error is thrown if both attn_mask and is_causal are set" (torch 2.13
     `nn/functional.py:6471`), but what happens depends on the backend. In a torch 2.13 experiment on CPU
     (docs/torch-facts.md#sdpa-causal-and-mask), the default flash kernel was silent and applied the mask AND the
-    causal pattern: with a boolean mask hiding key 0, the output was 1.12 away from the mask-only result and 0.85
+    causal pattern: with a boolean mask hiding key 0, the output was 2.92 away from the mask-only result and 1.93
     from the causal-only one (and equal to `mask & tril`). Under `sdpa_kernel(SDPBackend.MATH)` the same call
     raised `RuntimeError: _scaled_dot_product_attention: Explicit attn_mask should not be set when
     is_causal=True`. So the same line silently combines both on one backend and crashes on another (CUDA was not

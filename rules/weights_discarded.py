@@ -20,9 +20,9 @@ WEIGHTS_DISCARDED = Message(
     By default MultiheadAttention.forward also computes and returns the attention weights, averaged over heads. On
     the slow path (training, odd head counts, batch_first=False, float masks, cross-attention) that means an
     explicit bmm + softmax instead of the fused scaled_dot_product_attention kernel (torch 2.13
-    nn/functional.py:7023-7093). In a torch 2.13 experiment on CPU with one thread at L=1024, that was 1.83x slower
-    in eval with odd heads and 2.01x in a training forward; on the CPU inference fast path the cost was the same
-    either way (1.01-1.09x), and at L=128 within noise (docs/torch-facts.md#need-weights). need_weights=True also
+    nn/functional.py:7023-7093). In a torch 2.13 experiment on CPU with one thread at L=1024, that was 1.93-2.10x slower
+    in eval with odd heads and 1.89-2.12x in a training forward; on the CPU inference fast path the cost was the same
+    either way (1.02-1.11x), and at L=128 the eval slow path 1.10-1.12x (docs/torch-facts.md#need-weights). need_weights=True also
     gives NaN for a fully padded sample where need_weights=False stays finite
     (docs/torch-facts.md#fully-masked-rows). The output itself is the same, so nothing shows the wasted work.""")
 # How the headline says need_weights is True.
@@ -48,9 +48,9 @@ class WeightsDiscarded(Rule):
     On the slow path (training, odd head counts, `batch_first=False`, float masks, cross-attention) that means an
     explicit `bmm` + `softmax` instead of the fused `scaled_dot_product_attention` kernel (torch 2.13
     `nn/functional.py:7023-7093`). In a torch 2.13 experiment on CPU with one thread at L=1024
-    (docs/torch-facts.md#need-weights), that was 1.83x slower in eval with odd heads and 2.01x slower in a training
-    forward; on the CPU inference fast path the cost was the same either way (1.01-1.09x), and at L=128 the
-    difference was within noise. `need_weights=True` also gives NaN for a fully padded sample where
+    (docs/torch-facts.md#need-weights), that was 1.93-2.10x slower in eval with odd heads and 1.89-2.12x slower in a training
+    forward; on the CPU inference fast path the cost was the same either way (1.02-1.11x), and at L=128 the
+    eval slow path was still 1.10-1.12x slower. `need_weights=True` also gives NaN for a fully padded sample where
     `need_weights=False` stays finite (docs/torch-facts.md#fully-masked-rows). The output itself is the same, so
     nothing ever shows the wasted work; torch's own docstring calls it "a significant performance degradation".
 

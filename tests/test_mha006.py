@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from mhalint import torchapi
-from mhalint.cli import main
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity
+from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.fixes import apply_fixes
 from mhalint.rules.mask_repeat_layout import MaskRepeatLayout
 
@@ -144,7 +143,7 @@ def test_head_count_through_a_local_and_the_constructor(check):
                 return self.attn(x, x, x, attn_mask=m.repeat(h, 1, 1))[0]
         """)
     assert [f.line for f in found] == [11]
-    assert "`h` is the head count" in found[0].message
+    assert "`h` is the head count (by its name)" in found[0].evidence
 
 
 def test_one_head_is_never_flagged(check):
@@ -172,13 +171,17 @@ def test_severity_follows_what_the_construction_shows(check, mask, severity):
     found = check(source, min_severity="info")
     assert [(f.line, f.severity) for f in found] == [(6, severity)]
     if severity == Severity.WARNING:
-        assert "could not be told" in found[0].message
+        assert "tiles a mask that may differ per sample head-major" in found[0].message
+        assert any("could not be told" in e for e in found[0].evidence)
+        assert found[0].help.startswith("if the mask differs between samples, tile it batch-major")
+    else:
+        assert "tiles a per-sample mask head-major" in found[0].message
 
 
 def test_batch_size_through_a_local(check):
     found = check(site("m.repeat(num_heads, 1, 1)", mask="torch.zeros(size, 5, 5, dtype=torch.bool)").replace(
         "    m = torch.zeros", "    size = x.shape[0]\n    m = torch.zeros"))
-    assert found[0].severity == Severity.ERROR and "`size` = `x.shape[0]`" in found[0].message
+    assert found[0].severity == Severity.ERROR and any("`size` = `x.shape[0]`" in e for e in found[0].evidence)
 
 
 @pytest.mark.parametrize("mask", [
@@ -210,7 +213,7 @@ def test_per_sample_through_the_callers(check):
         """
     found = check(source)
     assert [(f.line, f.severity) for f in found] == [(9, Severity.ERROR)]
-    assert "from the call at line 13" in found[0].message
+    assert any("from the call at line 13" in e for e in found[0].evidence)
 
 
 # ---- following the tiled mask --------------------------------------------------------------------------------------
@@ -233,9 +236,14 @@ def test_the_lighthouse_shape(check):
                 return src2
         """)
     assert [(f.line, f.column, f.severity) for f in found] == [(12, 21, Severity.ERROR)]
-    message = found[0].message
-    assert "line 13" in message and "`self.nhead` is the head count" in message
-    assert "repeat_interleave(self.nhead, dim=0)" in message
+    finding = found[0]
+    assert "tiles a per-sample mask head-major, but nn.MultiheadAttention reads attn_mask (line 13) batch-major" in \
+        finding.message
+    assert finding.evidence[0] == "`self.nhead` is the head count (by its name)"
+    assert "it reaches nn.MultiheadAttention attn_mask at line 13" in finding.evidence
+    assert finding.help == ("tile it batch-major: `torch.matmul(qmask.float(), kmask.float()).bool()"
+                            ".repeat_interleave(self.nhead, dim=0)`")
+    assert "docs/torch-facts.md#mask-repeat-layout" in finding.explanation
 
 
 def test_through_self_attribute_and_a_helper_method(check):
@@ -256,7 +264,7 @@ def test_through_self_attribute_and_a_helper_method(check):
                 return self.attn(x, x, x, attn_mask=self.mask.to(x.device))[0]
         """)
     assert [(f.line, f.severity) for f in found] == [(10, Severity.ERROR)]
-    assert "returned by `build()`" in found[0].message
+    assert any("returned by `build()`" in e for e in found[0].evidence)
 
 
 def test_across_classes_through_a_module_list(check):
@@ -294,7 +302,9 @@ def test_across_classes_through_a_module_list(check):
                 return self.decoder(x, pos, attn_mask=attn_mask)
         """)
     assert [(f.line, f.severity) for f in found] == [(27, Severity.ERROR), (30, Severity.ERROR)]
-    assert "`Decoder.forward()`" in found[0].message and "`Layer.forward()`" in found[0].message
+    route = " ".join(found[0].evidence)
+    assert "`Decoder.forward()`" in route and "`Layer.forward()`" in route
+    assert "reads attn_mask (line 8)" in found[0].message  # where the mask finally reaches torch
 
 
 def test_a_mask_module_whose_forward_returns_the_tiled_mask(check):
@@ -320,7 +330,8 @@ def test_a_mask_module_whose_forward_returns_the_tiled_mask(check):
                 return self.encoder(x, self.prepare(keep))
         """)
     assert [(f.line, f.severity) for f in found] == [(10, Severity.ERROR)]
-    assert "returned by `forward()`" in found[0].message and "nn.TransformerEncoder mask" in found[0].message
+    assert any("returned by `forward()`" in e for e in found[0].evidence)
+    assert "nn.TransformerEncoder reads mask (line 19)" in found[0].message
 
 
 def test_a_factory_sized_by_len_of_the_batch(check):
@@ -340,7 +351,7 @@ def test_a_factory_sized_by_len_of_the_batch(check):
                 return self.attn(x, x, x, attn_mask=mask.bool().to(x.device))[0]
         """)
     assert [(f.line, f.severity) for f in found] == [(12, Severity.ERROR)]
-    assert "`len(groups)`" in found[0].message
+    assert any("`len(groups)`" in e for e in found[0].evidence)
 
 
 def test_an_untraceable_layer_is_matched_by_parameter_name_only_when_unique(check):
@@ -367,7 +378,7 @@ def test_an_untraceable_layer_is_matched_by_parameter_name_only_when_unique(chec
         """
     found = check(source)
     assert [f.line for f in found] == [16]
-    assert "the only class in this file" in found[0].message
+    assert any("the only class in this file" in e for e in found[0].evidence)
     twin = source.replace("class Decoder", "class Other(Layer):\n"
                                            "            def forward(self, y, attn_mask=None):\n"
                                            "                return self.self_attn(y, y, y, attn_mask=attn_mask)[0]\n"
@@ -384,6 +395,36 @@ def test_a_rebinding_before_the_call_hides_the_repeat_but_a_sibling_branch_does_
         "    if x.size(0) > 1:\n        m = m.repeat(num_heads, 1, 1)\n    else:\n"
         "        m = m.repeat_interleave(num_heads, 0)\n")
     assert [f.line for f in check(branch)] == [7]
+
+
+# ---- headline, help and explanation --------------------------------------------------------------------------------
+@pytest.mark.parametrize("example", MaskRepeatLayout.invalid, ids=lambda e: e.code.splitlines()[-1].strip()[:40])
+def test_each_invalid_example_has_a_short_headline_with_the_tiling_and_the_destination(check, example):
+    found = check(example.code, min_severity="info")
+    assert found and found[0].severity == example.severity
+    finding = found[0]
+    arguments = dict(finding.arguments)
+    assert len(finding.message) <= HEADLINE_LIMIT, finding.message
+    assert finding.message.startswith("`") and "head-major" in finding.message
+    assert f"reads {arguments['parameter']} (line " in finding.message
+    assert ("per-sample mask" in finding.message) == arguments["per_sample"]
+    assert "Evidence:" not in finding.message and "Fix:" not in finding.message and "measured" not in finding.message
+    assert "repeat_interleave(" in finding.help
+    explanation = " ".join(finding.explanation.split())
+    assert "docs/torch-facts.md#mask-repeat-layout" in explanation and "torch 2.13 experiment" in explanation
+    assert "1.517e-01 off the per-sample result" in explanation
+
+
+def test_a_long_tiling_is_shortened_in_the_headline_only(check):
+    tiling = "(" + " | ".join(["m"] * 20) + ").repeat(num_heads, 1, 1)"
+    found = check(site(tiling))
+    message = found[0].message
+    assert len(message) <= HEADLINE_LIMIT
+    assert message.startswith("`(m | m | m") and message.endswith(
+        "...` tiles a per-sample mask head-major, but nn.MultiheadAttention reads attn_mask (line 7) batch-major")
+    assert found[0].help.startswith("tile it batch-major: `(m | m")  # the fix carries the whole replacement
+    after, applied = apply_fixes(site(tiling), found, unsafe=True)
+    assert applied == 1 and after.splitlines()[5].endswith(").repeat_interleave(num_heads, dim=0)")
 
 
 # ---- decoys --------------------------------------------------------------------------------------------------------
@@ -428,13 +469,30 @@ def test_a_multihead_attention_copied_into_another_module_is_a_warning(check):
                 return self.attn(x, x, x, attn_mask=m.repeat(self.nhead, 1, 1))[0]
         """, min_severity="info")
     assert [(f.line, f.severity) for f in found] == [(11, Severity.WARNING)]
-    assert "project.attention.MultiheadAttention" in found[0].message and "taken to keep torch" in found[0].message
+    assert "is assumed to read attn_mask (line 11) batch-major like torch" in found[0].message
+    assert found[0].message.startswith("`m.repeat(self.nhead, 1, 1)` tiles a per-sample mask head-major; "
+                                       "project.attention.Multihead")
+    assert len(found[0].message) <= HEADLINE_LIMIT
+    assert found[0].help.startswith("if project.attention.MultiheadAttention keeps torch's layout, tile it")
+    assert any("taken to keep torch's (N*num_heads, L, S) layout" in e for e in found[0].evidence)
 
 
-def test_noqa(check):
-    source = site("m.repeat(num_heads, 1, 1)  # noqa: MHA006")
-    assert check(source) == []
-    assert check(site("m.repeat(num_heads, 1, 1)  # noqa: MHA001")) != []
+def test_a_copied_multihead_attention_with_a_mask_of_unknown_content(check):
+    found = check("""\
+        from torch import nn
+        from project.attention import MultiheadAttention
+        attn = MultiheadAttention(16, 4)
+        def f(x, mask, num_heads=4):
+            return attn(x, x, x, attn_mask=mask.repeat(num_heads, 1, 1))[0]
+        """, min_severity="info")
+    assert [(f.line, f.severity) for f in found] == [(5, Severity.WARNING)]
+    message = found[0].message
+    assert len(message) <= HEADLINE_LIMIT  # the class's long name is shortened, never the fixed words
+    assert message.startswith("`mask.repeat(num_heads, 1, 1)` tiles a mask that may differ per sample head-major; "
+                              "project.")
+    assert message.endswith(" is assumed to read attn_mask (line 5) batch-major like torch")
+    assert found[0].help == ("if the mask differs between samples and project.attention.MultiheadAttention keeps "
+                             "torch's layout, tile it batch-major: `mask.repeat_interleave(num_heads, dim=0)`")
 
 
 # ---- the fix ---------------------------------------------------------------------------------------------------------
@@ -485,12 +543,24 @@ def test_probe_confirms_a_bad_site(torch, form):
     status, evidence = MaskRepeatLayout.probe({"api": torchapi.MHA, "parameter": "attn_mask", "form": form,
                                                "num_heads": 8, "per_sample": True}, torch)
     assert status == CONFIRMED, evidence
-    assert "repeat_interleave(h, 0) by 0.0e+00" in evidence and "num_heads=8" in evidence
+    assert "num_heads=8" in evidence
+    # the fixed tiling matches the per-sample loop up to float noise (which depends on threads and kernels)
+    assert float(re.search(r"repeat_interleave\(h, 0\) by ([0-9.]+e[+-][0-9]+)", evidence).group(1)) < 1e-5
+    assert float(re.search(r"per-sample result by ([0-9.]+e[+-][0-9]+)", evidence).group(1)) > 1e-2
 
 
-def test_probe_on_a_warning_site_says_a_per_sample_mask_stood_in(torch):
+def test_probe_on_a_warning_site_says_it_assumed_a_per_sample_mask(torch):
     status, evidence = MaskRepeatLayout.probe({"api": torchapi.MHA, "form": "repeat", "per_sample": False}, torch)
-    assert status == CONFIRMED and "stood in" in evidence
+    assert status == REPRODUCED, evidence
+    assert evidence.startswith("reproduced with assumed per-sample mask (the site's mask was not shown to differ "
+                               "between samples): repeat(h, 1, 1) differs from the per-sample result by ")
+    wrong = float(evidence.split("differs from the per-sample result by ")[1].split(";")[0])
+    assert wrong > 1e-4
+
+
+def test_probe_of_a_per_sample_site_is_confirmed_without_assuming_anything(torch):
+    status, evidence = MaskRepeatLayout.probe({"api": torchapi.MHA, "form": "repeat", "per_sample": True}, torch)
+    assert status == CONFIRMED and not evidence.startswith("reproduced"), evidence
 
 
 def test_probe_does_not_confirm_a_fixed_site(torch):
@@ -499,6 +569,6 @@ def test_probe_does_not_confirm_a_fixed_site(torch):
     assert status == NOT_CONFIRMED, evidence
 
 
-def test_probe_runs_through_the_cli_on_the_example(torch):
-    result = CliRunner().invoke(main, ["check", "--probe", str(EXAMPLES / "mha006_mask_repeat_bad.py")])
+def test_probe_runs_through_the_cli_on_the_example(torch, probed_examples):
+    result = probed_examples.of("mha006_mask_repeat_bad.py")  # `check --probe` over the examples, once
     assert "probe confirmed" in result.output and "repeat(h, 1, 1) differs" in result.output, result.output

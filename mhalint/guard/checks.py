@@ -187,7 +187,7 @@ def _flip_message(call: CallInfo, name: str, mask, upper: bool) -> str | None:
             "pass ~mask, or drop the mask and pass is_causal=True.",
             "In nn.MultiheadAttention's convention True means 'ignore', but SDPA reads True as 'attend': every query "
             "attends only to later keys, and the last query to none (its output row comes out as zeros). torch 2.13 "
-            "experiment: the output was 1.98 from the causal result (docs/torch-facts.md#mask-convention).")
+            "experiment: the output was 1.97 from the causal result (docs/torch-facts.md#mask-convention).")
     return _message(
         f"{call.api} got a bool {name} {_shape(mask)} True on and below the diagonal: a True = attend causal mask, "
         "but it reads True as ignore",
@@ -195,7 +195,7 @@ def _flip_message(call: CallInfo, name: str, mask, upper: bool) -> str | None:
         f"In F.scaled_dot_product_attention's convention True means 'attend', but {call.api} reads True as "
         "'ignore': every position attends only to later positions and the last one to none, which is NaN on the "
         "inference fast path and with need_weights=True (docs/torch-facts.md#fully-masked-rows). torch 2.13 "
-        "experiment: the same mix-up in the other direction was 1.98 from the causal result "
+        "experiment: the same mix-up in the other direction was 1.97 from the causal result "
         "(docs/torch-facts.md#mask-convention).")
 
 
