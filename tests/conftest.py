@@ -36,6 +36,12 @@ def lint_fixture():
     return lint
 
 
+@pytest.fixture(name="torch", scope="session")
+def torch_fixture():
+    """torch for the tests that run experiments; they are skipped where it is not installed."""
+    return pytest.importorskip("torch")
+
+
 # ---- the bad examples through `check --probe`, once -------------------------------------------------------------
 ROOT = Path(__file__).resolve().parents[1]
 BAD_EXAMPLES = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "examples").glob("*_bad.py"))

@@ -265,11 +265,6 @@ def test_a_long_layout_expression_is_shortened_but_keeps_its_line(lint):
 
 
 # ---- probe: confirmed with the site's layout, reproduced with an assumed one ---------------------------------------
-@pytest.fixture(name="torch", scope="module")
-def torch_fixture():
-    return pytest.importorskip("torch")
-
-
 def probe(arguments: dict, torch) -> tuple[str, str]:
     torch.manual_seed(0)  # as the probe worker does before every site
     return RULE.probe(dict(arguments), torch)

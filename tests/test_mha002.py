@@ -465,11 +465,6 @@ def test_a_long_mask_expression_is_shortened_in_the_headline_but_not_in_the_fix(
 
 
 # ---- probe: confirmed from the site's construction, reproduced with an assumed convention --------------------------
-@pytest.fixture(name="torch", scope="module")
-def torch_fixture():
-    return pytest.importorskip("torch")
-
-
 def probe(arguments: dict, torch) -> tuple[str, str]:
     torch.manual_seed(0)  # as the probe worker does before every site
     return RULE.probe(dict(arguments), torch)

@@ -400,11 +400,6 @@ def test_a_named_none_mask_is_quoted_with_its_value(check):
 
 
 # ---- probe: confirmed with the site's flags and module, reproduced with an assumed fast path ----------------------
-@pytest.fixture(name="torch", scope="module")
-def torch_fixture():
-    return pytest.importorskip("torch")
-
-
 def probe(arguments: dict, torch) -> tuple[str, str]:
     torch.manual_seed(0)  # as the probe worker does before every site
     return RULE.probe(dict(arguments), torch)

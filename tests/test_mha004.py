@@ -234,11 +234,6 @@ def test_nearest_even_shape_minimises_the_size_change_then_the_head_change(embed
 
 
 # ---- the probe -------------------------------------------------------------------------------------------------
-@pytest.fixture(name="torch", scope="module")
-def torch_fixture():
-    return pytest.importorskip("torch")
-
-
 def probe_of(check, source, torch):
     (finding,) = check(source, min_severity="info")
     torch.manual_seed(0)

@@ -266,11 +266,6 @@ def test_arguments_carry_the_sizes_the_probe_needs(check):
 
 
 # ---- the probe -------------------------------------------------------------------------------------------------
-@pytest.fixture(name="torch", scope="module")
-def torch_fixture():
-    return pytest.importorskip("torch")
-
-
 @pytest.mark.parametrize(("arguments", "text"), [
     ({"api": torchapi.MHA, "embed_dim": 300, "num_heads": 8},
      "nn.MultiheadAttention(embed_dim=300, num_heads=8) raised AssertionError: embed_dim must be divisible by "

@@ -533,11 +533,6 @@ def test_arguments_carry_what_the_probe_needs(check):
 
 
 # ---- the probe -------------------------------------------------------------------------------------------------------
-@pytest.fixture(name="torch", scope="module")
-def torch_fixture():
-    return pytest.importorskip("torch")
-
-
 @pytest.mark.parametrize("form", ["repeat", "expand"])
 def test_probe_confirms_a_bad_site(torch, form):
     status, evidence = MaskRepeatLayout.probe({"api": torchapi.MHA, "parameter": "attn_mask", "form": form,

@@ -269,11 +269,6 @@ def test_arguments_carry_what_the_probe_needs(check):
 
 
 # ---- the probe -------------------------------------------------------------------------------------------------
-@pytest.fixture(name="torch", scope="module")
-def torch_fixture():
-    return pytest.importorskip("torch")
-
-
 @pytest.mark.parametrize("kind", ["bool", "additive", None])
 def test_probe_confirms_a_bad_site(torch, kind):
     status, evidence = SdpaCausalAndMask.probe({"api": torchapi.SDPA, "attn_mask": True, "is_causal": True,

@@ -269,11 +269,6 @@ def test_every_user_visible_text_is_named():
 
 
 # ---- the probe -------------------------------------------------------------------------------------------------------
-@pytest.fixture(name="torch", scope="module")
-def torch_fixture():
-    return pytest.importorskip("torch")
-
-
 @pytest.mark.parametrize("kind", ["bool", "additive", None])
 def test_probe_confirms_a_bad_site(torch, kind):
     status, evidence = PositionalPaddingMask.probe({"api": torchapi.MHA, "mask_kind": kind,

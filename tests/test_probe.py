@@ -38,11 +38,6 @@ PROBE_LINE = re.compile(r"^    probe (?P<status>confirmed|reproduced|not confirm
 INSTALL_ERROR = "mhalint: error: the probe needs torch, which is not installed: pip install 'torch==2.13.0'"
 
 
-@pytest.fixture(name="torch", scope="module")
-def torch_fixture():
-    return pytest.importorskip("torch")
-
-
 def number(pattern: str, text: str) -> float:
     """The number that `pattern` (with one NUMBER group) captures in `text`."""
     match = re.search(pattern, text)
