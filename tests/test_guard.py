@@ -507,20 +507,28 @@ def test_warning_and_error_carry_code_site_and_message_and_pickle():
     assert set(CODES) == {"MHA002", "MHA003", "MHA006", "MHA008", "MHA101", "MHA102", "MHA103"}
 
 
+def _pitfall_setting(torch):
+    """What both message tests give the guard: a batch-first MultiheadAttention (E=16, 4 heads) on (3, 5, 16) data,
+    a padding mask with lengths 5, 3, 2 tiled head-major as `.repeat(4, 1, 1)` builds it, and a (2, 4, 6, 8) query
+    for SDPA."""
+    torch.manual_seed(0)
+    heads, n, length = 4, 3, 5
+    mha = torch.nn.MultiheadAttention(16, heads, batch_first=True)
+    x = torch.randn(n, length, 16)
+    padding = torch.arange(length)[None, :] >= torch.tensor([5, 3, 2])[:, None]
+    tiled = padding[:, None, :].expand(n, length, length).repeat(heads, 1, 1)  # noqa: MHA006
+    return mha, x, tiled, torch.randn(2, 4, 6, 8)
+
+
 def test_messages_name_the_evidence_and_the_fix():
     torch = _torch()
     import mhalint
 
-    nn, F = torch.nn, torch.nn.functional
-    torch.manual_seed(0)
-    heads, n, length = 4, 3, 5
-    mha = nn.MultiheadAttention(16, heads, batch_first=True)
-    x = torch.randn(n, length, 16)
-    padding = torch.arange(length)[None, :] >= torch.tensor([5, 3, 2])[:, None]
-    q = torch.randn(2, 4, 6, 8)
+    F = torch.nn.functional
+    mha, x, tiled, q = _pitfall_setting(torch)
     with warnings.catch_warnings(), mhalint.guard() as guard:
         warnings.simplefilter("ignore")
-        mha(x, x, x, attn_mask=padding[:, None, :].expand(n, length, length).repeat(heads, 1, 1))  # noqa: MHA006
+        mha(x, x, x, attn_mask=tiled)
         F.scaled_dot_product_attention(q, q, q, attn_mask=torch.tril(torch.ones(6, 6)))
         mha.eval()
         with torch.no_grad():
@@ -568,12 +576,7 @@ def test_every_report_is_a_short_headline_then_the_fix_then_the_why():
     from mhalint.finding import HEADLINE_LIMIT
 
     nn, F = torch.nn, torch.nn.functional
-    torch.manual_seed(0)
-    heads, n, length = 4, 3, 5
-    mha = nn.MultiheadAttention(16, heads, batch_first=True)
-    x = torch.randn(n, length, 16)
-    padding = torch.arange(length)[None, :] >= torch.tensor([5, 3, 2])[:, None]
-    q = torch.randn(2, 4, 6, 8)
+    mha, x, tiled, q = _pitfall_setting(torch)
     q4 = torch.randn(4, 2, 4, 8)
     keep = torch.arange(4)[None, :] < torch.tensor([4, 2, 1, 3])[:, None]
     fully_padded = torch.zeros(3, 5, dtype=torch.bool)
@@ -582,7 +585,7 @@ def test_every_report_is_a_short_headline_then_the_fix_then_the_why():
     nan_input[3, 1, 0] = float("nan")
     with warnings.catch_warnings(), mhalint.guard() as guard:
         warnings.simplefilter("ignore")
-        mha(x, x, x, attn_mask=padding[:, None, :].expand(n, length, length).repeat(heads, 1, 1))  # noqa: MHA006
+        mha(x, x, x, attn_mask=tiled)
         F.scaled_dot_product_attention(q, q, q, attn_mask=torch.tril(torch.ones(6, 6)))
         F.scaled_dot_product_attention(q, q, q, attn_mask=torch.triu(torch.ones(6, 6, dtype=torch.bool), 1))
         F.scaled_dot_product_attention(q4, q4, q4, attn_mask=keep)
