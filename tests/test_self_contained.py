@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from repository import repository_files
 
 ROOT = Path(__file__).resolve().parents[1]
 # The parent's shared folder anywhere, or a path into one of its folders (case-sensitive, as paths are). Spelled in
@@ -18,18 +18,9 @@ FOLDERS = ("docs", "corpus", "schemas", "torch-experiments", "seed")
 OUTSIDE = re.compile(rf"\.\./{SHARED}|{SHARED}/(?:{'|'.join(map(re.escape, FOLDERS))})")
 
 
-def _files() -> list[str]:
-    """Every file git tracks, and every untracked file it does not ignore."""
-    if shutil.which("git") is None or not (ROOT / ".git").exists():
-        pytest.skip("not a git checkout")
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, check=True).stdout.decode("utf-8", "surrogateescape")
-    return sorted({name for name in listed.split("\0") if name and (ROOT / name).is_file()})
-
-
 def test_no_file_points_outside_the_repository():
     offenders = []
-    for name in _files():
+    for name in repository_files():
         data = (ROOT / name).read_bytes()
         if b"\0" in data:  # binary
             continue

@@ -4,12 +4,13 @@ print the values its tables give (within the precision written there; the scheme
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from repository import repository_files
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTS = ROOT / "docs" / "torch-facts.md"
@@ -53,15 +54,6 @@ def _rows() -> dict[str, tuple[str, str]]:
     return rows
 
 
-def _repository_files() -> list[str]:
-    """Every file git tracks, and every untracked file it does not ignore."""
-    if shutil.which("git") is None or not (ROOT / ".git").exists():
-        pytest.skip("not a git checkout")
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, check=True).stdout.decode("utf-8", "surrogateescape")
-    return sorted({name for name in listed.split("\0") if name and (ROOT / name).is_file()})
-
-
 # ---------------------------------------------------------------------------------------------------- anchors
 
 def test_the_doc_defines_every_required_section_once():
@@ -77,7 +69,7 @@ def test_the_doc_defines_every_required_section_once():
 def test_every_cited_anchor_exists():
     defined = set(_anchors())
     missing = []
-    for name in _repository_files():
+    for name in repository_files():
         data = (ROOT / name).read_bytes()
         if b"\0" in data:  # binary
             continue
