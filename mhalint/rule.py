@@ -71,7 +71,7 @@ _SHORTEST_FIELD = 16  # a quoted expression cut shorter than this no longer says
 
 def fit(template: str, fields: Mapping[str, object], limit: int) -> str:
     """`template` filled from `fields`, at most `limit` characters: the longest text fields are shortened first."""
-    fields = {name: value for name, value in fields.items()}
+    fields = dict(fields)
     text = template.format_map(fields)
     while len(text) > limit:
         used = [name for name, value in fields.items()
