@@ -3,6 +3,8 @@ print the values its tables give (within the precision written there; the scheme
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import sys
@@ -156,15 +158,40 @@ def test_the_value_scheme(spec, printed, expected):
     assert matches(spec, printed) is expected
 
 
+@pytest.fixture(name="run_experiment", scope="session")
+def run_experiment_fixture(torch):
+    """`run_experiment(script)` -> {returncode, stdout, stderr}, as `python docs/experiments/SCRIPT` gives them;
+    through tests/experiment_server.py where os.fork exists, so that this worker imports torch once."""
+    if not hasattr(os, "fork"):
+        def run(script: str) -> dict:
+            done = subprocess.run([sys.executable, str(EXPERIMENTS / script)], cwd=ROOT, capture_output=True,
+                                  text=True, timeout=600)
+            return {"returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+        yield run
+        return
+    server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("experiment_server.py")),
+                               str(EXPERIMENTS)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def run(script: str) -> dict:
+        server.stdin.write(script + "\n")
+        server.stdin.flush()
+        answer = server.stdout.readline()
+        assert answer, f"tests/experiment_server.py stopped (exit code {server.poll()})"
+        return json.loads(answer)
+    try:
+        yield run
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("script", _scripts())
-def test_the_experiment_prints_what_the_doc_says(script):
-    pytest.importorskip("torch")
-    result = subprocess.run([sys.executable, str(EXPERIMENTS / script)], cwd=ROOT, capture_output=True, text=True,
-                            timeout=600)
-    assert result.returncode == 0, f"{script} failed:\n{result.stderr[-3000:]}"
+def test_the_experiment_prints_what_the_doc_says(script, run_experiment):
+    result = run_experiment(script)
+    assert result["returncode"] == 0, f"{script} failed:\n{result['stderr'][-3000:]}"
     printed = {}
-    for line in result.stdout.splitlines():
+    for line in result["stdout"].splitlines():
         found = FACT_LINE.match(line)
         if found:
             printed[f"{found[1]} {found[2]}"] = found[3].strip()
