@@ -6,10 +6,12 @@ valid Python after all, the right finding at the right line and column), `good.p
 the exit code is right (1 for findings, MHA900/MHA901 included; 2 only for usage or internal errors), and no
 traceback is printed.
 
-Most tests run `python -m mhalint check` in a subprocess, as pre-commit and CI do; the ones that must simulate an
-operating-system failure (permission denied as root, a file deleted mid-run) run in-process through click's
-CliRunner with a monkeypatch. Where the outcome depends on the Python version (what CPython's parser refuses), the
-expected report is derived from CPython's own `ast.parse`, which is exactly what mhalint promises to follow.
+Each input is checked in this process through click's CliRunner (so that a test can simulate an operating-system
+failure, permission denied as root or a file deleted mid-run, with a monkeypatch), and all of them together once
+more by `python -m mhalint check` in subprocesses, as pre-commit and CI run it: serial, parallel and cached. The
+inputs that test the process itself (nesting deep enough to overflow a stack, files big enough to need a time
+limit) always run in a subprocess. Where the outcome depends on the Python version (what CPython's parser
+refuses), the expected report is derived from CPython's own `ast.parse`, which is exactly what mhalint promises to follow.
 """
 
 from __future__ import annotations
@@ -90,15 +92,15 @@ def _parse(returncode: int, stdout: str, stderr: str) -> Run:
     return Run(returncode, stdout, stderr, rows, files)
 
 
-def mhalint(cwd: Path, *args: str, timeout: float = 120) -> Run:
+def mhalint_process(cwd: Path, *args: str, timeout: float = 120) -> Run:
     """`python -m mhalint check --output-format concise ARGS` in `cwd` (default path: `.`)."""
     completed = subprocess.run([sys.executable, "-m", "mhalint", "check", "--output-format", "concise", *args],
                                cwd=cwd, capture_output=True, text=True, timeout=timeout)
     return _parse(completed.returncode, completed.stdout, completed.stderr)
 
 
-def mhalint_in_process(cwd: Path, *args: str) -> Run:
-    """The same through click's CliRunner, so monkeypatches apply."""
+def mhalint(cwd: Path, *args: str) -> Run:
+    """The same in this process, through click's CliRunner (so monkeypatches apply)."""
     old = os.getcwd()
     os.chdir(cwd)
     try:
@@ -347,7 +349,7 @@ def test_fifty_thousand_lines_finish_and_report_the_last_line(tmp_path: Path):
     assert source.count("\n") == 50_000
     tree_with(tmp_path, **{"long.py": source.encode()})
     started = time.monotonic()
-    run = mhalint(tmp_path, timeout=90)
+    run = mhalint_process(tmp_path, timeout=90)
     elapsed = time.monotonic() - started
     assert_sound(run)
     assert run.only("long.py").key == ("long.py", None, 50_000, 8, "MHA001")
@@ -383,7 +385,7 @@ def test_deep_nesting_is_refused_as_cpython_refuses_it_or_checked(tmp_path: Path
     """What CPython's parser refuses (its limits differ between versions) is MHA900 with CPython's reason; what
     it accepts is checked all the way down on the engine's large-stack thread, or, for the extreme chains only,
     refused as nested too deeply to analyse."""
-    run = mhalint(tree_with(tmp_path, **{"deep.py": source.encode()}))
+    run = mhalint_process(tree_with(tmp_path, **{"deep.py": source.encode()}))
     assert_sound(run)
     if cpython_verdict(source) is not None:
         assert_reported_as_cpython_refuses(run, "deep.py", source)
@@ -411,7 +413,7 @@ CHAINS = {
 @pytest.mark.parametrize("source", CHAINS.values(), ids=CHAINS.keys())
 def test_long_operator_chains_do_not_stall_the_run(tmp_path: Path, source: str):
     """A hang check: refused as CPython refuses them, or checked, within a generous bound."""
-    run = mhalint(tree_with(tmp_path, **{"chain.py": source.encode()}), timeout=30)
+    run = mhalint_process(tree_with(tmp_path, **{"chain.py": source.encode()}), timeout=30)
     assert_sound(run)
     if cpython_verdict(source) is not None:
         assert_reported_as_cpython_refuses(run, "chain.py", source)
@@ -475,7 +477,7 @@ def test_unreadable_file_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         return open(file, *args, **kwargs)
 
     monkeypatch.setattr(engine, "open", fake_open, raising=False)  # the engine's own reads only
-    run = mhalint_in_process(tmp_path)
+    run = mhalint(tmp_path)
     assert_sound(run)
     row = run.only("secret.py")
     assert (row.line, row.column, row.code) == (1, 1, "MHA901")
@@ -493,7 +495,7 @@ def test_unreadable_directory_in_process(tmp_path: Path, monkeypatch: pytest.Mon
         return real_scandir(path) if path is not None else real_scandir()
 
     monkeypatch.setattr(os, "scandir", scandir)
-    run = mhalint_in_process(tmp_path)
+    run = mhalint(tmp_path)
     assert_sound(run)
     row = run.only("locked")
     assert (row.line, row.column, row.code) == (1, 1, "MHA901")
@@ -564,7 +566,7 @@ def test_file_that_vanishes_between_discovery_and_reading_is_mha901(tmp_path: Pa
         return found
 
     monkeypatch.setattr(engine, "discover", discover_then_change)
-    run = mhalint_in_process(tmp_path)
+    run = mhalint(tmp_path)
     assert_sound(run)
     row = run.only(name)
     assert (row.line, row.column, row.code) == (1, 1, "MHA901")
@@ -651,15 +653,17 @@ def test_every_bad_input_together_gives_the_same_report_serial_parallel_and_cach
     files.update({f"declared_{i}.py": raw for i, (raw, _, _) in enumerate(DECLARED.values())})
     files.update({f"binary_{i}.py": raw for i, (raw, _, _) in enumerate(BINARY.values())})
     files.update({f"nb_{i}.ipynb": raw for i, (raw, _) in enumerate(BAD_NOTEBOOKS.values())})
+    files.update({f"hostile_{i}.ipynb": raw for i, raw in enumerate(HOSTILE_NOTEBOOKS.values())})
     files.update({"deep_lists.py": DEEP["150-nested-lists-around-the-call"][0].encode(),
                   "deep_parens.py": DEEP["5000-nested-parentheses"][0].encode(),
                   "tabs.py": TABS.encode(), "empty.py": b"", "bom.py": BOM + GOOD,
                   "cr.py": NEWLINE_SOURCE.replace("\n", "\r").encode()})
     tree_with(tmp_path, **files)
-    serial = mhalint(tmp_path, "--no-cache", "--jobs", "1")
+    serial = mhalint_process(tmp_path, "--no-cache", "--jobs", "1")
     assert_sound(serial)
     expected_paths = {name for name in files} | {"good.py"}
     assert {row.path for row in serial.rows} == expected_paths - {"empty.py"}
     assert serial.files_checked == len(files) + 1
-    for other in (mhalint(tmp_path, "--no-cache", "--jobs", "2"), mhalint(tmp_path), mhalint(tmp_path)):
+    for other in (mhalint_process(tmp_path, "--no-cache", "--jobs", "2"), mhalint_process(tmp_path),
+                  mhalint_process(tmp_path)):
         assert (other.returncode, other.stdout, other.stderr) == (serial.returncode, serial.stdout, serial.stderr)
