@@ -29,10 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
+from invoke import invoke
 from mhalint import engine
-from mhalint.cli import main
 from mhalint.source import decode
 
 GOOD = b"import torch.nn as nn\n\nattn = nn.MultiheadAttention(64, 8)\n"
@@ -101,12 +100,7 @@ def mhalint_process(cwd: Path, *args: str, timeout: float = 120) -> Run:
 
 def mhalint(cwd: Path, *args: str) -> Run:
     """The same in this process, through click's CliRunner (so monkeypatches apply)."""
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        result = CliRunner().invoke(main, ["check", "--output-format", "concise", *args])
-    finally:
-        os.chdir(old)
+    result = invoke("check", "--output-format", "concise", *args, cwd=cwd)
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
     return _parse(result.exit_code, result.stdout, result.stderr)
 

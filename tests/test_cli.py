@@ -9,9 +9,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from mhalint.cli import main
+from invoke import invoke
 from mhalint.rule import load_rules
 
 BAD = "import torch.nn as nn\n\nattn = nn.MultiheadAttention(64, 8)\n"
@@ -19,15 +18,7 @@ GOOD = "import torch.nn as nn\n\nattn = nn.MultiheadAttention(64, 8, batch_first
 
 
 def run(*args: str, cwd: Path | None = None):
-    runner = CliRunner()
-    if cwd is None:
-        return runner.invoke(main, list(args))
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        return runner.invoke(main, list(args))
-    finally:
-        os.chdir(old)
+    return invoke(*args, cwd=cwd)
 
 
 @pytest.fixture
