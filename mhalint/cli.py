@@ -201,7 +201,7 @@ def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: boo
     from mhalint.report import concise
     from mhalint.source import decode
 
-    raw = click.get_binary_stream("stdin").read()
+    raw = sys.stdin.buffer.read()  # bytes: the file's own encoding decides, as for a file on disk
     findings = shown(checker.check_source(raw, filename))
     if fix or diff:
         try:
@@ -214,7 +214,9 @@ def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: boo
             click.echo("".join(difflib.unified_diff(text.splitlines(True), fixed.splitlines(True), filename,
                                                     filename)), nl=False)
             sys.exit(EXIT_FINDINGS if applied else EXIT_CLEAN)
-        click.get_binary_stream("stdout").write(fixed.encode(encoding))
+        sys.stdout.flush()
+        sys.stdout.buffer.write(fixed.encode(encoding))
+        sys.stdout.buffer.flush()
         findings = shown(checker.check_source(fixed.encode(encoding), filename))
         if findings:
             click.echo(concise.render(findings), err=True)

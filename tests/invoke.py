@@ -7,6 +7,7 @@ command does, not about the process it runs in, calls this instead and runs in m
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -15,9 +16,14 @@ from mhalint.cli import main
 
 
 def invoke(*args: str, cwd: Path | None = None, input: str | None = None, env: dict | None = None) -> Result:
-    """The result of `mhalint ARGS` run in `cwd` (default: the current directory), stdout and stderr apart."""
+    """The result of `mhalint ARGS` run in `cwd` (default: the current directory), stdout and stderr apart. An
+    exception that escapes the command is raised here: CliRunner would turn it into exit code 1, which reads as
+    "findings" to a test."""
     with _working_directory(cwd):
-        return CliRunner().invoke(main, list(args), input=input, env=env)
+        result = CliRunner().invoke(main, list(args), input=input, env=env)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result
 
 
 @contextlib.contextmanager

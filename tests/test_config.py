@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from invoke import invoke
 
 BAD = "import torch.nn as nn\nattn = nn.MultiheadAttention(60, 5)\n"  # MHA001 warning, MHA004 info
 
 
 def mhalint(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mhalint", *args], cwd=cwd, input=stdin, capture_output=True,
-                          text=True)
+    """`mhalint ARGS` in `cwd`, in this process (tests/invoke.py); the outcome as a subprocess would give it."""
+    result = invoke(*args, cwd=cwd, input=stdin)
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 def codes(output: str) -> list[tuple[str, str]]:
