@@ -15,13 +15,12 @@ import gc
 import multiprocessing
 import os
 import sys
-import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from mhalint import noqa
+from mhalint import deep_stack, noqa
 from mhalint.cache import Cache
 from mhalint.context import ModuleContext
 from mhalint.discovery import discover
@@ -108,6 +107,7 @@ class Checker:
         jobs = jobs or os.cpu_count() or 1
         if jobs < 2 or len(files) < _PARALLEL_FROM or "fork" not in multiprocessing.get_all_start_methods():
             return [self._check_one(path, raw) for path, raw, _ in files]
+        deep_stack.stop()  # no thread of ours may be running when the workers are forked
         global _FORKED_CHECKER
         _FORKED_CHECKER = self  # inherited by the forked workers, so rules need not be pickled
         context = multiprocessing.get_context("fork")
@@ -154,7 +154,7 @@ class Checker:
 
     def _check_matched(self, source: bytes, path: str, result: Result) -> list[Finding]:
         with _collector_paused():
-            return _on_deep_stack(self._check, source, path, result)
+            return deep_stack.run(self._check, source, path, result)
 
     def _check(self, source: bytes, path: str, result: Result) -> list[Finding]:
         try:
@@ -167,7 +167,9 @@ class Checker:
         if self.skip_passed_values and self.prefilter.only_passed_as_values(text.encode("utf-8", "surrogatepass"),
                                                                              syntax):
             return []  # e.g. torch's 27,820-line OpInfo table, which passes sdpa to a wrapper: 0.8 GB with libcst
-        from mhalint.positions import first_lines  # imports libcst, which is needed from here on anyway
+        from mhalint.positions import (
+            first_lines,  # imports libcst, which is needed from here on anyway
+        )
 
         statement_lines = first_lines(syntax)
         del syntax  # not two trees of a large file in memory at once
@@ -322,31 +324,7 @@ def _recursion_limit(limit: int):
         sys.setrecursionlimit(previous)
 
 
-_STACK_BYTES = 256 * 2**20
 _RECURSION_LIMIT = 20_000
-
-
-def _on_deep_stack(function, *args):
-    """Run `function` on a thread with a large stack: libcst's parser and visitors recurse once per nesting
-    level, and deep but valid code must not overflow the main thread's stack (a crash, not an exception)."""
-    outcome: dict = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = function(*args)
-        except BaseException as error:  # re-raised in the calling thread
-            outcome["error"] = error
-
-    previous = threading.stack_size(_STACK_BYTES)
-    try:
-        thread = threading.Thread(target=target, name="mhalint-check")
-        thread.start()
-    finally:
-        threading.stack_size(previous)
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
 
 
 class _Walker:

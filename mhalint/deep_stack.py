@@ -1,0 +1,69 @@
+"""Run a function on a thread with a large stack, started once per process and reused.
+
+libcst's parser and the rule traversal recurse once per nesting level, and deep but valid code must not overflow
+the main thread's stack (a crash, not an exception). Starting a thread with a 256 MiB stack costs about as much as
+checking a small file, so one such thread serves every file; a forked worker starts its own.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import queue
+import threading
+
+STACK_BYTES = 256 * 2**20
+
+_requests: queue.SimpleQueue = queue.SimpleQueue()
+_thread: threading.Thread | None = None
+_started_in: int | None = None  # the pid whose _thread serves _requests
+_starting = threading.Lock()
+
+
+def run(function, *args):
+    """function(*args) on the large-stack thread; its exception is raised here. Calls from several threads are
+    served one at a time. The wait can be interrupted (Ctrl-C): the thread finishes that call and takes the next."""
+    _ensure_thread()
+    outcome: concurrent.futures.Future = concurrent.futures.Future()
+    _requests.put((function, args, outcome))
+    return outcome.result()
+
+
+def stop() -> None:
+    """End the thread (it finishes the call it is in): before forking, so that the child copies no thread's state,
+    which is what makes fork unsafe in a multi-threaded process. The next call starts a new one."""
+    global _thread, _started_in
+    with _starting:
+        if _started_in == os.getpid() and _thread is not None:
+            _requests.put(None)
+            _thread.join()
+        _thread = _started_in = None
+
+
+def _ensure_thread() -> None:
+    global _requests, _thread, _started_in
+    with _starting:
+        if _started_in == os.getpid():
+            return
+        _requests = queue.SimpleQueue()  # after a fork, requests queued for the parent's thread are not ours
+        previous = threading.stack_size(STACK_BYTES)
+        try:
+            _thread = threading.Thread(target=_serve, args=(_requests,), name="mhalint-check", daemon=True)
+            _thread.start()
+        finally:
+            threading.stack_size(previous)
+        _started_in = os.getpid()
+
+
+def _serve(requests: queue.SimpleQueue) -> None:
+    while True:
+        request = requests.get()
+        if request is None:
+            return
+        function, args, outcome = request
+        if not outcome.set_running_or_notify_cancel():
+            continue
+        try:
+            outcome.set_result(function(*args))
+        except BaseException as error:  # re-raised in the caller's thread
+            outcome.set_exception(error)
