@@ -123,3 +123,9 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     if not chosen:
         option.numprocesses = "auto"
         option.dist = "worksteal"
+
+
+# The `slow` tests (each 3-30 s) run first, so that the workers share them out while there is plenty of other work
+# left to balance with, instead of one worker finishing a 30-second test alone at the end.
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -336,6 +336,7 @@ def test_empty_comment_only_and_whitespace_files_are_checked_quietly(tmp_path: P
     assert run.only("no_trailing_newline.py").key == ("no_trailing_newline.py", None, 2, 8, "MHA001")
 
 
+@pytest.mark.slow
 def test_fifty_thousand_lines_finish_and_report_the_last_line(tmp_path: Path):
     """A hang check, not a speed test (the bound is generous)."""
     source = HEADER + "x = 1\n" * 49_998 + CALL + "\n"

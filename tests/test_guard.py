@@ -277,6 +277,7 @@ def _summary(output: str) -> list[str]:
     return section
 
 
+@pytest.mark.slow
 def test_plugin_reports_each_check_at_the_users_line_and_never_changes_outputs(pytester, monkeypatch, tmp_path):
     torch = _torch()
     files = _write_project(pytester)
@@ -327,6 +328,7 @@ def test_plugin_reports_each_check_at_the_users_line_and_never_changes_outputs(p
     assert torch.isnan(outputs["on"]["fully_padded_0.pt"][0][1]).all()  # the pitfall really was there
 
 
+@pytest.mark.slow
 def test_plugin_error_mode_fails_the_tests_with_a_pitfall(pytester, monkeypatch, tmp_path):
     _torch()
     _write_project(pytester)

@@ -461,6 +461,7 @@ def test_check_probe_on_the_fixed_examples_has_nothing_to_probe():
     assert completed.stdout.startswith("All checks passed!")
 
 
+@pytest.mark.slow
 def test_probe_command_on_saved_json_gives_the_same_probe_lines(examples_run, tmp_path: Path):
     expected = probe_lines(examples_run[0].stdout)
     assert len(expected) >= 4
@@ -516,6 +517,7 @@ def victim(tmp_path: Path) -> tuple[Path, Path]:
     return path, marker
 
 
+@pytest.mark.slow
 def test_check_probe_does_not_run_the_checked_file(victim, torch):
     path, marker = victim
     completed = mhalint("check", "--probe", "victim.py", cwd=path.parent)  # the worker runs in that directory too
@@ -576,6 +578,7 @@ def test_the_worker_request_carries_no_path_and_no_source_line(victim, torch, mo
     assert "probe confirmed" in result.output
 
 
+@pytest.mark.slow
 def test_the_worker_does_not_import_modules_from_the_working_directory(victim, torch):
     path, marker = victim
     for module in ("json", "torch"):
@@ -598,6 +601,7 @@ SLOW_FILE = "import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\nslow_si
             "odd = nn.MultiheadAttention(60, 5, batch_first=True)\n"
 
 
+@pytest.mark.slow
 def test_a_site_over_its_time_limit_is_skipped_and_the_others_still_run(tmp_path: Path, plugin_env, torch):
     (tmp_path / "model.py").write_text(SLOW_FILE)
     start = time.monotonic()
@@ -632,6 +636,7 @@ def test_the_total_time_limit_skips_every_site_and_keeps_the_findings(tmp_path: 
     assert completed.stdout.splitlines()[-1].startswith("Found 3 findings (1 file checked).")
 
 
+@pytest.mark.slow
 def test_the_total_time_limit_keeps_the_results_streamed_before_it(plugin_env, examples_run, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", plugin_env["PYTHONPATH"])
     # room for the torch import and the first experiment: the examples run did those and more
