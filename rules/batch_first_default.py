@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mhalint import torchapi
+from mhalint.analysis.axes import BATCH_FIRST, SEQ_FIRST, Strength, layout
+from mhalint.analysis.tensors import ShapeReader
 from mhalint.calls import construction, module_calls, with_argument
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
-from mhalint.layout import BATCH_FIRST, SEQ_FIRST, LayoutReader
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.values import constructor_values, resolve
@@ -60,6 +61,30 @@ class _Setting:
     headline: str
     built: str
     evidence: list[str]
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """The layout one call's query has, what decides it (its code and line, for the headline) and the chain."""
+
+    kind: str
+    strength: Strength
+    code: str
+    line: int
+    evidence: tuple[str, ...]
+
+    @classmethod
+    def of(cls, traced) -> _Seen | None:
+        found = layout(traced.shape) if traced is not None else None
+        if found is None:
+            return None
+        decisive = found.evidence
+        return cls(found.kind, found.strength, f"`{decisive.code}`", decisive.line,
+                   (f"the data is {found.kind}: {decisive.sentence()}", *traced.steps))
+
+
+def _strongest(seen: list[_Seen]) -> _Seen | None:
+    return max(seen, key=lambda s: s.strength) if seen else None
 
 
 class BatchFirstDefault(Rule):
@@ -139,7 +164,7 @@ class BatchFirstDefault(Rule):
 
     def __init__(self, context, emit):
         super().__init__(context, emit)
-        self.layouts = LayoutReader(context)
+        self.shapes = ShapeReader(context)
 
     def visit_Call(self, node: cst.Call) -> None:
         built = construction(self.context, node, self.scope)
@@ -148,32 +173,36 @@ class BatchFirstDefault(Rule):
         setting = self._setting(built)
         if setting is None:
             return
-        layouts = [self.layouts.of(use.query, use.scope, use.call) for use in module_calls(self.context, built)]
-        batch = next((l for l in layouts if l is not None and l.kind == BATCH_FIRST), None)
-        seq = next((l for l in layouts if l is not None and l.kind == SEQ_FIRST), None)
+        found = [_Seen.of(self.shapes.of(use.query, use.scope, use.call)) for use in module_calls(self.context, built)]
+        batch = _strongest([seen for seen in found if seen is not None and seen.kind == BATCH_FIRST])
+        seq = _strongest([seen for seen in found if seen is not None and seen.kind == SEQ_FIRST])
         api = torchapi.short_name(built.api)
         if setting.batch_first:
             if seq is not None:  # any sequence-first call is corrupted, whatever the other calls pass
-                self.report(node, SEQUENCE_FIRST_DATA, severity=Severity.ERROR,
-                            evidence=[*setting.evidence, seq.evidence], fix=self._fix(built, "False"),
-                            arguments=self._arguments(built, batch_first=True, layout=SEQ_FIRST),
-                            api=api, data=seq.code, line=seq.line, setting=setting.headline)
+                self._report_layout(node, built, SEQUENCE_FIRST_DATA, seq, setting, api, "False")
             return
         if batch is not None:
-            self.report(node, BATCH_FIRST_DATA, severity=Severity.ERROR,
-                        evidence=[*setting.evidence, batch.evidence], fix=self._fix(built, "True"),
-                        arguments=self._arguments(built, batch_first=False, layout=BATCH_FIRST),
-                        api=api, data=batch.code, line=batch.line, setting=setting.headline)
+            self._report_layout(node, built, BATCH_FIRST_DATA, batch, setting, api, "True")
         elif setting.stated:
             return
         elif seq is not None:
             self.report(node, IMPLICIT_SEQUENCE_FIRST, severity=Severity.INFO,
-                        evidence=[*setting.evidence, seq.evidence],
+                        evidence=[*setting.evidence, *seq.evidence],
                         arguments=self._arguments(built, batch_first=False, layout=SEQ_FIRST),
                         api=api, data=seq.code, line=seq.line, built=setting.built)
         else:
             self.report(node, NO_LAYOUT_EVIDENCE, severity=Severity.WARNING, evidence=setting.evidence,
                         arguments=self._arguments(built, batch_first=False), api=api, built=setting.built)
+
+    def _report_layout(self, node, built, message: Message, seen: _Seen, setting: _Setting, api: str,
+                       fixed: str) -> None:
+        """An error with the unsafe fix where the layout is established; a warning, without a fix, where only a
+        size's name suggests it."""
+        established = seen.strength is Strength.ESTABLISHED
+        self.report(node, message, severity=Severity.ERROR if established else Severity.WARNING,
+                    evidence=[*setting.evidence, *seen.evidence], fix=self._fix(built, fixed) if established else None,
+                    arguments=self._arguments(built, batch_first=fixed == "False", layout=seen.kind),
+                    api=api, data=seen.code, line=seen.line, setting=setting.headline)
 
     def _arguments(self, built, **known: object) -> dict[str, object]:
         """What the probe rebuilds the module from: the constructor's values, and the layout when the code shows it."""

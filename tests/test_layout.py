@@ -125,20 +125,21 @@ BATCH_FIRST_KINDS = [
                  id="size-unpacking"),
     pytest.param("x", "batch_size, seq_len, _ = x.shape", "", "batch_size, seq_len, _ = x.shape",
                  id="shape-unpacking-long-names"),
-    pytest.param("feats", "x = feats.flatten(2).transpose(1, 2)", "", "feats.flatten(2).transpose(1, 2)",
+    pytest.param("feats", "B, C, H, W = feats.shape\nx = feats.flatten(2).transpose(1, 2)", "", "B, C, H, W = feats.shape",
                  id="flatten-transpose"),
     pytest.param("feats", "x = rearrange(feats, 'b c h w -> b (h w) c')", "from einops import rearrange",
                  "rearrange(feats, 'b c h w -> b (h w) c')", id="einops-rearrange"),
     pytest.param("feats", "x = einops.rearrange(feats, 'b c n -> b n c')", "import einops",
                  "einops.rearrange(feats, 'b c n -> b n c')", id="einops-module-rearrange"),
-    pytest.param("tokens", "x = self.embed(tokens)\nx = self.norm(x)", "", "nn.Embedding output",
+    pytest.param("tokens", "B, L = tokens.shape\nx = self.embed(tokens)\nx = self.norm(x)", "", "B, L = tokens.shape",
                  id="embedding-output"),
 ]
 
 SEQUENCE_FIRST_KINDS = [
-    pytest.param("x", "x = x.permute(1, 0, 2)", "", "x.permute(1, 0, 2)", id="permute-1-0-2"),
-    pytest.param("x", "x = self.norm(x).transpose(0, 1)", "", "self.norm(x).transpose(0, 1)", id="transpose-0-1"),
-    pytest.param("feats", "x = feats.flatten(2).permute(2, 0, 1)", "", "feats.flatten(2).permute(2, 0, 1)",
+    pytest.param("x", "B, T, C = x.shape\nx = x.permute(1, 0, 2)", "", "B, T, C = x.shape", id="permute-1-0-2"),
+    pytest.param("x", "B, T, C = x.shape\nx = self.norm(x).transpose(0, 1)", "", "B, T, C = x.shape",
+                 id="transpose-0-1"),
+    pytest.param("feats", "B, C, H, W = feats.shape\nx = feats.flatten(2).permute(2, 0, 1)", "", "B, C, H, W = feats.shape",
                  id="flatten-permute-2-0-1"),
     pytest.param("feats", "x = rearrange(feats, 'b n c -> n b c')", "from einops import rearrange",
                  "rearrange(feats, 'b n c -> n b c')", id="einops-rearrange"),
@@ -274,18 +275,18 @@ SA_BLOCK = """\
 
 
 def test_helper_method_batch_first_data_is_an_error(one):
-    source = SA_BLOCK.format(batch_first="", prepare="x = feats.flatten(2).transpose(1, 2)")
-    assert_batch_first_error(one(source), "feats.flatten(2).transpose(1, 2)")
+    source = SA_BLOCK.format(batch_first="", prepare="B, C, H, W = feats.shape\n            x = feats.flatten(2).transpose(1, 2)")
+    assert_batch_first_error(one(source), "B, C, H, W = feats.shape", "feats.flatten(2).transpose(1, 2)")
 
 
 def test_helper_method_sequence_first_data_is_info(one):
-    source = SA_BLOCK.format(batch_first="", prepare="x = feats.flatten(2).permute(2, 0, 1)")
-    assert_sequence_first_info(one(source), "feats.flatten(2).permute(2, 0, 1)")
+    source = SA_BLOCK.format(batch_first="", prepare="B, C, H, W = feats.shape\n            x = feats.flatten(2).permute(2, 0, 1)")
+    assert_sequence_first_info(one(source), "B, C, H, W = feats.shape", "feats.flatten(2).permute(2, 0, 1)")
 
 
 def test_helper_method_sequence_first_data_into_batch_first_module_is_an_error(one):
-    source = SA_BLOCK.format(batch_first=", batch_first=True", prepare="x = feats.flatten(2).permute(2, 0, 1)")
-    assert_reverse_error(one(source), "feats.flatten(2).permute(2, 0, 1)")
+    source = SA_BLOCK.format(batch_first=", batch_first=True", prepare="B, C, H, W = feats.shape\n            x = feats.flatten(2).permute(2, 0, 1)")
+    assert_reverse_error(one(source), "B, C, H, W = feats.shape", "feats.flatten(2).permute(2, 0, 1)")
 
 
 def test_helper_method_batch_first_data_into_batch_first_module_is_clean(check):
@@ -309,10 +310,11 @@ def test_tensor_followed_through_two_helper_methods(one):
                 return x + self._sa_block(x)
 
             def forward(self, feats):
+                B, C, H, W = feats.shape
                 x = feats.flatten(2).transpose(1, 2)
                 return self._block(x)
     """
-    assert_batch_first_error(one(source), "feats.flatten(2).transpose(1, 2)")
+    assert_batch_first_error(one(source), "B, C, H, W = feats.shape", "feats.flatten(2).transpose(1, 2)")
 
 
 BLOCK_IN_BACKBONE = """\
@@ -384,14 +386,14 @@ TORCH_ENCODER = """\
 
 
 def test_torch_encoder_of_a_layer_fed_permuted_data_is_info(one):
-    finding = one(TORCH_ENCODER.format(batch_first="", prepare="x = x.permute(1, 0, 2)"))
-    assert_sequence_first_info(finding, "x.permute(1, 0, 2)")
+    finding = one(TORCH_ENCODER.format(batch_first="", prepare="B, T, C = x.shape\n            x = x.permute(1, 0, 2)"))
+    assert_sequence_first_info(finding, "B, T, C = x.shape", "x.permute(1, 0, 2)")
     assert finding.message.startswith("nn.TransformerEncoderLayer")
 
 
 def test_torch_encoder_of_a_batch_first_layer_fed_permuted_data_is_an_error(one):
-    finding = one(TORCH_ENCODER.format(batch_first=", batch_first=True", prepare="x = x.permute(1, 0, 2)"))
-    assert_reverse_error(finding, "x.permute(1, 0, 2)")
+    finding = one(TORCH_ENCODER.format(batch_first=", batch_first=True", prepare="B, T, C = x.shape\n            x = x.permute(1, 0, 2)"))
+    assert_reverse_error(finding, "B, T, C = x.shape", "x.permute(1, 0, 2)")
 
 
 def test_torch_encoder_of_a_layer_fed_embeddings_is_an_error(one):
@@ -446,7 +448,7 @@ def test_layer_inside_other_containers_fed_batch_first_data(one, container):
                 return self.encoder(feats.flatten(2).transpose(1, 2))
     """
     finding = one(source)
-    assert_batch_first_error(finding, "feats.flatten(2).transpose(1, 2)")
+    assert_batch_first_error(finding, "B, C, H, W = feats.shape", "feats.flatten(2).transpose(1, 2)")
     assert finding.message.startswith("nn.TransformerEncoderLayer")
 
 
@@ -616,7 +618,7 @@ PARAMETER_BLOCK = """\
             return self.attn(x, x, x)[0]
 """
 BATCH_DATA = "B, N, C = x.shape"
-SEQUENCE_DATA = "x = x.permute(1, 0, 2)"
+SEQUENCE_DATA = "B, T, C = x.shape\nx = x.permute(1, 0, 2)"
 
 
 def parameter_block(param: str, prepare: str, instantiation: str = "") -> str:
@@ -637,13 +639,13 @@ def test_parameter_default_true_with_batch_first_data_is_clean(check):
 
 def test_parameter_default_true_with_sequence_first_data_is_an_error(one):
     finding = one(parameter_block(", batch_first=True", SEQUENCE_DATA))
-    assert_reverse_error(finding, "x.permute(1, 0, 2)", "batch_first=batch_first")
+    assert_reverse_error(finding, "B, T, C = x.shape", "x.permute(1, 0, 2)", "batch_first=batch_first")
     assert "`batch_first` defaults to True" in evidence_of(finding)
 
 
 def test_parameter_default_false_with_sequence_first_data_is_info(one):
     finding = one(parameter_block(", batch_first=False", SEQUENCE_DATA))
-    assert_sequence_first_info(finding, "x.permute(1, 0, 2)")
+    assert_sequence_first_info(finding, "B, T, C = x.shape", "x.permute(1, 0, 2)")
 
 
 def test_instantiation_argument_true_overrides_a_false_default(check):
@@ -673,7 +675,7 @@ def test_instantiation_argument_resolves_a_parameter_without_default(one):
                 self.block = Block(dim, 8, batch_first=True)
     """)
     finding = one(source)
-    assert_reverse_error(finding, "x.permute(1, 0, 2)")
+    assert_reverse_error(finding, "B, T, C = x.shape", "x.permute(1, 0, 2)")
     assert "passes batch_first=True" in evidence_of(finding)
 
 
@@ -769,6 +771,7 @@ MIXED = """\
             return self.attn(x, x, x)[0]
 
         def {second}(self, feats):
+            B, C, H, W = feats.shape
             x = feats.flatten(2).transpose(1, 2)
             return self.attn(x, x, x)[0]
 """
@@ -777,7 +780,7 @@ MIXED = """\
 @pytest.mark.parametrize(("first", "second"), [("encode_text", "encode_image"), ("encode_image", "encode_text")])
 def test_mixed_uses_of_a_default_module_are_an_error(one, first, second):
     finding = one(MIXED.format(batch_first="", first=first, second=second))
-    assert_batch_first_error(finding, "feats.flatten(2).transpose(1, 2)")
+    assert_batch_first_error(finding, "B, C, H, W = feats.shape", "feats.flatten(2).transpose(1, 2)")
 
 
 def test_mixed_uses_of_a_batch_first_module_are_an_error(one):
@@ -787,7 +790,7 @@ def test_mixed_uses_of_a_batch_first_module_are_an_error(one):
 
 def test_two_sequence_first_uses_are_info(one):
     source = MIXED.format(batch_first="", first="encode_text", second="encode_image").replace(
-        "feats.flatten(2).transpose(1, 2)", "feats.flatten(2).permute(2, 0, 1)")
+        "feats.flatten(2).transpose(1, 2)", "B, C, H, W = feats.shape", "feats.flatten(2).permute(2, 0, 1)")
     assert_sequence_first_info(one(source), "text.permute(1, 0, 2)")  # the first use's evidence
 
 

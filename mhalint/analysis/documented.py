@@ -1,0 +1,81 @@
+"""Shapes that the code documents: docstrings (Google, numpy, Sphinx), shape comments, jaxtyping annotations.
+
+Each reader returns the axis names of one tensor, in order (`["B", "L", "E"]`), or None; `names.roles_of_names`
+says what they hold. Only a group of names counts, never a lone word, and a text that shows a conversion
+(`NLD -> LND`, `(B, L, E) to (L, B, E)`) documents its result.
+"""
+
+from __future__ import annotations
+
+import re
+
+_GROUP = re.compile(r"[\[(]([^\[\]()]*(?:\([^()]*\)[^\[\]()]*)*)[\])]")
+_TIMES = re.compile(r"\b([A-Za-z_]\w*(?:\s*[x×]\s*[A-Za-z_]\w*){2,3})\b")
+_COMPACT = re.compile(r"\b([A-Z]{3,4})\b")
+_PLAIN_LIST = re.compile(r"^[\s#:]*([A-Za-z_][\w*]*(?:\s*,\s*[A-Za-z_][\w*]*){2,3})\s*$")
+_JAXTYPING = re.compile(r"^(?:Float|Int|Bool|Shaped|Num|Real|Integer|Inexact|Complex|TensorType)\[")
+
+
+def shape_in_text(text: str) -> list[str] | None:
+    """The axis names a comment or docstring line gives: `(B, L, E)`, `[bs, HxW, C]`, `Tensor shape [B, L, N]`,
+    `B x L x E`, `QxNxC`, `NLE`, or a bare `nq, bs, d_model`."""
+    text = re.split(r"->|→|\bto\b", text)[-1]
+    for group in _GROUP.findall(text):
+        names = _split(group)
+        if names is not None:
+            return names
+    for product in _TIMES.findall(text):
+        names = [part.strip() for part in re.split(r"\s*[x×]\s*", product)]
+        if all(len(name) <= 3 for name in names):  # `QxNxC`, not `matrix x vector x ...` prose
+            return names
+    plain = _PLAIN_LIST.match(text)
+    if plain:
+        return [name.strip() for name in plain[1].split(",")]
+    compact = _COMPACT.findall(text)
+    if len(compact) == 1:
+        return list(compact[0])
+    return None
+
+
+def _split(group: str) -> list[str] | None:
+    names = [name.strip() for name in re.split(r",(?![^()]*\))", group)]
+    if not 3 <= len(names) <= 5 or any(not name for name in names):
+        return None
+    names = [name.split("=")[0].strip().split()[-1] if " " in name and "(" not in name else name for name in names]
+    if not all(re.fullmatch(r"[A-Za-z_][\w]*|\(?[A-Za-z_]\w*(?:\s*[*x×]\s*[A-Za-z_]\w*|\s+[A-Za-z_]\w*)+\)?",
+                            name) for name in names):
+        return None
+    return names
+
+
+def in_docstring(docstring: str, parameter: str) -> tuple[list[str], str] | None:
+    """The names a docstring gives `parameter`, and the line that says so. A parameter's entry is the line that
+    starts with its name (`x (Tensor): ...`, `x : torch.Tensor`, `:param x: ...`) and the more indented lines
+    under it (numpy style puts the shape there)."""
+    lines = docstring.expandtabs().splitlines()
+    entry = re.compile(rf"^\s*(?::param\s+(?:\w+\s+)?|:type\s+)?{re.escape(parameter)}\b\s*(?:\(|:|-|$)")
+    for number, line in enumerate(lines):
+        if not entry.match(line):
+            continue
+        indent = len(line) - len(line.lstrip())
+        block = [line.split(parameter, 1)[1]]
+        for following in lines[number + 1:]:
+            if not following.strip() or len(following) - len(following.lstrip()) <= indent:
+                break
+            block.append(following)
+        for text in block:
+            names = shape_in_text(text)
+            if names is not None:
+                return names, text.strip()
+    return None
+
+
+def in_annotation(annotation: str) -> list[str] | None:
+    """jaxtyping `Float[Tensor, "batch seq dim"]` and torchtyping `TensorType["batch", "seq", "dim"]` ->
+    ["batch", "seq", "dim"]."""
+    if not _JAXTYPING.match(annotation.strip()):
+        return None
+    quoted = re.findall(r"""["']([^"']+)["']""", annotation)
+    words = quoted[0].split() if len(quoted) == 1 else quoted  # jaxtyping: one string; torchtyping: one each
+    names = [re.sub(r"^[*#_.]+", "", name.strip()) for name in words]
+    return names if len(names) >= 2 else None

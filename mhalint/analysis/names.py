@@ -1,0 +1,60 @@
+"""The one vocabulary of axis names: what `B`, `bsz`, `seq_len`, `HxW`, `d_model` say an axis holds.
+
+Names are read as a group (the names of one tensor's axes, in order), because a letter's meaning depends on its
+neighbours: in `N, L, E` N is the batch, in einops' `b n d` n is the sequence of tokens.
+"""
+
+from __future__ import annotations
+
+import re
+
+from mhalint.analysis.axes import Role
+
+_BATCH = re.compile(r"^_?(b|bs|bsz|batch|batches|batch_size|batchsize|n_batch|nbatch|num_batch|nb|n_samples)$", re.I)
+_SEQUENCE = re.compile(r"^_?(l|t|s|seq|seqlen|seq_len|seq_length|sequence|sequence_length|len|length|tgt_len|"
+                       r"src_len|q_len|k_len|kv_len|q|k|nq|num_queries|n_queries|n_q|time|n_tokens|num_tokens|"
+                       r"tokens|n_ctx|ctx|hw|h\*w|h_w|hxw|num_patches|n_patches|patches)$", re.I)
+_EMBEDDING = re.compile(r"^_?(c|e|d|dim|d_model|dmodel|embed_dim|emb_dim|emb|embed|embedding|hidden|hidden_dim|"
+                        r"hidden_size|channels|ch|feat|feats|features|n_embd|d_embed|model_dim|width_dim)$", re.I)
+_HEADS = re.compile(r"^_?(nh|n_head|n_heads|num_heads|heads|nhead)$", re.I)
+_SPATIAL = re.compile(r"^_?(h|w|height|width|x|y|z)$", re.I)
+
+
+def roles_of_names(names: list[str]) -> list[Role]:
+    """The role each name gives its axis, read together; UNKNOWN for a name that says nothing."""
+    words = [name.strip() for name in names]
+    roles = [_role(word) for word in words]
+    has_batch = Role.BATCH in roles
+    spatial_pair = sum(1 for word in words if word.lower() in ("h", "w", "height", "width")) >= 2
+    for position, word in enumerate(words):
+        lower = word.lower()
+        if lower == "n":  # the batch in N, L, E; the tokens in einops' b n d
+            roles[position] = Role.SEQUENCE if has_batch else (
+                Role.BATCH if Role.SEQUENCE in roles or Role.EMBEDDING in roles else Role.UNKNOWN)
+        elif lower in ("h", "w", "height", "width"):
+            roles[position] = Role.SPATIAL if spatial_pair else (Role.HEADS if lower == "h" and has_batch
+                                                                 else Role.UNKNOWN)
+        elif _is_product_of_spatial(word):
+            roles[position] = Role.SEQUENCE
+    return roles
+
+
+def role_of_size_name(name: str) -> Role:
+    """The role a size's name alone suggests (`bsz`, `seq_len`): weaker than a group, and never a spatial axis."""
+    role = _role(name)
+    return role if role is not Role.SPATIAL else Role.UNKNOWN
+
+
+def _role(word: str) -> Role:
+    word = word.strip()
+    for pattern, role in ((_BATCH, Role.BATCH), (_SEQUENCE, Role.SEQUENCE), (_EMBEDDING, Role.EMBEDDING),
+                          (_HEADS, Role.HEADS), (_SPATIAL, Role.SPATIAL)):
+        if pattern.match(word):
+            return role
+    return Role.UNKNOWN
+
+
+def _is_product_of_spatial(word: str) -> bool:
+    """`H*W`, `HxW`, `(h w)`, `h w`: flattened positions, a sequence."""
+    parts = [part for part in re.split(r"[\s*x×()]+", word.strip()) if part]
+    return len(parts) >= 2 and all(_SPATIAL.match(part) for part in parts)

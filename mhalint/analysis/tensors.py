@@ -1,0 +1,442 @@
+"""The shape reader: the axis roles of the tensor an expression evaluates to, with the chain of code behind them.
+
+It follows a value back through assignments, shape unpacking, `self.x`, parameters (what this module's callers
+pass, what the docstring or annotation documents) and shape operations, applying mhalint.analysis.axes' transfer
+functions on the way out. Sources of roles: a shape unpacking of the tensor (`B, T, C = x.shape`), producers with
+a known layout (`pad_sequence`, `nn.Embedding` of known ids, einops patterns), sizes passed to `view`/`reshape`/
+`expand` (their roles come from where they were bound), documented shapes. Anything else is unknown.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from mhalint.analysis import axes, documented
+from mhalint.analysis.axes import Axis, Evidence, Role, Shape, Strength
+from mhalint.analysis.names import role_of_size_name, roles_of_names
+from mhalint.calls import callers, instance
+from mhalint.context import Binding, ModuleContext, Scope
+from mhalint.lazy import cst
+from mhalint.values import resolve
+
+_MAX_DEPTH = 14
+OPEN = Axis(Role.UNKNOWN, None, "...")  # a last axis standing for zero or more axes of unknown roles
+
+# Methods and functions whose result has the axes of the tensor they get.
+_KEEPS_AXES = {
+    "contiguous", "to", "float", "half", "bfloat16", "double", "type_as", "clone", "detach", "cuda", "cpu",
+    "masked_fill", "masked_fill_", "add", "mul", "sub", "div", "add_", "mul_", "relu", "gelu", "sigmoid", "tanh",
+    "softmax", "clamp", "view_as", "reshape_as", "expand_as", "requires_grad_", "type", "long", "int", "bool",
+}
+_FIRST_ARG_KEEPS_AXES = {
+    "torch.zeros_like", "torch.ones_like", "torch.empty_like", "torch.randn_like", "torch.relu", "torch.tanh",
+    "torch.sigmoid", "torch.nn.functional.dropout", "torch.nn.functional.layer_norm", "torch.nn.functional.relu",
+    "torch.nn.functional.gelu", "torch.nn.functional.silu", "torch.nn.functional.normalize",
+}
+_CONCAT = {"torch.cat", "torch.concat", "torch.concatenate"}
+_STACK = "torch.stack"
+_PAD_SEQUENCE = "torch.nn.utils.rnn.pad_sequence"
+_EMBEDDING = "torch.nn.Embedding"
+_REARRANGE = {"einops.rearrange", "einops.repeat"}
+_REORDER = {"permute", "transpose", "movedim", "swapaxes", "swapdims", "t"}
+
+
+@dataclass(frozen=True)
+class Traced:
+    """A shape and the operations it went through after its roles were known, outermost last."""
+
+    shape: Shape
+    steps: tuple[str, ...] = ()
+
+    def then(self, shape: Shape | None, call: cst.CSTNode, ctx: ModuleContext) -> Traced | None:
+        if shape is None:
+            return None
+        return Traced(shape, self.steps + (f"then `{ctx.code(call)}` at line {ctx.line(call)}",))
+
+
+class ShapeReader:
+    def __init__(self, ctx: ModuleContext):
+        self.ctx = ctx
+
+    def of(self, expr: cst.BaseExpression | None, scope: Scope, use: cst.CSTNode, depth: int = 0) -> Traced | None:
+        if expr is None or depth > _MAX_DEPTH:
+            return None
+        if isinstance(expr, cst.Call):
+            return self._call(expr, scope, use, depth)
+        if isinstance(expr, cst.BinaryOperation):  # broadcasting keeps the axes of the larger operand
+            return self.of(expr.left, scope, use, depth + 1) or self.of(expr.right, scope, use, depth + 1)
+        if isinstance(expr, cst.Subscript):
+            return self.of(expr.value, scope, use, depth + 1) if _keeps_axes(expr) else None
+        if isinstance(expr, cst.Attribute) and expr.attr.value in ("mT", "T"):
+            inner = self.of(expr.value, scope, use, depth + 1)
+            return inner.then(axes.transpose(inner.shape, -2, -1), expr, self.ctx) if inner else None
+        if isinstance(expr, cst.Name):
+            return self._name(expr.value, scope, use, depth)
+        bindings = self.ctx.attribute_bindings(expr, scope)
+        if bindings is not None and len(bindings) == 1 and bindings[0].value is not None:
+            return self.of(bindings[0].value, bindings[0].scope, bindings[0].node, depth + 1)
+        return None
+
+    # ---- names ----
+    def _name(self, name: str, scope: Scope, use: cst.CSTNode, depth: int) -> Traced | None:
+        binding = self.ctx.reaching(self.ctx.bindings(name, scope), use)
+        if binding is None:
+            return None
+        unpacked = self._unpacking(name, scope, binding, use)
+        if unpacked is not None:
+            return unpacked
+        if binding.kind == "param":
+            return self._parameter(name, binding, depth) or self._documented(name, binding)
+        if binding.kind != "assign" or binding.value is None:
+            return None
+        return self.of(binding.value, binding.scope, binding.node, depth + 1) or self._commented(binding)
+
+    def _unpacking(self, name: str, scope: Scope, reaching: Binding, use: cst.CSTNode) -> Traced | None:
+        """`B, T, C = x.shape` (or `x.size()`) names the axes of `x`, as long as `x` is not reassigned between the
+        value that reaches the use and the unpacking."""
+        since = 0 if reaching.kind == "param" else self.ctx.line(reaching.node)
+        for bindings in scope.bindings.values():
+            for binding in bindings:
+                if binding.kind != "unpack" or binding.index != 0 or not isinstance(binding.node, cst.Assign):
+                    continue
+                if _shape_of(binding.value) != name or not since <= self.ctx.line(binding.node) <= self.ctx.line(use):
+                    continue
+                target = binding.node.targets[0].target
+                names = [e.value.value if isinstance(e.value, cst.Name) else "" for e in target.elements]
+                if any(isinstance(e, cst.StarredElement) for e in target.elements):
+                    continue
+                code = f"{self.ctx.code(target)} = {self.ctx.code(binding.value)}"
+                shape = self._named_axes(names, code, self.ctx.line(binding.node), "unpacks the shape of "
+                                         f"`{name}`", Strength.ESTABLISHED)
+                if shape is not None:
+                    return Traced(shape)
+        return None
+
+    def _named_axes(self, names: list[str], code: str, line: int, how: str, strength: Strength) -> Shape | None:
+        roles = roles_of_names(names)
+        if all(role is Role.UNKNOWN for role in roles):
+            return None
+        result = []
+        for name, role in zip(names, roles):
+            reason = f"{how}: axis `{name}` is the {role.value}"
+            result.append(Axis(role, Evidence(code, line, reason, strength), name) if role is not Role.UNKNOWN
+                          else Axis(size=name or None))
+        return tuple(result)
+
+    def _commented(self, binding: Binding) -> Traced | None:
+        """A shape comment on the assignment's line or on the comment line just above it: `# [B, HxW, C]`."""
+        line = self.ctx.line(binding.node)
+        for at in (line, line - 1):
+            text = self.ctx.comment(at)
+            if not text or (at != line and not self.ctx.source_lines()[at - 1].strip().startswith("#")):
+                continue
+            names = documented.shape_in_text(text)
+            shape = self._named_axes(names, text.strip().lstrip("# "), at, "the shape comment says so",
+                                     Strength.ESTABLISHED) if names else None
+            if shape is not None:
+                return Traced(shape)
+        return None
+
+    def _documented(self, name: str, binding: Binding) -> Traced | None:
+        """The parameter's documented shape: its annotation (jaxtyping) or its entry in the docstring."""
+        param = binding.node
+        if isinstance(param, cst.Param) and param.annotation is not None:
+            written = self.ctx.code(param.annotation.annotation)
+            names = documented.in_annotation(written)
+            shape = self._named_axes(names, f"{name}: {written}", self.ctx.line(param), "the annotation says so",
+                                     Strength.ESTABLISHED) if names else None
+            if shape is not None:
+                return Traced(shape)
+        function = binding.scope.node
+        docstring = function.get_docstring() if isinstance(function, cst.FunctionDef) else None
+        found = documented.in_docstring(docstring or "", name)
+        if found is None and docstring and len(docstring.strip().splitlines()) == 1 and name in docstring:
+            names = documented.shape_in_text(docstring)  # a one-line docstring about the tensor
+            found = (names, docstring.strip()) if names else None
+        if found is None:
+            return None
+        shape = self._named_axes(found[0], found[1], self.ctx.line(function.body.body[0]),
+                                 f"the docstring of `{binding.scope.name}()` documents `{name}`", Strength.ESTABLISHED)
+        return Traced(shape) if shape is not None else None
+
+    def _parameter(self, name: str, binding: Binding, depth: int) -> Traced | None:
+        """What this module's callers pass; callers that disagree leave it unknown, except that batch-first
+        evidence from any caller wins (that is the call that corrupts)."""
+        found = []
+        for site in callers(self.ctx, binding.scope):
+            argument = site.arguments.get(name)
+            traced = self.of(argument, site.scope, site.call, depth + 1) if argument is not None else None
+            if traced is not None:
+                found.append(traced)
+        for traced in found:
+            seen = axes.layout(traced.shape)
+            if seen is not None and seen.kind == axes.BATCH_FIRST:
+                return traced
+        return found[0] if found else None
+
+    # ---- calls ----
+    def _call(self, call: cst.Call, scope: Scope, use, depth: int) -> Traced | None:
+        func = call.func
+        name = self.ctx.qualified_name(func, scope)
+        if name in _REARRANGE or (isinstance(func, cst.Name) and func.value == "rearrange"):
+            return self._rearrange(call)
+        if name == _PAD_SEQUENCE:
+            return self._pad_sequence(call, scope)
+        if name in _CONCAT and call.args:
+            return self._concatenate(call, scope, use, depth)
+        if name in _FIRST_ARG_KEEPS_AXES and call.args:
+            return self.of(call.args[0].value, scope, use, depth + 1)
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in _REORDER or method in ("view", "reshape", "flatten", "unsqueeze", "squeeze", "expand",
+                                                "repeat"):
+                inner = self.of(func.value, scope, use, depth + 1)
+                return inner.then(self._method(method, call, inner.shape, scope, use), call, self.ctx) \
+                    if inner is not None else None
+            if method in _KEEPS_AXES:
+                return self.of(func.value, scope, use, depth + 1)
+        built = instance(self.ctx, func, scope)
+        if built is not None and self.ctx.qualified_name(built.call.func, built.scope) == _EMBEDDING:
+            return self._embedding(call, scope, use, depth)
+        if call.args and not call.args[0].keyword and not call.args[0].star:
+            # a module or helper applied to the tensor (norm, dropout, linear, with_pos_embed) keeps its batch and
+            # sequence axes
+            return self.of(call.args[0].value, scope, use, depth + 1)
+        return None
+
+    def _method(self, method: str, call: cst.Call, shape: Shape, scope: Scope, use) -> Shape | None:
+        dims = self._integers(call, scope)
+        open_ended = bool(shape) and shape[-1] is OPEN
+        if open_ended and (dims is None or any(d < 0 for d in dims)) and method not in ("view", "reshape"):
+            return None  # a negative dim of a tensor whose rank is unknown
+        if method == "t":
+            return axes.transpose(shape, 0, 1) if len(shape) <= 2 else None
+        if method in ("transpose", "swapaxes", "swapdims"):
+            return axes.transpose(shape, *dims) if dims is not None and len(dims) == 2 else None
+        if method == "permute":
+            order = dims if dims is not None and len(call.args) > 1 else self._integer_list(call, scope)
+            return axes.permute(shape, order) if order is not None and not open_ended else None
+        if method == "movedim":
+            return axes.movedim(shape, *dims) if dims is not None and len(dims) == 2 else None
+        if method == "flatten":
+            start, end = (list(dims or []) + [0, -1][len(dims or []):])[:2]
+            return axes.flatten(shape, start, end) if dims is not None and not open_ended else None
+        if method == "unsqueeze":
+            return axes.unsqueeze(shape, dims[0], Axis(size="1")) if dims is not None and len(dims) == 1 else None
+        if method == "squeeze":
+            return axes.squeeze(shape, dims[0]) if dims is not None and len(dims) == 1 else None
+        if method in ("view", "reshape"):
+            return self._view(call, shape, scope, use)
+        return self._expand(method, call, shape, scope, use)
+
+    def _integers(self, call: cst.Call, scope: Scope) -> list[int] | None:
+        values = [resolve(self.ctx, arg.value, scope) for arg in call.args if not arg.keyword]
+        if any(v is None or not isinstance(v.value, int) or isinstance(v.value, bool) for v in values):
+            return None
+        return [v.value for v in values]
+
+    def _integer_list(self, call: cst.Call, scope: Scope) -> list[int] | None:
+        if len(call.args) != 1 or not isinstance(call.args[0].value, cst.List | cst.Tuple):
+            return None
+        values = [resolve(self.ctx, e.value, scope) for e in call.args[0].value.elements]
+        if any(v is None or not isinstance(v.value, int) for v in values):
+            return None
+        return [v.value for v in values]
+
+    def _sizes(self, call: cst.Call) -> list[cst.BaseExpression] | None:
+        if len(call.args) == 1 and isinstance(call.args[0].value, cst.List | cst.Tuple):
+            return [e.value for e in call.args[0].value.elements]
+        if any(arg.star or arg.keyword for arg in call.args):
+            return None
+        return [arg.value for arg in call.args]
+
+    def _view(self, call: cst.Call, shape: Shape, scope: Scope, use) -> Shape | None:
+        """Each new axis takes the role of its size expression (`B * T` holds the batch); a leading `-1` folds the
+        leading axes, so it keeps the role of the input's first axis."""
+        sizes = self._sizes(call)
+        if not sizes:
+            return None
+        result = []
+        for position, size in enumerate(sizes):
+            value = resolve(self.ctx, size, scope)
+            if value is not None and value.value == -1:
+                result.append(shape[0] if position == 0 and shape and shape[0] is not OPEN else axes.UNKNOWN_AXIS)
+            else:
+                result.append(self.size_axis(size, scope, use))
+        return tuple(result)
+
+    def _expand(self, method: str, call: cst.Call, shape: Shape, scope: Scope, use) -> Shape | None:
+        """`expand(-1, n, -1)` / `repeat(1, bs, 1)`: an axis kept (-1, or a repeat of 1) keeps its role; a new or
+        size-1 axis grown to a size takes that size's role; any other repeat leaves the axis unknown."""
+        sizes = self._sizes(call)
+        if sizes is None or len(sizes) != len(shape) or (shape and shape[-1] is OPEN):
+            return None
+        result = []
+        for axis, size in zip(shape, sizes):
+            value = resolve(self.ctx, size, scope)
+            keep = -1 if method == "expand" else 1
+            if value is not None and value.value == keep:
+                result.append(axis)
+            elif axis.size == "1":
+                result.append(self.size_axis(size, scope, use))
+            else:
+                result.append(axes.UNKNOWN_AXIS)
+        return tuple(result)
+
+    def size_axis(self, size: cst.BaseExpression, scope: Scope, use, depth: int = 0) -> Axis:
+        """The axis a size expression describes: from the unpacking or `x.size(i)` that bound it (established),
+        or from its name alone (named); `B * H` holds the batch."""
+        if depth > _MAX_DEPTH:
+            return axes.UNKNOWN_AXIS
+        code = self.ctx.code(size)
+        if isinstance(size, cst.BinaryOperation) and isinstance(size.operator, cst.Multiply):
+            return axes.merged((self.size_axis(size.left, scope, use, depth + 1),
+                                self.size_axis(size.right, scope, use, depth + 1)))
+        measured = self._measured(size, scope, use, depth)
+        if measured is not None:
+            return measured
+        if not isinstance(size, cst.Name):
+            return Axis(size=code)
+        binding = self.ctx.reaching(self.ctx.bindings(size.value, scope), use)
+        if binding is not None and binding.kind == "unpack" and isinstance(binding.node, cst.Assign) \
+                and _shape_of(binding.value) is not None:
+            target = binding.node.targets[0].target
+            names = [e.value.value if isinstance(e.value, cst.Name) else "" for e in target.elements]
+            roles = roles_of_names(names)
+            if binding.index is not None and binding.index < len(roles) and roles[binding.index] is not Role.UNKNOWN:
+                written = f"{self.ctx.code(target)} = {self.ctx.code(binding.value)}"
+                reason = f"`{size.value}` is the {roles[binding.index].value} axis of `{_shape_of(binding.value)}`"
+                return Axis(roles[binding.index], Evidence(written, self.ctx.line(binding.node), reason,
+                                                           Strength.ESTABLISHED), code)
+        if binding is not None and binding.kind == "assign" and binding.value is not None:
+            measured = self._measured(binding.value, binding.scope, binding.node, depth + 1)
+            role = role_of_size_name(size.value)
+            if measured is not None and (measured.known or role is Role.UNKNOWN):
+                return measured
+            if measured is not None:  # `bs = memory.shape[1]` names that axis, as an unpacking does
+                written = f"{size.value} = {self.ctx.code(binding.value)}"
+                reason = f"`{size.value}` names that axis the {role.value}"
+                return Axis(role, Evidence(written, self.ctx.line(binding.node), reason, Strength.ESTABLISHED), code)
+        role = role_of_size_name(size.value)
+        if role is Role.UNKNOWN:
+            return Axis(size=code)
+        line = self.ctx.line(use)
+        return Axis(role, Evidence(code, line, f"the size is named `{code}`, which reads as the {role.value}",
+                                   Strength.NAMED), code)
+
+    def _measured(self, size: cst.BaseExpression, scope: Scope, use, depth: int) -> Axis | None:
+        """`x.size(1)` / `x.shape[1]`: the role of that axis of `x`, if known."""
+        tensor, index = _measured_axis(size)
+        if tensor is None:
+            return None
+        traced = self.of(tensor, scope, use, depth + 1)
+        if traced is None or (index < 0 and traced.shape and traced.shape[-1] is OPEN):
+            return axes.UNKNOWN_AXIS
+        position = index + len(traced.shape) if index < 0 else index
+        if not 0 <= position < len(traced.shape) or traced.shape[position] is OPEN:
+            return axes.UNKNOWN_AXIS
+        return traced.shape[position]
+
+    # ---- producers ----
+    def _pad_sequence(self, call: cst.Call, scope: Scope) -> Traced | None:
+        """`pad_sequence(seqs)` stacks sequence-first, (L, N, *), unless batch_first=True."""
+        flag = next((arg.value for arg in call.args[1:2] if not arg.keyword), None)
+        flag = next((arg.value for arg in call.args if arg.keyword and arg.keyword.value == "batch_first"), flag)
+        value = resolve(self.ctx, flag, scope) if flag is not None else None
+        if flag is not None and (value is None or not isinstance(value.value, bool)):
+            return None
+        batch_first = bool(value.value) if value is not None else False
+        code, line = self.ctx.code(call), self.ctx.line(call)
+        reason = "pad_sequence stacks batch-first" if batch_first else \
+            "pad_sequence stacks sequence-first by default, (L, N, *)"
+        evidence = Evidence(code, line, reason, Strength.ESTABLISHED)
+        batch, sequence = Axis(Role.BATCH, evidence), Axis(Role.SEQUENCE, evidence)
+        return Traced((batch, sequence, OPEN) if batch_first else (sequence, batch, OPEN))
+
+    def _embedding(self, call: cst.Call, scope: Scope, use, depth: int) -> Traced | None:
+        """nn.Embedding: the ids' axes, then the embedding."""
+        if not call.args or call.args[0].keyword:
+            return None
+        ids = self.of(call.args[0].value, scope, use, depth + 1)
+        if ids is None:
+            return None
+        embedding = Axis(Role.EMBEDDING, Evidence(self.ctx.code(call), self.ctx.line(call), "nn.Embedding output",
+                                                  Strength.ESTABLISHED))
+        shape = ids.shape if ids.shape and ids.shape[-1] is OPEN else ids.shape + (embedding,)
+        return ids.then(shape, call, self.ctx)
+
+    def _rearrange(self, call: cst.Call) -> Traced | None:
+        """An einops pattern names the axes it produces: `'b c h w -> b (h w) c'`."""
+        if len(call.args) < 2 or not isinstance(call.args[1].value, cst.SimpleString):
+            return None
+        pattern = call.args[1].value.evaluated_value
+        if not isinstance(pattern, str) or "->" not in pattern:
+            return None
+        names = _einops_axes(pattern.split("->", 1)[1])
+        shape = self._named_axes(names, self.ctx.code(call), self.ctx.line(call), "the einops pattern names the "
+                                 "axes", Strength.ESTABLISHED)
+        return Traced(shape) if shape is not None else None
+
+    def _concatenate(self, call: cst.Call, scope, use, depth) -> Traced | None:
+        parts = call.args[0].value
+        if not isinstance(parts, cst.List | cst.Tuple):
+            return None
+        dim_arg = next((arg.value for arg in call.args[1:] if not arg.keyword or arg.keyword.value == "dim"), None)
+        dim = resolve(self.ctx, dim_arg, scope) if dim_arg is not None else None
+        traced = [self.of(part.value, scope, use, depth + 1) for part in parts.elements]
+        known = [t for t in traced if t is not None]
+        if not known or (dim_arg is not None and (dim is None or not isinstance(dim.value, int))):
+            return None
+        ranks = {len(t.shape) for t in known}
+        if len(ranks) != 1 or any(t.shape and t.shape[-1] is OPEN for t in known):
+            return None
+        filled = [t.shape if t is not None else axes.unknown(len(known[0].shape)) for t in traced]
+        return known[0].then(axes.concatenate(filled, dim.value if dim is not None else 0), call, self.ctx)
+
+
+def _keeps_axes(expr: cst.Subscript) -> bool:
+    """`x[:, :n]` keeps every axis; `x[0]` drops one."""
+    return all(isinstance(e.slice, cst.Slice) for e in expr.slice)
+
+
+def _shape_of(value) -> str | None:
+    """The name whose shape `x.shape`, `x.size()` or `x.shape[:3]` reads."""
+    if isinstance(value, cst.Subscript):
+        value = value.value
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "size" \
+            and not value.args:
+        value = value.func
+    elif isinstance(value, cst.Attribute) and value.attr.value != "shape":
+        return None
+    if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and \
+            value.attr.value in ("shape", "size"):
+        return value.value.value
+    return None
+
+
+def _measured_axis(size: cst.BaseExpression) -> tuple[cst.BaseExpression | None, int]:
+    """(`x`, 1) for `x.size(1)`, `x.shape[1]`, `x.size(-1)`."""
+    if isinstance(size, cst.Call) and isinstance(size.func, cst.Attribute) and size.func.attr.value == "size" \
+            and len(size.args) == 1:
+        index = _literal_int(size.args[0].value)
+        return (size.func.value, index) if index is not None else (None, 0)
+    if isinstance(size, cst.Subscript) and isinstance(size.value, cst.Attribute) and size.value.attr.value == "shape" \
+            and len(size.slice) == 1 and isinstance(size.slice[0].slice, cst.Index):
+        index = _literal_int(size.slice[0].slice.value)
+        return (size.value.value, index) if index is not None else (None, 0)
+    return None, 0
+
+
+def _literal_int(expr: cst.BaseExpression) -> int | None:
+    if isinstance(expr, cst.Integer):
+        return int(expr.value)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus) and \
+            isinstance(expr.expression, cst.Integer):
+        return -int(expr.expression.value)
+    return None
+
+
+def _einops_axes(side: str) -> list[str]:
+    """einops axes of one side of a pattern: 'b (h w) c' -> ['b', '(h w)', 'c']."""
+    return [group.strip() for group in re.findall(r"\([^)]*\)|\S+", side.strip())]
