@@ -154,8 +154,7 @@ def callers(ctx: ModuleContext, function: Scope) -> list[CallSite]:
         return memo[function]
     memo[function] = []  # re-entrant lookups (recursion through instances) see no callers
     klass = function.enclosing_class
-    signature = _signature(function, skip_self=klass is not None)
-    sites = [CallSite(call, scope, bind(call, signature)) for call, scope in ctx.calls()
+    sites = [CallSite(call, scope, arguments_for(call, function)) for call, scope in ctx.calls()
              if _calls(ctx, call, scope, function, klass)]
     memo[function] = sites
     return sites
@@ -165,6 +164,16 @@ def _signature(function: Scope, skip_self: bool) -> torchapi.Signature:
     params = function.node.params
     names = [p.name.value for p in (*params.posonly_params, *params.params)]
     return torchapi.Signature(tuple(names[1:] if skip_self else names))
+
+
+def arguments_for(call: cst.Call, function: Scope) -> Arguments:
+    """A call's arguments bound to the parameter names of the project function or method it runs."""
+    return bind(call, _signature(function, skip_self=function.enclosing_class is not None
+                                 and not _is_static(function.node)))
+
+
+def _is_static(function: cst.FunctionDef) -> bool:
+    return any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in function.decorators)
 
 
 def _calls(ctx: ModuleContext, call: cst.Call, scope: Scope, function: Scope, klass: Scope | None) -> bool:

@@ -75,12 +75,14 @@ class _Seen:
 
     @classmethod
     def of(cls, traced) -> _Seen | None:
+        """The headline quotes the last operation that moved the axes, else the code that gave them their roles."""
         found = layout(traced.shape) if traced is not None else None
         if found is None:
             return None
         decisive = found.evidence
-        return cls(found.kind, found.strength, f"`{decisive.code}`", decisive.line,
-                   (f"the data is {found.kind}: {decisive.sentence()}", *traced.steps))
+        code, line = traced.steps[-1][:2] if traced.steps else (decisive.code, decisive.line)
+        return cls(found.kind, found.strength, f"`{code}`", line,
+                   (f"the data is {found.kind}: {decisive.sentence()}", *traced.sentences()))
 
 
 def _strongest(seen: list[_Seen]) -> _Seen | None:
@@ -179,10 +181,10 @@ class BatchFirstDefault(Rule):
         api = torchapi.short_name(built.api)
         if setting.batch_first:
             if seq is not None:  # any sequence-first call is corrupted, whatever the other calls pass
-                self._report_layout(node, built, SEQUENCE_FIRST_DATA, seq, setting, api, "False")
+                self._report_layout(node, built, seq, setting, api, "False")
             return
         if batch is not None:
-            self._report_layout(node, built, BATCH_FIRST_DATA, batch, setting, api, "True")
+            self._report_layout(node, built, batch, setting, api, "True")
         elif setting.stated:
             return
         elif seq is not None:
@@ -194,12 +196,12 @@ class BatchFirstDefault(Rule):
             self.report(node, NO_LAYOUT_EVIDENCE, severity=Severity.WARNING, evidence=setting.evidence,
                         arguments=self._arguments(built, batch_first=False), api=api, built=setting.built)
 
-    def _report_layout(self, node, built, message: Message, seen: _Seen, setting: _Setting, api: str,
-                       fixed: str) -> None:
-        """An error with the unsafe fix where the layout is established; a warning, without a fix, where only a
-        size's name suggests it."""
+    def _report_layout(self, node, built, seen: _Seen, setting: _Setting, api: str, fixed: str) -> None:
+        """Data in the layout the setting does not read (`fixed` is the batch_first that would read it): an error
+        with the unsafe fix where the layout is established; a warning, without a fix, where only a size's name
+        or an assumption suggests it."""
         established = seen.strength is Strength.ESTABLISHED
-        self.report(node, message, severity=Severity.ERROR if established else Severity.WARNING,
+        self.report(node, BATCH_FIRST_DATA if fixed == "True" else SEQUENCE_FIRST_DATA, severity=Severity.ERROR if established else Severity.WARNING,
                     evidence=[*setting.evidence, *seen.evidence], fix=self._fix(built, fixed) if established else None,
                     arguments=self._arguments(built, batch_first=fixed == "False", layout=seen.kind),
                     api=api, data=seen.code, line=seen.line, setting=setting.headline)

@@ -36,6 +36,7 @@ INFO = textwrap.dedent("""\
             self.attn = nn.MultiheadAttention(64, 8)
 
         def forward(self, x):
+            B, T, C = x.shape
             x = x.permute(1, 0, 2)
             return self.attn(x, x, x, need_weights=False)[0]
     """)

@@ -210,12 +210,16 @@ BATCH_FIRST_DATA = """\
 """
 
 
+UNPACKED_THEN_PERMUTED = "B, T, C = x.shape\n            x = x.permute(1, 0, 2)"
+
+
 def test_batch_first_data_headline_help_and_explanation(lint):
     [finding] = lint(BATCH_FIRST_DATA.format(batch_first="", prepare="B, T, C = x.shape"), CODE)
     assert finding.message == ("nn.MultiheadAttention gets batch-first data (`B, T, C = x.shape`, line 7) but "
                                "batch_first is False")
     assert finding.evidence == ("the constructor at line 5 has no batch_first argument (default False)",
-                                "`x` is batch-first: `B, T, C = x.shape` at line 7")
+                                "the data is batch-first: `B, T, C = x.shape` at line 7: unpacks the shape of `x`: "
+                                "axis `B` is the batch")
     assert finding.help == "pass batch_first=True" and finding.fix.title == "pass batch_first=True"
     assert "torch 2.13 experiment" in finding.explanation and "measured" not in finding.explanation
     assert 0.4 < float(re.search(r"sample 0's output by ([0-9.]+)", finding.explanation).group(1)) < 0.5
@@ -223,23 +227,24 @@ def test_batch_first_data_headline_help_and_explanation(lint):
 
 
 def test_sequence_first_data_into_batch_first_module_headline_and_help(lint):
-    source = BATCH_FIRST_DATA.format(batch_first=", batch_first=True", prepare="x = x.permute(1, 0, 2)")
+    source = BATCH_FIRST_DATA.format(batch_first=", batch_first=True", prepare=UNPACKED_THEN_PERMUTED)
     [finding] = lint(source, CODE)
     assert finding.severity == Severity.ERROR
-    assert finding.message == ("nn.MultiheadAttention gets sequence-first data (`x.permute(1, 0, 2)`, line 7) but "
+    assert finding.message == ("nn.MultiheadAttention gets sequence-first data (`x.permute(1, 0, 2)`, line 8) but "
                                "batch_first=True")
-    assert finding.evidence == ("batch_first=True at line 5", "`x.permute(1, 0, 2)` at line 7 puts the sequence axis "
-                                                              "first")
+    assert finding.evidence == ("batch_first=True at line 5",
+                                "the data is sequence-first: `B, T, C = x.shape` at line 7: unpacks the shape of "
+                                "`x`: axis `B` is the batch", "then `x.permute(1, 0, 2)` at line 8")
     assert "set batch_first=False" in finding.help and finding.fix.title == "pass batch_first=False"
     assert "docs/torch-facts.md#batch-first" in finding.explanation
 
 
 def test_sequence_first_data_into_default_module_is_an_info_headline(lint):
-    source = BATCH_FIRST_DATA.format(batch_first="", prepare="x = x.permute(1, 0, 2)")
+    source = BATCH_FIRST_DATA.format(batch_first="", prepare=UNPACKED_THEN_PERMUTED)
     [finding] = lint(source, CODE, min_severity="info")
     assert finding.severity == Severity.INFO
     assert finding.message == ("nn.MultiheadAttention is built without batch_first, implicitly right for "
-                               "sequence-first data (`x.permute(1, 0, 2)`, line 7)")
+                               "sequence-first data (`x.permute(1, 0, 2)`, line 8)")
     assert finding.help == "write batch_first=False to make the layout explicit" and finding.fix is None
     assert "docs/torch-facts.md#batch-first" in finding.explanation
 

@@ -179,6 +179,7 @@ STATIC_SIDE = [
                 self.emb = nn.Embedding(100, 64)
                 self.attn = nn.MultiheadAttention(64, 8)
             def forward(self, tokens):
+                B, L = tokens.shape
                 x = self.emb(tokens)
                 return self.attn(x, x, x)[0]
         """),
@@ -200,6 +201,7 @@ STATIC_SIDE = [
                 self.emb = nn.Embedding(100, 64)
                 self.layer = nn.TransformerEncoderLayer(64, 8)
             def forward(self, tokens):
+                B, L = tokens.shape
                 return self.layer(self.emb(tokens))
         """),
     ("MHA002", MHA002_SDPA_IGNORE, """

@@ -122,6 +122,17 @@ def merged(axes: Shape) -> Axis:
     return UNKNOWN_AXIS
 
 
+def weakened(shape: Shape, note: str) -> Shape:
+    """The same roles, each resting on an assumption as well as its evidence (`note` says which): at most a
+    warning."""
+    return tuple(Axis(axis.role, Evidence(axis.evidence.code, axis.evidence.line, f"{axis.evidence.reason}; {note}",
+                                          Strength.NAMED), axis.size) if axis.known else axis for axis in shape)
+
+
+def roles(shape: Shape) -> tuple[Role, ...]:
+    return tuple(axis.role if axis.known else Role.UNKNOWN for axis in shape)
+
+
 def concatenate(shapes: list[Shape], dim: int) -> Shape | None:
     """`torch.cat(shapes, dim)`. The other axes must match in size, so one part's known role holds for all, and
     parts that disagree make the axis unknown; the joined axis keeps a role only if every part has it."""

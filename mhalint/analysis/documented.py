@@ -70,6 +70,25 @@ def in_docstring(docstring: str, parameter: str) -> tuple[list[str], str] | None
     return None
 
 
+def sole_input(docstring: str) -> tuple[list[str], str] | None:
+    """A class docstring's `Inputs:` (or `Input:`) section with exactly one entry that gives a shape: it documents
+    the one tensor `forward` takes (`- **input** (batch, seq_len, ncols): rows`)."""
+    lines = docstring.expandtabs().splitlines()
+    for number, line in enumerate(lines):
+        if not re.fullmatch(r"\s*Inputs?\s*:?\s*", line):
+            continue
+        indent = len(line) - len(line.lstrip())
+        found = []
+        for following in lines[number + 1:]:
+            if following.strip() and len(following) - len(following.lstrip()) <= indent:
+                break
+            names = shape_in_text(following) if following.strip() else None
+            if names is not None:
+                found.append((names, following.strip()))
+        return found[0] if len(found) == 1 else None
+    return None
+
+
 def in_annotation(annotation: str) -> list[str] | None:
     """jaxtyping `Float[Tensor, "batch seq dim"]` and torchtyping `TensorType["batch", "seq", "dim"]` ->
     ["batch", "seq", "dim"]."""

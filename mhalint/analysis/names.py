@@ -17,7 +17,8 @@ _SEQUENCE = re.compile(r"^_?(l|t|s|seq|seqlen|seq_len|seq_length|sequence|sequen
 _EMBEDDING = re.compile(r"^_?(c|e|d|dim|d_model|dmodel|embed_dim|emb_dim|emb|embed|embedding|hidden|hidden_dim|"
                         r"hidden_size|channels|ch|feat|feats|features|n_embd|d_embed|model_dim|width_dim)$", re.I)
 _HEADS = re.compile(r"^_?(nh|n_head|n_heads|num_heads|heads|nhead)$", re.I)
-_SPATIAL = re.compile(r"^_?(h|w|height|width|x|y|z)$", re.I)
+_SPATIAL = re.compile(r"^_?(h|w|height|width|x|y|z)\d?$", re.I)
+_PLANE = re.compile(r"^(h|w|height|width)\d?$", re.I)  # h and w, also as split in einops: `(h1 h2)`
 
 
 def roles_of_names(names: list[str]) -> list[Role]:
@@ -25,13 +26,13 @@ def roles_of_names(names: list[str]) -> list[Role]:
     words = [name.strip() for name in names]
     roles = [_role(word) for word in words]
     has_batch = Role.BATCH in roles
-    spatial_pair = sum(1 for word in words if word.lower() in ("h", "w", "height", "width")) >= 2
+    spatial_pair = sum(1 for word in words if _PLANE.match(word)) >= 2
     for position, word in enumerate(words):
         lower = word.lower()
         if lower == "n":  # the batch in N, L, E; the tokens in einops' b n d
             roles[position] = Role.SEQUENCE if has_batch else (
                 Role.BATCH if Role.SEQUENCE in roles or Role.EMBEDDING in roles else Role.UNKNOWN)
-        elif lower in ("h", "w", "height", "width"):
+        elif _PLANE.match(lower):
             roles[position] = Role.SPATIAL if spatial_pair else (Role.HEADS if lower == "h" and has_batch
                                                                  else Role.UNKNOWN)
         elif _is_product_of_spatial(word):

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from mhalint.analysis import axes, documented
 from mhalint.analysis.axes import Axis, Evidence, Role, Shape, Strength
 from mhalint.analysis.names import role_of_size_name, roles_of_names
-from mhalint.calls import callers, instance
+from mhalint import torchapi
+from mhalint.calls import PROJECT_PREFIX, arguments_for, callers, instance, project_function, returned
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
 from mhalint.values import resolve
@@ -34,6 +35,15 @@ _FIRST_ARG_KEEPS_AXES = {
     "torch.sigmoid", "torch.nn.functional.dropout", "torch.nn.functional.layer_norm", "torch.nn.functional.relu",
     "torch.nn.functional.gelu", "torch.nn.functional.silu", "torch.nn.functional.normalize",
 }
+# Modules whose output has the axes of their input (the last one may change size, not role).
+_KEEPS_AXES_MODULES = {f"torch.nn.{name}" for name in (
+    "Linear", "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "Dropout", "Dropout1d", "Dropout2d",
+    "Identity", "GELU", "ReLU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LeakyReLU", "Mish", "Hardswish", "ELU")}
+# Convolutions give (N, C, *spatial), the number of spatial axes their name says.
+_CONVOLUTIONS = {f"torch.nn.{kind}{n}d": n for kind in ("Conv", "ConvTranspose") for n in (1, 2, 3)}
+_FACTORIES = {f"torch.{name}" for name in ("zeros", "ones", "empty", "randn", "rand")}
+_ATTENTION_MODULES = {torchapi.MHA, torchapi.ENCODER_LAYER, torchapi.DECODER_LAYER, torchapi.ENCODER,
+                      torchapi.DECODER, torchapi.TRANSFORMER}
 _CONCAT = {"torch.cat", "torch.concat", "torch.concatenate"}
 _STACK = "torch.stack"
 _PAD_SEQUENCE = "torch.nn.utils.rnn.pad_sequence"
@@ -44,20 +54,25 @@ _REORDER = {"permute", "transpose", "movedim", "swapaxes", "swapdims", "t"}
 
 @dataclass(frozen=True)
 class Traced:
-    """A shape and the operations it went through after its roles were known, outermost last."""
+    """A shape and the operations (code, line) it went through after its roles were known, outermost last."""
 
     shape: Shape
-    steps: tuple[str, ...] = ()
+    steps: tuple[tuple[str, int, str], ...] = ()  # (code, line, what it does, or "")
 
-    def then(self, shape: Shape | None, call: cst.CSTNode, ctx: ModuleContext) -> Traced | None:
+    def then(self, shape: Shape | None, call: cst.CSTNode, ctx: ModuleContext, does: str = "") -> Traced | None:
         if shape is None:
             return None
-        return Traced(shape, self.steps + (f"then `{ctx.code(call)}` at line {ctx.line(call)}",))
+        return Traced(shape, self.steps + ((ctx.code(call), ctx.line(call), does),))
+
+    def sentences(self) -> tuple[str, ...]:
+        return tuple(f"then `{code}` at line {line}" + (f": {does}" if does else "") for code, line, does in self.steps)
 
 
 class ShapeReader:
     def __init__(self, ctx: ModuleContext):
         self.ctx = ctx
+        # (function, parameter, argument, caller scope) for the calls being followed into their returns
+        self._env: list[tuple[Scope, str, cst.BaseExpression, Scope]] = []
 
     def of(self, expr: cst.BaseExpression | None, scope: Scope, use: cst.CSTNode, depth: int = 0) -> Traced | None:
         if expr is None or depth > _MAX_DEPTH:
@@ -66,11 +81,18 @@ class ShapeReader:
             return self._call(expr, scope, use, depth)
         if isinstance(expr, cst.BinaryOperation):  # broadcasting keeps the axes of the larger operand
             return self.of(expr.left, scope, use, depth + 1) or self.of(expr.right, scope, use, depth + 1)
+        if isinstance(expr, cst.IfExp):  # both branches must agree
+            return _agreed([self.of(expr.body, scope, use, depth + 1), self.of(expr.orelse, scope, use, depth + 1)])
         if isinstance(expr, cst.Subscript):
+            index = _literal_index(expr)
+            if index is not None and isinstance(expr.value, cst.Call):
+                return self._element(expr.value, index, scope, use, depth)
             return self.of(expr.value, scope, use, depth + 1) if _keeps_axes(expr) else None
         if isinstance(expr, cst.Attribute) and expr.attr.value in ("mT", "T"):
             inner = self.of(expr.value, scope, use, depth + 1)
             return inner.then(axes.transpose(inner.shape, -2, -1), expr, self.ctx) if inner else None
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "weight":
+            return self._embedding_table(expr, scope)
         if isinstance(expr, cst.Name):
             return self._name(expr.value, scope, use, depth)
         bindings = self.ctx.attribute_bindings(expr, scope)
@@ -87,10 +109,16 @@ class ShapeReader:
         if unpacked is not None:
             return unpacked
         if binding.kind == "param":
+            for function, parameter, argument, caller in reversed(self._env):
+                if function is binding.scope and parameter == name:
+                    return self.of(argument, caller, argument, depth + 1)
             return self._parameter(name, binding, depth) or self._documented(name, binding)
         if binding.kind != "assign" or binding.value is None:
             return None
-        return self.of(binding.value, binding.scope, binding.node, depth + 1) or self._commented(binding)
+        traced, commented = self.of(binding.value, binding.scope, binding.node, depth + 1), self._commented(binding)
+        if traced is not None and commented is not None and None is not _kind(traced) != _kind(commented) is not None:
+            return None  # the code and its comment disagree
+        return traced or commented
 
     def _unpacking(self, name: str, scope: Scope, reaching: Binding, use: cst.CSTNode) -> Traced | None:
         """`B, T, C = x.shape` (or `x.size()`) names the axes of `x`, as long as `x` is not reassigned between the
@@ -125,12 +153,19 @@ class ShapeReader:
         return tuple(result)
 
     def _commented(self, binding: Binding) -> Traced | None:
-        """A shape comment on the assignment's line or on the comment line just above it: `# [B, HxW, C]`."""
-        line = self.ctx.line(binding.node)
-        for at in (line, line - 1):
+        """A shape comment on the assignment's line, on the comment line just above it (`# [B, HxW, C]`), or on a
+        comment line just below it that names the variable (`# x is batch, seq_len, channels`)."""
+        line, lines = self.ctx.line(binding.node), self.ctx.source_lines()
+        below = [at for at in (line + 1, line + 2) if at <= len(lines) and lines[at - 1].strip().startswith("#")]
+        below = below if below[:1] == [line + 1] else []
+        for at in (line, line - 1, *below):
             text = self.ctx.comment(at)
-            if not text or (at != line and not self.ctx.source_lines()[at - 1].strip().startswith("#")):
+            if not text or (at != line and not lines[at - 1].strip().startswith("#")):
                 continue
+            if at > line:
+                text = _about(binding.name, text)
+                if text is None:
+                    continue
             names = documented.shape_in_text(text)
             shape = self._named_axes(names, text.strip().lstrip("# "), at, "the shape comment says so",
                                      Strength.ESTABLISHED) if names else None
@@ -151,13 +186,36 @@ class ShapeReader:
         function = binding.scope.node
         docstring = function.get_docstring() if isinstance(function, cst.FunctionDef) else None
         found = documented.in_docstring(docstring or "", name)
+        signature_comment = self._signature_comment(name, binding)
+        if found is None and signature_comment is not None:
+            return signature_comment
         if found is None and docstring and len(docstring.strip().splitlines()) == 1 and name in docstring:
             names = documented.shape_in_text(docstring)  # a one-line docstring about the tensor
             found = (names, docstring.strip()) if names else None
+        where, owner = function, f"`{binding.scope.name}()`"
         if found is None:
-            return None
-        shape = self._named_axes(found[0], found[1], self.ctx.line(function.body.body[0]),
-                                 f"the docstring of `{binding.scope.name}()` documents `{name}`", Strength.ESTABLISHED)
+            klass = binding.scope.enclosing_class
+            if klass is None or binding.scope.name != "forward":
+                return None
+            where, owner = klass.node, f"class `{klass.name}`"
+            class_doc = klass.node.get_docstring() or ""
+            found = documented.in_docstring(class_doc, name)
+            if found is None and len(_tensor_parameters(function)) == 1:
+                found = documented.sole_input(class_doc)
+            if found is None:
+                return None
+        shape = self._named_axes(found[0], found[1], self.ctx.line(where.body.body[0]),
+                                 f"the docstring of {owner} documents `{name}`", Strength.ESTABLISHED)
+        return Traced(shape) if shape is not None else None
+
+    def _signature_comment(self, name: str, binding: Binding) -> Traced | None:
+        """A comment on the parameter's line that documents it: `def forward(self, x):  # x: (B, L, E)`."""
+        line = self.ctx.line(binding.node)
+        text = self.ctx.comment(line) or ""
+        about = _about(name, text)
+        names = documented.shape_in_text(about) if about is not None else None
+        shape = self._named_axes(names, text.strip().lstrip("# "), line, f"the comment documents `{name}`",
+                                 Strength.ESTABLISHED) if names else None
         return Traced(shape) if shape is not None else None
 
     def _parameter(self, name: str, binding: Binding, depth: int) -> Traced | None:
@@ -185,6 +243,8 @@ class ShapeReader:
             return self._pad_sequence(call, scope)
         if name in _CONCAT and call.args:
             return self._concatenate(call, scope, use, depth)
+        if name in _FACTORIES:
+            return self._factory(call, scope, use)
         if name in _FIRST_ARG_KEEPS_AXES and call.args:
             return self.of(call.args[0].value, scope, use, depth + 1)
         if isinstance(func, cst.Attribute):
@@ -196,14 +256,65 @@ class ShapeReader:
                     if inner is not None else None
             if method in _KEEPS_AXES:
                 return self.of(func.value, scope, use, depth + 1)
-        built = instance(self.ctx, func, scope)
-        if built is not None and self.ctx.qualified_name(built.call.func, built.scope) == _EMBEDDING:
+        return self._callee(call, scope, use, depth)
+
+    def _callee(self, call: cst.Call, scope: Scope, use, depth: int) -> Traced | None:
+        """A module or function applied to a tensor: torch modules with a known output (embeddings, convolutions,
+        norms, linear layers, attention), a project function or module followed into its returns; any other
+        callee is assumed to keep the axes of its first argument, which makes the result at most a warning."""
+        first = call.args[0].value if call.args and not call.args[0].keyword and not call.args[0].star else None
+        function = project_function(self.ctx, call, scope)
+        built = instance(self.ctx, call.func, scope) if function is None else None
+        api = self.ctx.qualified_name(built.call.func, built.scope) if built is not None else None
+        if api == _EMBEDDING:
             return self._embedding(call, scope, use, depth)
-        if call.args and not call.args[0].keyword and not call.args[0].star:
-            # a module or helper applied to the tensor (norm, dropout, linear, with_pos_embed) keeps its batch and
-            # sequence axes
+        if api in _CONVOLUTIONS:
+            return self._convolution(call, _CONVOLUTIONS[api])
+        if first is None:
+            return None
+        if api in _KEEPS_AXES_MODULES or (built is not None and built.api in _ATTENTION_MODULES):
+            return self.of(first, scope, use, depth + 1)
+        if built is not None and built.api.startswith(PROJECT_PREFIX):
+            klass = self.ctx.classes.get(built.api[len(PROJECT_PREFIX):])
+            function = klass.methods.get("forward") if klass is not None else None
+        if function is not None:
+            return self._returns(call, scope, function, depth)
+        traced = self.of(first, scope, use, depth + 1)
+        if traced is None:
+            return None
+        note = f"`{self.ctx.code(call.func)}` at line {self.ctx.line(call)} is assumed to keep its axes"
+        return Traced(axes.weakened(traced.shape, note), traced.steps)
+
+    def _returns(self, call: cst.Call, scope: Scope, function: Scope, depth: int, index: int | None = None
+                 ) -> Traced | None:
+        """What a project function returns for this call's arguments (element `index` of a returned tuple):
+        every `return` must give the same roles."""
+        values = returned(function)
+        if index is not None:
+            values = [_tuple_element(value, index) for value in values]
+        if not values or any(value is None for value in values):
+            return None
+        bound = [(function, name, argument.value, scope) for name, argument in arguments_for(call, function)
+                 .by_name.items()]
+        self._env.extend(bound)
+        try:
+            found = [self.of(value, function, value, depth + 1) for value in values]
+        finally:
+            del self._env[len(self._env) - len(bound):]
+        return _agreed(found)
+
+    def _element(self, call: cst.Call, index: int, scope: Scope, use, depth: int) -> Traced | None:
+        """`attn(q, k, v)[0]`: the output of a torch attention module has the query's axes; a project function's
+        returned tuple gives its element."""
+        built = instance(self.ctx, call.func, scope)
+        if built is not None and built.api == torchapi.MHA and index == 0 and call.args \
+                and not call.args[0].keyword and not call.args[0].star:
             return self.of(call.args[0].value, scope, use, depth + 1)
-        return None
+        function = project_function(self.ctx, call, scope)
+        if function is None and built is not None and built.api.startswith(PROJECT_PREFIX):
+            klass = self.ctx.classes.get(built.api[len(PROJECT_PREFIX):])
+            function = klass.methods.get("forward") if klass is not None else None
+        return self._returns(call, scope, function, depth, index) if function is not None else None
 
     def _method(self, method: str, call: cst.Call, shape: Shape, scope: Scope, use) -> Shape | None:
         dims = self._integers(call, scope)
@@ -252,19 +363,67 @@ class ShapeReader:
         return [arg.value for arg in call.args]
 
     def _view(self, call: cst.Call, shape: Shape, scope: Scope, use) -> Shape | None:
-        """Each new axis takes the role of its size expression (`B * T` holds the batch); a leading `-1` folds the
-        leading axes, so it keeps the role of the input's first axis."""
-        sizes = self._sizes(call)
-        if not sizes:
+        """Each new axis takes the role of its size expression (`B * T` holds the batch); a `-1` folds the input
+        axes the other sizes leave over (`view(-1, L, E)` of (B, N, L, E) folds B and N: it holds the batch)."""
+        if len(call.args) == 1 and not call.args[0].keyword and not call.args[0].star:
+            items = self._size_items(call.args[0].value, scope, use)
+        else:
+            sizes = self._sizes(call)
+            items = [self._size_item(size, scope, use) for size in sizes] if sizes else None
+        if not items or sum(item is None for item in items) > 1:
             return None
-        result = []
-        for position, size in enumerate(sizes):
-            value = resolve(self.ctx, size, scope)
-            if value is not None and value.value == -1:
-                result.append(shape[0] if position == 0 and shape and shape[0] is not OPEN else axes.UNKNOWN_AXIS)
-            else:
-                result.append(self.size_axis(size, scope, use))
-        return tuple(result)
+        if None not in items:
+            return tuple(items)
+        position = items.index(None)
+        if shape and shape[-1] is OPEN:
+            folded = shape[0] if position == 0 and shape[0].known and shape[0].role is Role.BATCH else axes.UNKNOWN_AXIS
+        elif len(shape) >= len(items):
+            folded = axes.merged(shape[position:position + len(shape) - len(items) + 1])
+        else:
+            folded = axes.UNKNOWN_AXIS
+        return tuple(folded if item is None else item for item in items)
+
+    def _size_item(self, size: cst.BaseExpression, scope: Scope, use) -> Axis | None:
+        """The axis a size gives, or None for -1 (inferred)."""
+        value = resolve(self.ctx, size, scope)
+        return None if value is not None and value.value == -1 else self.size_axis(size, scope, use)
+
+    def _size_items(self, expr: cst.BaseExpression, scope: Scope, use, depth: int = 0) -> list[Axis | None] | None:
+        """A shape written as a list: `[-1, L, E]`, `[-1] + shape[-2:]` where `shape = list(x.size())`,
+        `x.shape[:2] + (-1,)`."""
+        if depth > _MAX_DEPTH:
+            return None
+        if isinstance(expr, cst.List | cst.Tuple):
+            if any(isinstance(element, cst.StarredElement) for element in expr.elements):
+                return None
+            return [self._size_item(element.value, scope, use) for element in expr.elements]
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+            left, right = self._size_items(expr.left, scope, use, depth + 1), \
+                self._size_items(expr.right, scope, use, depth + 1)
+            return left + right if left is not None and right is not None else None
+        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Slice):
+            whole = self._size_items(expr.value, scope, use, depth + 1)
+            bounds = expr.slice[0].slice
+            lower, upper = (_literal_int(b) if b is not None else None for b in (bounds.lower, bounds.upper))
+            if whole is None or bounds.step is not None or (bounds.lower is not None and lower is None) \
+                    or (bounds.upper is not None and upper is None):
+                return None
+            return whole[lower:upper]
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "tuple") \
+                and len(expr.args) == 1:
+            return self._size_items(expr.args[0].value, scope, use, depth + 1)
+        if isinstance(expr, cst.Name):
+            binding = self.ctx.reaching(self.ctx.bindings(expr.value, scope), use)
+            if binding is None or binding.kind != "assign" or binding.value is None:
+                return None
+            return self._size_items(binding.value, binding.scope, binding.node, depth + 1)
+        tensor = _shape_of_expr(expr)
+        if tensor is None:
+            return None
+        traced = self.of(tensor, scope, use, depth + 1)
+        if traced is None or (traced.shape and traced.shape[-1] is OPEN):
+            return None
+        return list(traced.shape)
 
     def _expand(self, method: str, call: cst.Call, shape: Shape, scope: Scope, use) -> Shape | None:
         """`expand(-1, n, -1)` / `repeat(1, bs, 1)`: an axis kept (-1, or a repeat of 1) keeps its role; a new or
@@ -354,6 +513,32 @@ class ShapeReader:
         batch, sequence = Axis(Role.BATCH, evidence), Axis(Role.SEQUENCE, evidence)
         return Traced((batch, sequence, OPEN) if batch_first else (sequence, batch, OPEN))
 
+    def _convolution(self, call: cst.Call, spatial: int) -> Traced:
+        """nn.Conv{1,2,3}d: (N, C, *spatial) whatever the input holds; a 1-d convolution's last axis is a sequence."""
+        layout = {1: "(N, C, L)", 2: "(N, C, H, W)", 3: "(N, C, D, H, W)"}[spatial]
+        evidence = Evidence(self.ctx.code(call), self.ctx.line(call), f"a convolution's output is {layout}",
+                            Strength.ESTABLISHED)
+        rest = (Axis(Role.SEQUENCE, evidence),) if spatial == 1 else (Axis(Role.SPATIAL, evidence),) * spatial
+        return Traced((Axis(Role.BATCH, evidence), Axis(Role.EMBEDDING, evidence), *rest))
+
+    def _factory(self, call: cst.Call, scope: Scope, use) -> Traced | None:
+        """`torch.zeros(n, bs, d)`: each axis takes the role of its size expression."""
+        positional = [arg for arg in call.args if arg.keyword is None]
+        sizes = self._sizes(call.with_changes(args=positional))
+        if not sizes:
+            return None
+        shape = tuple(self.size_axis(size, scope, use) for size in sizes)
+        return Traced(shape) if any(axis.known for axis in shape) else None
+
+    def _embedding_table(self, expr: cst.Attribute, scope: Scope) -> Traced | None:
+        """`self.query_embed.weight` of an nn.Embedding: (num_embeddings, embedding_dim)."""
+        built = instance(self.ctx, expr.value, scope)
+        if built is None or self.ctx.qualified_name(built.call.func, built.scope) != _EMBEDDING:
+            return None
+        evidence = Evidence(self.ctx.code(expr), self.ctx.line(expr), "an nn.Embedding table is (num_embeddings, "
+                            "embedding_dim)", Strength.ESTABLISHED)
+        return Traced((axes.UNKNOWN_AXIS, Axis(Role.EMBEDDING, evidence)))
+
     def _embedding(self, call: cst.Call, scope: Scope, use, depth: int) -> Traced | None:
         """nn.Embedding: the ids' axes, then the embedding."""
         if not call.args or call.args[0].keyword:
@@ -364,7 +549,7 @@ class ShapeReader:
         embedding = Axis(Role.EMBEDDING, Evidence(self.ctx.code(call), self.ctx.line(call), "nn.Embedding output",
                                                   Strength.ESTABLISHED))
         shape = ids.shape if ids.shape and ids.shape[-1] is OPEN else ids.shape + (embedding,)
-        return ids.then(shape, call, self.ctx)
+        return ids.then(shape, call, self.ctx, "an nn.Embedding output, the ids' axes and then the embedding")
 
     def _rearrange(self, call: cst.Call) -> Traced | None:
         """An einops pattern names the axes it produces: `'b c h w -> b (h w) c'`."""
@@ -373,10 +558,18 @@ class ShapeReader:
         pattern = call.args[1].value.evaluated_value
         if not isinstance(pattern, str) or "->" not in pattern:
             return None
-        names = _einops_axes(pattern.split("->", 1)[1])
-        shape = self._named_axes(names, self.ctx.code(call), self.ctx.line(call), "the einops pattern names the "
+        source, result = pattern.split("->", 1)
+        atoms = list(dict.fromkeys(re.findall(r"\w+", source) + re.findall(r"\w+", result)))
+        named = self._named_axes(atoms, self.ctx.code(call), self.ctx.line(call), "the einops pattern names the "
                                  "axes", Strength.ESTABLISHED)
-        return Traced(shape) if shape is not None else None
+        if named is None:
+            return None
+        by_name = dict(zip(atoms, named))
+        groups = [re.findall(r"\w+", group) for group in _einops_axes(result)]
+        if any(not group for group in groups):
+            return None  # `1` or `...` in the result: the rank is not the pattern's
+        shape = tuple(axes.merged(tuple(by_name[atom] for atom in group)) for group in groups)
+        return Traced(shape) if any(axis.known for axis in shape) else None
 
     def _concatenate(self, call: cst.Call, scope, use, depth) -> Traced | None:
         parts = call.args[0].value
@@ -393,6 +586,46 @@ class ShapeReader:
             return None
         filled = [t.shape if t is not None else axes.unknown(len(known[0].shape)) for t in traced]
         return known[0].then(axes.concatenate(filled, dim.value if dim is not None else 0), call, self.ctx)
+
+
+def _about(name: str, comment: str) -> str | None:
+    """What a comment says about `name` when it starts by naming it: `# x is batch, seq_len, channels`."""
+    named = re.match(rf"^[#\s]*`?{re.escape(name)}`?\s*(?:is|:|=|has shape|shape:?)\s*(.*)$", comment)
+    return named[1] if named else None
+
+
+def _tensor_parameters(function: cst.FunctionDef) -> list[cst.Param]:
+    """The parameters after `self` that have no default: the inputs a module's forward requires."""
+    params = [*function.params.posonly_params, *function.params.params][1:]
+    return [param for param in params if param.default is None]
+
+
+def _kind(traced: Traced) -> str | None:
+    found = axes.layout(traced.shape)
+    return found.kind if found is not None else None
+
+
+def _agreed(found: list[Traced | None]) -> Traced | None:
+    """One of several possible values, if they all have the same roles; else unknown."""
+    if not found or any(traced is None for traced in found):
+        return None
+    if len({axes.roles(traced.shape) for traced in found}) != 1:
+        return None
+    return found[0]
+
+
+def _tuple_element(value: cst.BaseExpression, index: int) -> cst.BaseExpression | None:
+    if isinstance(value, cst.Tuple) and -len(value.elements) <= index < len(value.elements):
+        element = value.elements[index]
+        return None if isinstance(element, cst.StarredElement) else element.value
+    return None
+
+
+def _literal_index(expr: cst.Subscript) -> int | None:
+    """`i` of `x[i]` for a literal integer."""
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+        return None
+    return _literal_int(expr.slice[0].slice.value)
 
 
 def _keeps_axes(expr: cst.Subscript) -> bool:
@@ -412,6 +645,16 @@ def _shape_of(value) -> str | None:
     if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and \
             value.attr.value in ("shape", "size"):
         return value.value.value
+    return None
+
+
+def _shape_of_expr(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`x` of `x.shape` or `x.size()`."""
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "shape":
+        return expr.value
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "size" \
+            and not expr.args:
+        return expr.func.value
     return None
 
 
