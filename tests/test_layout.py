@@ -835,3 +835,128 @@ def test_verdict_does_not_depend_on_path_or_line(lint, source, path):
     shifted = "\n\n# moved down\n\n\n" + textwrap.dedent(source)
     found = Checker([load_rules()[CODE]]).check_source(shifted.encode(), path)
     assert expected and [(f.code, f.severity) for f in found] == expected
+
+
+# ---- producers and documented shapes the old idioms got wrong or missed ----------------------------------------
+def test_embeddings_of_padded_sequences_are_sequence_first(one):
+    """pad_sequence stacks (L, N): the embedding is (L, N, E), which the default reads correctly."""
+    source = """\
+        import torch.nn as nn
+        from torch.nn.utils.rnn import pad_sequence
+
+        class Tagger(nn.Module):
+            def __init__(self, vocab, dim, heads):
+                super().__init__()
+                self.embed = nn.Embedding(vocab, dim)
+                self.attn = nn.MultiheadAttention(dim, heads)
+
+            def forward(self, sentences):
+                ids = pad_sequence(sentences)
+                h = self.embed(ids)
+                return self.attn(h, h, h)[0]
+    """
+    finding = one(source)
+    assert_sequence_first_info(finding, "pad_sequence(sentences)", "self.embed(ids)")
+
+
+@pytest.mark.parametrize("unpack", ["", "B, T, D = hist.shape"])
+def test_an_axis_expanded_to_a_measured_sequence_length_is_not_a_batch(check, unpack):
+    """`item.unsqueeze(1).expand(-1, n, -1)` with `n = hist.size(1)` grows a sequence axis, not a batch axis."""
+    source = f"""\
+        import torch
+        import torch.nn as nn
+
+        class Recommender(nn.Module):
+            def __init__(self, dim, heads):
+                super().__init__()
+                layer = nn.TransformerEncoderLayer(2 * dim, heads, batch_first=True)
+                self.encoder = nn.TransformerEncoder(layer, 2)
+
+            def forward(self, hist, item):
+                {unpack}
+                n = hist.size(1)
+                x = torch.cat([hist, item.unsqueeze(1).expand(-1, n, -1)], dim=-1)
+                return self.encoder(x)
+    """
+    assert check(source) == []
+
+
+def test_padded_embeddings_swapped_to_batch_first_are_batch_first(check):
+    """A swap of a known layout flips it: (L, N, E).transpose(0, 1) is (N, L, E), right for batch_first=True."""
+    source = """\
+        import torch.nn as nn
+        from torch.nn.utils.rnn import pad_sequence
+
+        class Tagger(nn.Module):
+            def __init__(self, vocab, dim, heads):
+                super().__init__()
+                self.embed = nn.Embedding(vocab, dim)
+                self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+
+            def forward(self, s):
+                h = self.embed(pad_sequence(s)).transpose(0, 1)
+                return self.attn(h, h, h)[0]
+    """
+    assert check(source) == []
+
+
+def test_reshape_after_a_permute_keeps_the_batch_in_axis_0(one):
+    source = attention("B, T, C, H, W = feats.shape\nx = feats.permute(0, 1, 3, 4, 2).reshape(B * T, H * W, C)",
+                       param="feats")
+    finding = one(source)
+    assert_batch_first_error(finding, "B, T, C, H, W = feats.shape")
+    assert headline_quotes(finding) == "feats.permute(0, 1, 3, 4, 2).reshape(B * T, H * W, C)"
+    assert finding.fix is not None
+
+
+def test_a_numpy_style_docstring_documents_the_input(one):
+    source = attention('"""Attend over the tokens.\n\nParameters\n----------\nx : torch.Tensor\n'
+                       '    Tensor shape [B, L, N]\n"""')
+    assert_batch_first_error(one(source), "Tensor shape [B, L, N]")
+
+
+def test_a_shape_comment_names_a_sequence_first_tensor(one):
+    source = attention("tgt = torch.zeros_like(x)  # nq, bs, d_model\nx = tgt", batch_first=", batch_first=True")
+    assert_reverse_error(one(source), "nq, bs, d_model")
+
+
+INJECTED = """\
+    import torch.nn as nn
+
+    class Inner(nn.Module):
+        def __init__(self, dim, heads):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(dim, heads{batch_first})
+
+        def forward(self, chunks):
+            return self.attn(chunks, chunks, chunks)[0]
+
+    class Outer(nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            B, T, C = x.shape
+            return self.inner(x)
+
+    model = Outer(Inner(64, 8))
+"""
+
+
+def test_a_module_handed_to_another_modules_constructor_is_followed(one):
+    assert_batch_first_error(one(INJECTED.format(batch_first="")), "B, T, C = x.shape")
+
+
+def test_a_module_handed_to_another_modules_constructor_with_the_right_setting_is_clean(check):
+    assert check(INJECTED.format(batch_first=", batch_first=True")) == []
+
+
+def test_data_through_a_module_from_another_file_is_at_most_a_warning(one):
+    """`Block` comes from another file: that it keeps the axes is an assumption, so a name's strength."""
+    source = attention("B, T, C = x.shape\nx = self.block(x)", imports="from .blocks import Block").replace(
+        "self.norm = nn.LayerNorm(dim)", "self.block = Block(dim)")
+    finding = one(source)
+    assert finding.severity == Severity.WARNING and " gets batch-first data (" in finding.message
+    assert finding.fix is None
+    assert "assumed to keep its axes" in evidence_of(finding)

@@ -252,6 +252,8 @@ class ShapeReader:
             if method in _REORDER or method in ("view", "reshape", "flatten", "unsqueeze", "squeeze", "expand",
                                                 "repeat"):
                 inner = self.of(func.value, scope, use, depth + 1)
+                if inner is None and method in ("view", "reshape"):
+                    inner = Traced((OPEN,))  # the new axes take the roles of their sizes, whatever the input's
                 return inner.then(self._method(method, call, inner.shape, scope, use), call, self.ctx) \
                     if inner is not None else None
             if method in _KEEPS_AXES:

@@ -1,0 +1,302 @@
+"""mhalint/analysis/tensors.py: the shape reader on small programs, one source of roles or one transfer per test,
+both ways: it finds the roles where the code establishes them, and gives unknown (or only a name's strength)
+where it does not. Each snippet passes the tensor under test to `sink(...)`."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from mhalint.analysis.axes import BATCH_FIRST, SEQ_FIRST, Role, Strength, layout
+from mhalint.analysis.tensors import ShapeReader
+from mhalint.context import ModuleContext
+from mhalint.lazy import cst
+
+B, S, E, H, P, U = Role.BATCH, Role.SEQUENCE, Role.EMBEDDING, Role.HEADS, Role.SPATIAL, Role.UNKNOWN
+
+
+def traced(source: str):
+    """What the reader finds for the argument of the last `sink(...)` call, with torch imported."""
+    source = IMPORTS + textwrap.dedent(source)
+    ctx = ModuleContext(cst.parse_module(source), "snippet.py", source)
+    call, scope = [(c, s) for c, s in ctx.calls() if isinstance(c.func, cst.Name) and c.func.value == "sink"][-1]
+    return ShapeReader(ctx).of(call.args[0].value, scope, call)
+
+
+def roles(source: str):
+    found = traced(source)
+    return None if found is None else tuple(axis.role if axis.known else U for axis in found.shape)
+
+
+def kind(source: str) -> tuple[str, Strength] | None:
+    found = traced(source)
+    seen = layout(found.shape) if found is not None else None
+    return None if seen is None else (seen.kind, seen.strength)
+
+
+IMPORTS = "import torch\nimport torch.nn as nn\nfrom torch.nn.utils.rnn import pad_sequence\n"
+
+
+# ---- producers with a known layout -----------------------------------------------------------------------------
+def test_a_convolution_gives_batch_channels_and_spatial_axes():
+    assert roles("""
+        conv = nn.Conv2d(3, 64, 16, 16)
+        def f(images):
+            sink(conv(images))
+    """) == (B, E, P, P)
+    assert roles("conv = nn.Conv1d(3, 64, 3)\ndef f(x):\n    sink(conv(x))\n") == (B, E, S)
+
+
+def test_flattened_convolution_features_are_batch_first_until_permuted():
+    body = """
+        conv = nn.Conv2d(3, 64, 16, 16)
+        def f(images):
+            sink(conv(images).flatten(2).{op})
+    """
+    assert kind(body.format(op="transpose(1, 2)")) == (BATCH_FIRST, Strength.ESTABLISHED)
+    assert kind(body.format(op="permute(2, 0, 1)")) == (SEQ_FIRST, Strength.ESTABLISHED)
+
+
+@pytest.mark.parametrize(("call", "expected"), [
+    ("pad_sequence(seqs)", (S, B, U)),
+    ("pad_sequence(seqs, batch_first=True)", (B, S, U)),
+    ("pad_sequence(seqs, True)", (B, S, U)),
+])
+def test_pad_sequence_is_sequence_first_unless_told(call, expected):
+    assert roles(f"def f(seqs):\n    sink({call})\n")[:2] == expected[:2]
+
+
+def test_pad_sequence_with_an_unknown_flag_is_unknown():
+    assert traced("def f(seqs, flag):\n    sink(pad_sequence(seqs, batch_first=flag))\n") is None
+
+
+def test_embedding_adds_an_axis_to_the_ids_it_gets():
+    source = """
+        emb = nn.Embedding(100, 64)
+        def f(seqs):
+            sink(emb(pad_sequence(seqs)))
+    """
+    assert kind(source) == (SEQ_FIRST, Strength.ESTABLISHED)
+
+
+def test_embedding_of_unknown_ids_is_unknown():
+    assert traced("emb = nn.Embedding(100, 64)\ndef f(ids):\n    sink(emb(ids))\n") is None
+
+
+def test_an_embedding_table_repeated_over_a_measured_batch_is_sequence_first():
+    source = """
+        class Decoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.queries = nn.Embedding(100, 256)
+            def forward(self, memory):
+                bs = memory.shape[1]
+                sink(self.queries.weight.unsqueeze(1).repeat(1, bs, 1))
+    """
+    assert roles(source) == (U, B, E)
+    assert kind(source) == (SEQ_FIRST, Strength.ESTABLISHED)
+
+
+def test_a_factory_takes_the_roles_of_its_sizes():
+    source = """
+        def f(x):
+            B, T, C = x.shape
+            sink(torch.zeros(T, B, C, device=x.device))
+    """
+    assert roles(source) == (S, B, E)
+    assert traced("def f(n, m):\n    sink(torch.zeros(n, m, 4))\n") is None
+
+
+# ---- documented shapes -----------------------------------------------------------------------------------------
+def test_a_comment_below_an_assignment_that_names_the_variable():
+    source = """
+        def f(x):
+            x = x.transpose(1, -1)
+            # x is batch, seq_len, channels
+            sink(x)
+    """
+    assert kind(source) == (BATCH_FIRST, Strength.ESTABLISHED)
+
+
+def test_a_comment_below_about_another_variable_is_not_read():
+    assert traced("""
+        def f(x, y):
+            x = x.transpose(1, -1)
+            # y is batch, seq_len, channels
+            sink(x)
+    """) is None
+
+
+def test_a_shape_comment_that_the_code_contradicts_gives_unknown():
+    assert traced("""
+        def f(x):
+            B, T, C = x.shape
+            y = x.transpose(0, 1)  # (B, T, C)
+            sink(y)
+    """) is None
+
+
+def test_a_comment_on_the_def_line_documents_a_parameter():
+    assert kind("def f(x):  # x: (B, L, E)\n    sink(x)\n") == (BATCH_FIRST, Strength.ESTABLISHED)
+    assert traced("def f(x, y):  # y: (B, L, E)\n    sink(x)\n") is None
+
+
+def test_a_numpy_docstring_documents_a_parameter():
+    source = '''
+        def f(x):
+            """Attend.
+
+            Parameters
+            ----------
+            x : torch.Tensor
+                Tensor shape [B, L, N]
+            """
+            sink(x)
+    '''
+    assert kind(source) == (BATCH_FIRST, Strength.ESTABLISHED)
+
+
+def test_a_class_inputs_section_documents_the_one_input_of_forward():
+    source = '''
+        class Rows(nn.Module):
+            """Embeds rows.
+
+            Inputs:
+                - **input** (batch, seq_len, ncols): rows
+            """
+            def forward(self, input_ids):
+                sink(input_ids)
+    '''
+    assert roles(source) == (B, S, U)
+
+
+def test_a_class_inputs_section_is_not_read_for_a_forward_of_two_inputs():
+    assert traced('''
+        class Pair(nn.Module):
+            """Inputs:
+                - **input** (batch, seq_len, ncols): rows
+            """
+            def forward(self, a, b):
+                sink(a)
+    ''') is None
+
+
+def test_an_einops_group_holding_the_batch_is_the_batch():
+    source = """
+        from einops import rearrange
+        def f(x):
+            sink(rearrange(x, 'b c h w1 w2 -> (b w1) (h w2) c'))
+    """
+    assert roles(source) == (B, S, E)
+
+
+# ---- view and reshape ------------------------------------------------------------------------------------------
+def test_reshape_after_permute_reads_the_roles_of_its_sizes():
+    source = """
+        def f(fmap):
+            B, T, C, H, W = fmap.shape
+            sink(fmap.permute(0, 1, 3, 4, 2).reshape(B * T, H * W, C))
+    """
+    assert roles(source) == (B, S, E)
+    assert kind(source) == (BATCH_FIRST, Strength.ESTABLISHED)
+
+
+def test_a_folded_leading_axis_holds_the_batch():
+    source = """
+        emb = nn.Embedding(100, 64)
+        def f(ids):
+            N, R, L = ids.shape
+            x = emb(ids)
+            shape = list(x.size())
+            sink(x.view([-1] + shape[-2:]))
+    """
+    assert roles(source) == (B, S, E)
+
+
+def test_a_size_named_like_a_batch_gives_only_a_named_role():
+    source = "def f(x, bsz, n):\n    sink(x.view(bsz, n, -1))\n"
+    assert kind(source) == (BATCH_FIRST, Strength.NAMED)
+
+
+def test_expand_over_a_measured_size_takes_its_role():
+    source = """
+        def f(hist, item):
+            B, T, D = hist.shape
+            n = hist.size(1)
+            sink(torch.cat([hist, item.unsqueeze(1).expand(-1, n, -1)], dim=-1))
+    """
+    assert roles(source)[:2] == (B, S)
+
+
+# ---- calls -----------------------------------------------------------------------------------------------------
+def test_a_project_helper_is_followed_into_its_returns():
+    source = """
+        def with_pos(t, pos):
+            return t if pos is None else t + pos
+        def f(x, pos):
+            B, T, C = x.shape
+            sink(with_pos(x, pos))
+    """
+    assert kind(source) == (BATCH_FIRST, Strength.ESTABLISHED)
+
+
+def test_a_project_helper_that_moves_the_axes_is_followed():
+    source = """
+        def to_sequence_first(t):
+            return t.transpose(0, 1)
+        def f(x):
+            B, T, C = x.shape
+            sink(to_sequence_first(x))
+    """
+    assert kind(source) == (SEQ_FIRST, Strength.ESTABLISHED)
+
+
+def test_returns_that_disagree_give_unknown():
+    assert traced("""
+        def maybe(t, flip):
+            if flip:
+                return t.transpose(0, 1)
+            return t
+        def f(x):
+            B, T, C = x.shape
+            sink(maybe(x, True))
+    """) is None
+
+
+def test_a_static_method_binds_its_first_argument():
+    source = """
+        class Layer(nn.Module):
+            @staticmethod
+            def with_pos(tensor, pos):
+                return tensor + pos
+            def forward(self, src, pos):
+                B, T, C = src.shape
+                sink(self.with_pos(src, pos))
+    """
+    assert kind(source) == (BATCH_FIRST, Strength.ESTABLISHED)
+
+
+def test_an_unknown_callee_keeps_the_roles_only_at_a_names_strength():
+    source = """
+        from elsewhere import block
+        def f(x):
+            B, T, C = x.shape
+            sink(block(x))
+    """
+    found = traced(source)
+    assert kind(source) == (BATCH_FIRST, Strength.NAMED)
+    assert "`block` at line" in found.shape[0].evidence.reason and "assumed to keep its axes" in \
+        found.shape[0].evidence.reason
+
+
+def test_norms_linear_layers_and_attention_keep_the_axes_at_full_strength():
+    source = """
+        norm = nn.LayerNorm(64)
+        proj = nn.Linear(64, 64)
+        attn = nn.MultiheadAttention(64, 8)
+        def f(x):
+            T, B, C = x.shape
+            sink(proj(norm(attn(x, x, x)[0])))
+    """
+    assert kind(source) == (SEQ_FIRST, Strength.ESTABLISHED)
