@@ -159,15 +159,14 @@ class ShapeReader:
         below = [at for at in (line + 1, line + 2) if at <= len(lines) and lines[at - 1].strip().startswith("#")]
         below = below if below[:1] == [line + 1] else []
         for at in (line, line - 1, *below):
-            text = self.ctx.comment(at)
-            if not text or (at != line and not lines[at - 1].strip().startswith("#")):
+            comment = self.ctx.comment(at)
+            if not comment or (at != line and not lines[at - 1].strip().startswith("#")):
                 continue
-            if at > line:
-                text = _about(binding.name, text)
-                if text is None:
-                    continue
+            text = _about(binding.name, comment) if at > line else comment
+            if text is None:
+                continue
             names = documented.shape_in_text(text)
-            shape = self._named_axes(names, text.strip().lstrip("# "), at, "the shape comment says so",
+            shape = self._named_axes(names, "# " + comment.strip().lstrip("# "), at, "the shape comment says so",
                                      Strength.ESTABLISHED) if names else None
             if shape is not None:
                 return Traced(shape)
@@ -214,7 +213,7 @@ class ShapeReader:
         text = self.ctx.comment(line) or ""
         about = _about(name, text)
         names = documented.shape_in_text(about) if about is not None else None
-        shape = self._named_axes(names, text.strip().lstrip("# "), line, f"the comment documents `{name}`",
+        shape = self._named_axes(names, "# " + text.strip().lstrip("# "), line, f"the comment documents `{name}`",
                                  Strength.ESTABLISHED) if names else None
         return Traced(shape) if shape is not None else None
 
