@@ -33,6 +33,9 @@ _FLOAT_DTYPES = re.compile(r"\b(float|float16|float32|float64|half|bfloat16|doub
 _PADDING_NAME = re.compile(r"pad", re.IGNORECASE)
 # Names that by torch's convention hold a True-at-padding mask (the kpm of nn.MultiheadAttention).
 _IGNORE_NAMES = re.compile(r"(key_padding_mask|padding_mask|pad_mask)$", re.IGNORECASE)
+# Names of a tokenizer's mask, 1 at real tokens and 0 at padding (Hugging Face's `attention_mask`, BERT's
+# `input_mask`). A name alone is not enough: it counts only where the code also treats it as 0/1 values.
+_TOKENIZER_NAMES = re.compile(r"^(attention_mask|input_mask)$")
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,8 @@ class MaskReader:
                 continue
             inner = self.read(side, scope, use, depth + 1)
             if inner is None or inner.polarity is None:
+                inner = self._tokenizer_mask(side, node)
+            if inner is None:
                 break  # not a mask being converted: perhaps token ids compared with a padding id
             keeps_truth = _keeps_truth(op, constant.value, mirrored)
             if keeps_truth is None:
@@ -180,6 +185,16 @@ class MaskReader:
                 meaning = "valid positions" if polarity == KEEP else "positions past the length"
                 return self._built(BOOL, polarity, f"{where} is True at {meaning}", node)
         return Mask(BOOL, None)
+
+    def _tokenizer_mask(self, side: cst.BaseExpression, node: cst.CSTNode) -> Mask | None:
+        """`attention_mask == 0`: a tokenizer's mask by its name, and compared with 0 or 1, so it holds 0/1
+        values; two signals together say 1 = real token."""
+        name = _plain_name(side) or (side.attr.value if isinstance(side, cst.Attribute) else None)
+        if name is None or not _TOKENIZER_NAMES.match(name):
+            return None
+        return Mask(ZERO_ONE, KEEP, (self._at(f"`{name}` is a tokenizer's mask by its name, 1 at real tokens, and "
+                                              f"`{self.ctx.code(node)}` compares it as 0/1 values", node),),
+                    origin_line=self.ctx.line(node))
 
     def _binary(self, expr: cst.BinaryOperation, scope, use, depth) -> Mask | None:
         op = expr.operator
