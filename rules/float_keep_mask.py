@@ -56,6 +56,8 @@ _SHAPE_ONLY = {
     "reshape_as", "t", "movedim", "index_select", "tile",
 }
 _TO_FLOAT = {"float", "half", "bfloat16", "double", "type_as"}
+# Names that say True/1 = take part, a selection rather than scores (`mask` alone may be additive already).
+_KEEP_NAME = re.compile(r"^(keep|valid|keep_\w+|\w+_keep|valid_\w+|\w+_valid|is_valid\w*)$")
 _FLOAT_DTYPE = re.compile(r"\b(float|float16|float32|float64|half|bfloat16|double)\b|\.dtype\b")
 _INT_DTYPE = re.compile(r"dtype\s*=\s*torch\.(long|int|int8|int16|int32|int64|uint8|short)\b")
 _BOOLEAN_METHODS = {"bool", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "logical_or",
@@ -75,6 +77,8 @@ class FloatKeepMask(Rule):
     with `.float()`/`.to(q.dtype)`/`.type_as(q)`, or `1 - mask.float()`. The mask is followed through local
     names, `self.x` attributes (also `register_buffer`) and shape-only operations. A 0/1 mask that is turned into
     an additive one (`masked_fill(m == 0, float('-inf'))`, `(1 - m) * -1e9`) is correct and is not flagged.
+    It is an error when the code shows the mask is boolean or 0/1 (its construction, or what the callers in the
+    file pass); `keep.float()` of a tensor only its name (`keep`, `valid`) says is a selection is a warning.
 
     ## Why is this bad?
     A floating-point mask is not a selection: all these APIs add it to the attention scores (torch 2.13
@@ -232,7 +236,7 @@ class FloatKeepMask(Rule):
         inner = self.masks.read(receiver, scope, use)
         boolean = inner is not None and inner.kind == BOOL or _boolean_syntax(receiver)
         if not boolean:
-            return None
+            return self._named_boolean(expr, receiver) if inner is None else None
         polarity = inner.polarity if inner is not None and inner.kind == BOOL else None
         line = self.context.line(expr)
         conversion = "." + self.context.code(expr)[len(self.context.code(receiver)) + 1:].lstrip()
@@ -242,6 +246,16 @@ class FloatKeepMask(Rule):
                     weak=inner.weak if inner is not None and polarity is not None else False,
                     built_from=inner.built_from if inner is not None and polarity is not None else None,
                     built_polarity=inner.built_polarity if inner is not None and polarity is not None else None)
+
+    def _named_boolean(self, expr: cst.Call, receiver: cst.BaseExpression) -> Mask | None:
+        """`keep.float()` where nothing shows what `keep` holds but its name says a selection: a 0/1 float mask
+        only by the name, so at most a warning (weak, and no meaning)."""
+        if not (isinstance(receiver, cst.Name) and _KEEP_NAME.match(receiver.value)):
+            return None
+        line = self.context.line(expr)
+        return Mask(ZERO_ONE, None, (f"`{self.context.code(expr)}` turns `{receiver.value}` into floats (line {line}); "
+                                     f"only its name says `{receiver.value}` is a boolean mask",),
+                    origin_line=line, weak=True)
 
     def _boolean(self, expr, scope: Scope, use, depth: int) -> bool:
         """Is the argument's value made by a boolean operation (a comparison, `~`, `.bool()`), followed through
@@ -303,8 +317,9 @@ class FloatKeepMask(Rule):
             fix_expr, suggestion = self._corrected(expr, mask.polarity, convention)
             fix = self.replacement(expr, fix_expr, applicability=UNSAFE,
                                    title=f"pass a boolean mask in {name}'s convention")
+        named_only = mask.weak and mask.polarity is None  # even the 0/1 values rest on a name
         found = dict(
-            severity=Severity.ERROR, evidence=mask.evidence, fix=fix, arguments={
+            severity=Severity.WARNING if named_only else Severity.ERROR, evidence=mask.evidence, fix=fix, arguments={
                 "api": api, "parameter": parameter, "convention": convention, "kind": ZERO_ONE,
                 "polarity": mask.polarity,
                 "mask_expression": mask.built_from,

@@ -34,8 +34,14 @@ def test_a_float_bias_from_a_keep_mask_masks_nothing(lint):
     assert "`tokens != pad_id` is True at real tokens" in evidence and "swaps the 0s and 1s" in evidence
 
 
-def test_a_float_bias_of_a_parameter_nothing_describes_is_not_an_error(lint):
-    assert [f for f in lint(BIAS_FROM_KEEP, "MHA008") if f.severity == Severity.ERROR] == []
+def test_a_float_bias_of_a_mask_known_only_by_its_name_is_a_warning(lint):
+    [finding] = lint(BIAS_FROM_KEEP, "MHA008")
+    assert finding.severity == Severity.WARNING and finding.fix is None
+    assert "only its name says `keep` is a boolean mask" in " | ".join(finding.evidence)
+
+
+def test_a_float_bias_of_a_tensor_with_no_mask_name_is_not_flagged(lint):
+    assert lint(BIAS_FROM_KEEP.replace("keep", "scale"), "MHA008") == []
 
 
 def test_a_float_bias_from_an_additive_mask_is_not_flagged(lint):
