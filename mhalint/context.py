@@ -214,15 +214,6 @@ class ModuleContext:
         klass = self.class_of(scope)
         return klass.attributes.get(expr.attr.value, []) if klass is not None else []
 
-    def reaching(self, bindings: list[Binding], use: cst.CSTNode) -> Binding | None:
-        """The binding a read at `use` sees: the last one before it by line (parameters come first). Code that
-        builds masks and tensors is straight-line, so lines stand in for control flow here."""
-        if len(bindings) <= 1:
-            return bindings[0] if bindings else None
-        use_line = self.line(use)
-        before = [b for b in bindings if b.kind == "param" or self.line(b.node) < use_line]
-        return before[-1] if before else None
-
     def scope_of(self, node: cst.CSTNode) -> Scope | None:
         return self.scopes.get(node)
 

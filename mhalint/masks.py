@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, replace
 
 from mhalint import torchapi
+from mhalint.analysis import dataflow
 from mhalint.calls import callers, mask_arguments, project_function, returned
 from mhalint.context import ModuleContext, Scope
 from mhalint.lazy import cst
@@ -65,6 +66,7 @@ class MaskReader:
 
     def __init__(self, ctx: ModuleContext):
         self.ctx = ctx
+        self._active: set[int] = set()  # bindings being followed, against cycles through loops
 
     def read(self, expr: cst.BaseExpression, scope: Scope, use: cst.CSTNode, depth: int = 0) -> Mask | None:
         """What `expr`, evaluated in `scope` at the statement `use`, holds; None when nothing is known."""
@@ -95,8 +97,24 @@ class MaskReader:
 
     # ---- names ----
     def _name(self, name: str, scope: Scope, use: cst.CSTNode, depth: int) -> Mask | None:
-        bindings = self.ctx.bindings(name, scope)
-        binding = self.ctx.reaching(bindings, use)
+        """What the bindings that may reach the read hold; `mask = None` on one path is no mask there, and the
+        others must agree."""
+        reached = [b for b in dataflow.reaching(self.ctx, self.ctx.bindings(name, scope), use)
+                   if not (b.kind == "assign" and _is_none(b.value)) and id(b) not in self._active]
+        if len(reached) > 1:
+            found = []
+            for binding in reached:  # a binding being followed (a loop's `m = m & x`) is left to the others
+                self._active.add(id(binding))
+                try:
+                    found.append(self._binding(name, scope, binding, use, depth))
+                finally:
+                    self._active.discard(id(binding))
+            if any(m is None or (m.kind, m.polarity) != (found[0].kind, found[0].polarity) for m in found):
+                return None
+            return found[0]
+        return self._binding(name, scope, reached[0] if reached else None, use, depth)
+
+    def _binding(self, name: str, scope: Scope, binding, use: cst.CSTNode, depth: int) -> Mask | None:
         if binding is not None and binding.kind == "param":
             return self._parameter(name, binding, depth) or self._by_use(name, scope, use) or self._by_name(name)
         if binding is None or binding.value is None or binding.kind != "assign":

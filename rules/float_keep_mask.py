@@ -6,6 +6,7 @@ import re
 from dataclasses import replace
 
 from mhalint import torchapi
+from mhalint.analysis import dataflow
 from mhalint.calls import mask_arguments
 from mhalint.context import Scope
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
@@ -306,7 +307,7 @@ class FloatKeepMask(Rule):
 
     def _reaching(self, name: str, scope: Scope, use: cst.CSTNode):
         """The assignment of `name` that reaches `use`, if that is a plain assignment."""
-        binding = self.context.reaching(self.context.bindings(name, scope), use)
+        binding = dataflow.reaching_one(self.context, self.context.bindings(name, scope), use)
         return binding if binding is not None and binding.kind == "assign" and binding.value is not None else None
 
     # ---- the finding ----

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from mhalint import torchapi
+from mhalint.analysis import dataflow
 from mhalint.calls import (PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, call_target, callers, instance, project_function,
                            returned, wrapping_chain)
 from mhalint.context import Binding, Scope
@@ -200,7 +201,6 @@ class MaskRepeatLayout(Rule):
 
     def __init__(self, context, emit):
         super().__init__(context, emit)
-        self._uses: dict[cst.CSTNode, dict[str, list[cst.Name]]] = {}
 
     # ---- the finding ----
     def visit_Call(self, node: cst.Call) -> None:
@@ -416,8 +416,8 @@ class MaskRepeatLayout(Rule):
         found: list[_Destination] = []
         bindings = self.context.bindings(name, scope)
         mine = next((b for b in bindings if b.node is binder), None)
-        for use in self._name_uses(scope).get(name, []):
-            if mine is not None and not self._reaches(mine, bindings, use):
+        for use in dataflow.loads(self.context, scope).get(name, []):
+            if mine is not None and mine not in dataflow.reaching(self.context, bindings, use):
                 continue
             found += self._follow(use, scope, route, depth + 1, seen)
         return found
@@ -430,10 +430,10 @@ class MaskRepeatLayout(Rule):
         found: list[_Destination] = []
         for method in klass.methods.values():
             self_name = method.self_name
-            for use in self._name_uses(method).get(self_name, []) if self_name else []:
+            for use in dataflow.loads(self.context, method).get(self_name, []) if self_name else []:
                 attr = self._parent(use)
                 if isinstance(attr, cst.Attribute) and attr.value is use and attr.attr.value == attribute \
-                        and not self._is_store(attr):
+                        and not dataflow.is_store(self.context, attr):
                     found += self._follow(attr, method, route, depth + 1, seen)
         return found
 
@@ -666,7 +666,7 @@ class MaskRepeatLayout(Rule):
     def _content_name(self, name: str, scope: Scope, use: cst.CSTNode, depth: int) -> tuple[str, list[str]]:
         ctx = self.context
         bindings = ctx.bindings(name, scope)
-        binding = self.context.reaching(bindings, use)
+        binding = dataflow.reaching_one(ctx, bindings, use)
         found: tuple[str, list[str]] = (UNKNOWN, [])
         if binding is not None and binding.kind == "param":
             found = self._content_parameter(name, binding, depth)
@@ -716,7 +716,7 @@ class MaskRepeatLayout(Rule):
                                 f"per sample)"]
         return UNKNOWN, []
 
-    # ---- syntax helpers: parents, uses, reaching definitions ----
+    # ---- syntax helpers ----
     def _parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self.context.parent(node)
 
@@ -725,87 +725,6 @@ class MaskRepeatLayout(Rule):
         while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
             current = self._parent(current)
         return current if current is not None else self.context.module
-
-    def _name_uses(self, scope: Scope) -> dict[str, list[cst.Name]]:
-        """The Name nodes read in a function's own body (not in functions or classes nested in it)."""
-        if scope.node in self._uses:
-            return self._uses[scope.node]
-        found: dict[str, list[cst.Name]] = {}
-        root = scope.node
-        rule = self
-
-        class _Collect(cst.CSTVisitor):
-            def visit_FunctionDef(self, node):
-                return node is root
-
-            def visit_ClassDef(self, node):
-                return node is root
-
-            def visit_Lambda(self, node):
-                return False
-
-            def visit_Name(self, node):
-                if not rule._is_store(node):
-                    found.setdefault(node.value, []).append(node)
-
-        root.visit(_Collect())
-        self._uses[scope.node] = found
-        return found
-
-    def _is_store(self, node: cst.CSTNode) -> bool:
-        """Is this name or attribute being bound (an assignment target, a parameter, a keyword's name)?"""
-        parent = self._parent(node)
-        if isinstance(parent, cst.Attribute) and parent.attr is node:
-            return True
-        if isinstance(parent, cst.Arg) and parent.keyword is node:
-            return True
-        if isinstance(parent, (cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportAlias, cst.AsName)):
-            return True
-        current = node
-        while isinstance(parent, (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
-            current, parent = parent, self._parent(parent)
-        if isinstance(parent, (cst.AssignTarget, cst.AugAssign)) or (
-                isinstance(parent, cst.AnnAssign) and parent.target is current) or (
-                isinstance(parent, (cst.For, cst.CompFor)) and parent.target is current):
-            return True
-        return False
-
-    def _line(self, node: cst.CSTNode) -> int:
-        return self.context.line(node)
-
-    def _reaches(self, binding: Binding, bindings: list[Binding], use: cst.CSTNode) -> bool:
-        """Can `binding` be the value `use` reads? Not if the use comes first, or another binding in the same
-        block (or one around it) comes in between; a rebinding in a sibling branch does not count."""
-        start = -1 if binding.kind == "param" else self._line(binding.node)
-        line = self._line(use)
-        if binding.kind != "param" and start >= line:
-            return False
-        block = self._block(binding)
-        for other in bindings:
-            if other is binding or other.kind == "param":
-                continue
-            other_line = self._line(other.node)
-            if start < other_line < line and self._encloses(self._block(other), block):
-                return False
-        return True
-
-    def _block(self, binding: Binding) -> cst.CSTNode | None:
-        node = binding.node
-        if binding.kind == "param":
-            return binding.scope.node.body if isinstance(binding.scope.node, cst.FunctionDef) else None
-        current = self._parent(node)
-        while current is not None and not isinstance(current, (cst.IndentedBlock, cst.Module,
-                                                               cst.SimpleStatementSuite)):
-            current = self._parent(current)
-        return current
-
-    def _encloses(self, outer: cst.CSTNode | None, inner: cst.CSTNode | None) -> bool:
-        current = inner
-        while current is not None:
-            if current is outer:
-                return True
-            current = self._parent(current)
-        return False
 
     # ---- the runtime experiment ----
     @staticmethod

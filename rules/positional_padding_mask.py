@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from mhalint import torchapi
+from mhalint.analysis import dataflow
 from mhalint.calls import call_target, callers, project_function, returned
 from mhalint.context import Binding, Scope
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity, shorten
@@ -255,7 +256,7 @@ class PositionalPaddingMask(Rule):
     def _name(self, name: str, scope: Scope, use: cst.CSTNode, depth: int):
         ctx = self.context
         bindings = ctx.bindings(name, scope)
-        binding = self.context.reaching(bindings, use)
+        binding = dataflow.reaching_one(self.context, bindings, use)
         verdict, evidence, kind = None, [], None
         if binding is not None and binding.kind == "param":
             verdict, evidence, kind = self._parameter(name, binding, depth)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from mhalint import torchapi
+from mhalint.analysis import dataflow
 from mhalint.calls import call_target, with_argument
 from mhalint.context import Scope
 from mhalint.fastpath import off_reason
@@ -164,32 +165,17 @@ class WeightsDiscarded(Rule):
                 f"(line{'s' if len(reads) > 1 else ''} {lines})")
 
     def _reads(self, name: str, statement: cst.CSTNode) -> list[tuple[cst.Name, bool]] | None:
-        """The reads of `name` that see the value assigned by `statement`, each with whether it is `name[0]`:
-        those after the statement and up to the end of the next statement that assigns the name again (straight-
-        line code; a read in that statement's own right-hand side still sees the old value). None when the name
-        is rebound in a way that reads the whole value (`+=`)."""
-        scope = self.scope
-        end = self.context.position(statement).end
-        rebinds = []
-        for binding in scope.bindings.get(name, []):
-            if binding.node is statement or binding.kind == "param":
-                continue
-            position = self.context.position(binding.node)
-            if (position.start.line, position.start.column) <= (end.line, end.column):
-                continue
-            if binding.kind == "augmented":
-                return None
-            rebinds.append(position.end if binding.kind in ("assign", "unpack") else position.start)
-        limit = min(((p.line, p.column) for p in rebinds), default=None)
-        found = []
-        for node, indexed in _loads(self.context, scope.node).get(name, []):
-            position = self.context.position(node).start
-            if (position.line, position.column) < (end.line, end.column):
-                continue
-            if limit is not None and (position.line, position.column) >= limit:
-                continue
-            found.append((node, indexed))
-        return found
+        """The reads of `name` that may see the value `statement` assigns (mhalint.analysis.dataflow: branches,
+        loops and closures count), each with whether it is `name[0]`. None when a rebinding that reads the whole
+        value (`+=`) may see it."""
+        bindings = self.context.bindings(name, self.scope)
+        mine = next((binding for binding in bindings if binding.node is statement), None)
+        if mine is None:
+            return None
+        if any(binding.kind == "augmented" and mine in dataflow.reaching(self.context, bindings, binding.node)
+               for binding in bindings):
+            return None
+        return [(load, _is_first(self.context, load)) for load in dataflow.uses(self.context, mine)]
 
     def _where(self) -> str:
         return self.scope.name if self.scope.kind == "function" else "the module"
@@ -334,45 +320,7 @@ def _forwarded(ctx, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> b
                                      and _forwarded(ctx, b.value, b.scope, depth + 1)) for b in bindings)
 
 
-def _loads(ctx, scope_node: cst.CSTNode) -> dict[str, list[tuple[cst.Name, bool]]]:
-    """Every name read in a scope (nested functions included: a closure's read counts), with whether the read
-    is `name[0]`; keyword names and attribute names are not reads."""
-    from libcst.metadata import ExpressionContext, ExpressionContextProvider, MetadataWrapper  # libcst is deferred
-
-    memo = ctx.memo.setdefault("MHA007-loads", {})
-    if scope_node in memo:
-        return memo[scope_node]
-    # The scope's own statement is all the provider needs to see: resolving it for the whole module cost more
-    # than parsing the module.
-    tree = scope_node if isinstance(scope_node, cst.Module) else cst.Module(body=[_as_statement(scope_node)])
-    contexts = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(ExpressionContextProvider)
-
-    class _Collect(cst.CSTVisitor):
-        def __init__(self):
-            self.loads: dict[str, list[tuple[cst.Name, bool]]] = {}
-            self.first: set[int] = set()
-            self.keywords: set[int] = set()
-
-        def visit_Arg(self, node: cst.Arg) -> None:
-            if node.keyword is not None:
-                self.keywords.add(id(node.keyword))
-
-        def visit_Subscript(self, node: cst.Subscript) -> None:
-            if isinstance(node.value, cst.Name) and _is_index(node, 0):
-                self.first.add(id(node.value))
-
-        def visit_Name(self, node: cst.Name) -> None:
-            if contexts.get(node) == ExpressionContext.LOAD and id(node) not in self.keywords:
-                self.loads.setdefault(node.value, []).append((node, id(node) in self.first))
-
-    collector = _Collect()
-    scope_node.visit(collector)
-    memo[scope_node] = collector.loads
-    return collector.loads
-
-
-def _as_statement(node: cst.CSTNode) -> cst.BaseStatement:
-    """A function or class is a statement already; a lambda becomes one as an expression statement."""
-    if isinstance(node, cst.BaseStatement):
-        return node
-    return cst.SimpleStatementLine(body=[cst.Expr(value=node)])
+def _is_first(ctx, name: cst.Name) -> bool:
+    """Is the read `name[0]`?"""
+    parent = ctx.parent(name)
+    return isinstance(parent, cst.Subscript) and parent.value is name and _is_index(parent, 0)

@@ -300,3 +300,51 @@ def test_norms_linear_layers_and_attention_keep_the_axes_at_full_strength():
             sink(proj(norm(attn(x, x, x)[0])))
     """
     assert kind(source) == (SEQ_FIRST, Strength.ESTABLISHED)
+
+
+# ---- control flow (mhalint/analysis/dataflow.py) ---------------------------------------------------------------
+def test_branches_that_agree_keep_the_roles():
+    assert kind("""
+        def f(x, c):
+            B, T, C = x.shape
+            if c:
+                y = x.transpose(0, 1)
+            else:
+                y = x.permute(1, 0, 2)
+            sink(y)
+    """) == (SEQ_FIRST, Strength.ESTABLISHED)
+
+
+def test_branches_that_disagree_give_unknown():
+    assert traced("""
+        def f(x, c):
+            B, T, C = x.shape
+            y = x
+            if c:
+                y = x.transpose(0, 1)
+            sink(y)
+    """) is None
+
+
+def test_a_loop_that_keeps_the_axes_keeps_the_roles():
+    source = """
+        norm = nn.LayerNorm(64)
+        def f(x, layers):
+            B, T, C = x.shape
+            for _ in layers:
+                x = norm(x)
+            sink(x)
+    """
+    assert kind(source) == (BATCH_FIRST, Strength.ESTABLISHED)
+
+
+def test_only_the_assignment_that_reaches_counts():
+    assert kind("""
+        def f(x, c):
+            B, T, C = x.shape
+            y = x.transpose(0, 1)
+            if c:
+                return y
+            y = x
+            sink(y)
+    """) == (BATCH_FIRST, Strength.ESTABLISHED)

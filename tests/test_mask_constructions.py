@@ -102,3 +102,25 @@ def test_is_causal_from_a_parameter_whose_callers_disagree_is_not_guessed(lint):
             return attend(q, k, v, mask, causal=True), attend(q, k, v, mask)
     """
     assert lint(source, "MHA009") == []
+
+
+OPTIONAL_MASK = """\
+    import torch.nn.functional as F
+
+    def attend(q, tokens, pad_id, c):
+        mask = None
+        if c:
+            mask = tokens == pad_id
+        {more}
+        return F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+"""
+
+
+def test_a_mask_set_on_one_branch_and_none_on_the_other_is_read(lint):
+    [finding] = lint(OPTIONAL_MASK.format(more=""), "MHA002")
+    assert finding.severity == Severity.ERROR and "built at line 6 as True = ignore" in finding.message
+
+
+def test_masks_of_opposite_conventions_on_two_branches_are_not_guessed(lint):
+    source = OPTIONAL_MASK.format(more="else:\n            mask = tokens != pad_id")
+    assert lint(source, "MHA002") == []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mhalint.analysis import axes, documented
+from mhalint.analysis import axes, dataflow, documented
 from mhalint.analysis.axes import Axis, Evidence, Role, Shape, Strength
 from mhalint.analysis.names import role_of_size_name, roles_of_names
 from mhalint import torchapi
@@ -73,6 +73,7 @@ class ShapeReader:
         self.ctx = ctx
         # (function, parameter, argument, caller scope) for the calls being followed into their returns
         self._env: list[tuple[Scope, str, cst.BaseExpression, Scope]] = []
+        self._active: set[int] = set()  # the bindings being followed, against cycles through loops
 
     def of(self, expr: cst.BaseExpression | None, scope: Scope, use: cst.CSTNode, depth: int = 0) -> Traced | None:
         if expr is None or depth > _MAX_DEPTH:
@@ -102,9 +103,20 @@ class ShapeReader:
 
     # ---- names ----
     def _name(self, name: str, scope: Scope, use: cst.CSTNode, depth: int) -> Traced | None:
-        binding = self.ctx.reaching(self.ctx.bindings(name, scope), use)
-        if binding is None:
-            return None
+        """Every binding that may reach the read must give the same roles. A binding already being followed (a
+        loop's `x = layer(x)` reaching itself) adds nothing: the other bindings decide."""
+        found = []
+        for binding in dataflow.reaching(self.ctx, self.ctx.bindings(name, scope), use):
+            if id(binding) in self._active:
+                continue
+            self._active.add(id(binding))
+            try:
+                found.append(self._binding(name, scope, binding, use, depth))
+            finally:
+                self._active.discard(id(binding))
+        return _agreed(found)
+
+    def _binding(self, name: str, scope: Scope, binding: Binding, use: cst.CSTNode, depth: int) -> Traced | None:
         unpacked = self._unpacking(name, scope, binding, use)
         if unpacked is not None:
             return unpacked
@@ -116,7 +128,7 @@ class ShapeReader:
         if binding.kind != "assign" or binding.value is None:
             return None
         traced, commented = self.of(binding.value, binding.scope, binding.node, depth + 1), self._commented(binding)
-        if traced is not None and commented is not None and None is not _kind(traced) != _kind(commented) is not None:
+        if traced is not None and commented is not None and len({_kind(traced), _kind(commented)} - {None}) > 1:
             return None  # the code and its comment disagree
         return traced or commented
 
@@ -414,7 +426,7 @@ class ShapeReader:
                 and len(expr.args) == 1:
             return self._size_items(expr.args[0].value, scope, use, depth + 1)
         if isinstance(expr, cst.Name):
-            binding = self.ctx.reaching(self.ctx.bindings(expr.value, scope), use)
+            binding = dataflow.reaching_one(self.ctx, self.ctx.bindings(expr.value, scope), use)
             if binding is None or binding.kind != "assign" or binding.value is None:
                 return None
             return self._size_items(binding.value, binding.scope, binding.node, depth + 1)
@@ -458,7 +470,7 @@ class ShapeReader:
             return measured
         if not isinstance(size, cst.Name):
             return Axis(size=code)
-        binding = self.ctx.reaching(self.ctx.bindings(size.value, scope), use)
+        binding = dataflow.reaching_one(self.ctx, self.ctx.bindings(size.value, scope), use)
         if binding is not None and binding.kind == "unpack" and isinstance(binding.node, cst.Assign) \
                 and _shape_of(binding.value) is not None:
             target = binding.node.targets[0].target

@@ -1,0 +1,224 @@
+"""Reaching definitions with control flow, one scope at a time: which bindings of a name a read can see.
+
+The flow is computed once per scope, on first use, by one pass over the scope's statements (structured code needs
+no control-flow graph): an assignment replaces what reaches after it; the branches of `if`, `match` and `try` merge
+where they join; a loop body sees what reaches the loop and what its own last iteration left (iterated to a fixed
+point), and `break`/`continue` join the loop's exit and head; `return` and `raise` end a path. A read inside a
+function nested in the scope (a closure) may run after any statement, so it sees what reaches the scope's end.
+"""
+
+from __future__ import annotations
+
+from mhalint.context import Binding, ModuleContext, Scope
+from mhalint.lazy import cst
+from mhalint.walk import walk
+
+State = dict[str, frozenset[Binding]]  # name -> the bindings that may reach; a missing name has none
+_MAX_ROUNDS = 10
+
+
+def reaching(ctx: ModuleContext, bindings: list[Binding], use: cst.CSTNode) -> list[Binding]:
+    """The bindings of one name (`ctx.bindings(name, scope)`) that may reach `use`, in source order."""
+    if len(bindings) <= 1:
+        return list(bindings)
+    seen = flow(ctx, bindings[0].scope).at(ctx, use).get(bindings[0].name, frozenset())
+    return [binding for binding in bindings if binding in seen]
+
+
+def reaching_one(ctx: ModuleContext, bindings: list[Binding], use: cst.CSTNode) -> Binding | None:
+    """The one binding that reaches `use`; None when none does or several may (which one is not known)."""
+    found = reaching(ctx, bindings, use)
+    return found[0] if len(found) == 1 else None
+
+
+def uses(ctx: ModuleContext, binding: Binding) -> list[cst.Name]:
+    """The reads that may see `binding`'s value: following a value forward."""
+    bindings = ctx.bindings(binding.name, binding.scope)
+    return [load for load in loads(ctx, binding.scope).get(binding.name, [])
+            if binding in reaching(ctx, bindings, load)]
+
+
+def loads(ctx: ModuleContext, scope: Scope) -> dict[str, list[cst.Name]]:
+    """The names a scope reads, in source order: its own body's, and the names its nested functions and lambdas
+    read without binding them (a closure's read). Targets, parameters, attribute names and keywords are not reads."""
+    memo = ctx.memo.setdefault("loads", {})
+    if scope in memo:
+        return memo[scope]
+    found: dict[str, list[cst.Name]] = {}
+    shadowing: list[set[str]] = []  # the names each nested function or lambda around the read binds
+
+    def enter(node: cst.CSTNode) -> bool:
+        if node is not scope.node and isinstance(node, cst.FunctionDef | cst.Lambda | cst.ClassDef):
+            inner = ctx.scope_of(node)
+            shadowing.append(set(inner.bindings) if inner is not None else {
+                param.name.value for param in node.params.params} if isinstance(node, cst.Lambda) else set())
+        elif isinstance(node, cst.Name) and not is_store(ctx, node) \
+                and not any(node.value in names for names in shadowing):
+            found.setdefault(node.value, []).append(node)
+        return True
+
+    def leave(node: cst.CSTNode) -> None:
+        if node is not scope.node and isinstance(node, cst.FunctionDef | cst.Lambda | cst.ClassDef):
+            shadowing.pop()
+
+    walk(scope.node, enter, leave)
+    memo[scope] = found
+    return found
+
+
+def is_store(ctx: ModuleContext, node: cst.CSTNode) -> bool:
+    """Is this name or attribute being bound (an assignment target, a parameter, a keyword's name) rather than
+    read?"""
+    parent = ctx.parent(node)
+    if isinstance(parent, cst.Attribute) and parent.attr is node:
+        return True
+    if isinstance(parent, cst.Arg) and parent.keyword is node:
+        return True
+    if isinstance(parent, cst.Param | cst.FunctionDef | cst.ClassDef | cst.ImportAlias | cst.AsName):
+        return True
+    current = node
+    while isinstance(parent, cst.Tuple | cst.List | cst.Element | cst.StarredElement):
+        current, parent = parent, ctx.parent(parent)
+    return isinstance(parent, cst.AssignTarget | cst.AugAssign) or (
+        isinstance(parent, cst.AnnAssign) and parent.target is current) or (
+        isinstance(parent, cst.For | cst.CompFor) and parent.target is current)
+
+
+def flow(ctx: ModuleContext, scope: Scope) -> Flow:
+    memo = ctx.memo.setdefault("flow", {})
+    if scope not in memo:
+        memo[scope] = Flow(ctx, scope)
+    return memo[scope]
+
+
+class Flow:
+    """The state before each statement of one scope, and at its end."""
+
+    def __init__(self, ctx: ModuleContext, scope: Scope):
+        self.before: dict[cst.CSTNode, State | None] = {}
+        self._by_node: dict[int, list[Binding]] = {}
+        for bindings in scope.bindings.values():
+            for binding in bindings:
+                self._by_node.setdefault(id(binding.node), []).append(binding)
+        self._breaks: list[list[State | None]] = []
+        self._continues: list[list[State | None]] = []
+        start: State = {}
+        for binding in (b for bindings in scope.bindings.values() for b in bindings if b.kind == "param"):
+            start[binding.name] = start.get(binding.name, frozenset()) | {binding}
+        node = scope.node
+        self.end = self._run(node.body, start) if isinstance(node, cst.Module) else self._suite(node.body, start)
+        self._every = _merge(start, self.end, *self.before.values())
+
+    def at(self, ctx: ModuleContext, use: cst.CSTNode) -> State:
+        """What reaches `use`: the state before its statement, or at the scope's end for a closure's read."""
+        node: cst.CSTNode | None = use
+        while node is not None:
+            if node is not use and isinstance(node, cst.FunctionDef | cst.Lambda):
+                break
+            if node in self.before:
+                return self.before[node] or {}
+            node = ctx.parent(node)
+        return self.end if self.end is not None else self._every
+
+    # ---- statements ----
+    def _run(self, statements, state: State | None) -> State | None:
+        for statement in statements:
+            state = self._statement(statement, state)
+        return state
+
+    def _statement(self, node: cst.CSTNode, state: State | None) -> State | None:
+        self.before[node] = state
+        if state is None:
+            return None  # unreachable: after a return, raise, break or continue
+        if isinstance(node, cst.SimpleStatementLine):
+            return self._small(node.body, state)
+        if isinstance(node, cst.If):
+            return self._if(node, state)
+        if isinstance(node, cst.For | cst.While):
+            return self._loop(node, state)
+        if isinstance(node, cst.Try | cst.TryStar):
+            return self._try(node, state)
+        if isinstance(node, cst.With):
+            return self._suite(node.body, self._bind(node, state))
+        if isinstance(node, cst.Match):
+            ends = [self._suite(case.body, state) for case in node.cases]
+            return _merge(state, *ends)
+        return self._bind(node, state)  # def, class: the name is bound
+
+    def _small(self, statements, state: State) -> State | None:
+        for small in statements:
+            self.before[small] = state
+            if isinstance(small, cst.Return | cst.Raise):
+                return None
+            if isinstance(small, cst.Break | cst.Continue):
+                targets = self._breaks if isinstance(small, cst.Break) else self._continues
+                if targets:
+                    targets[-1].append(state)
+                return None
+            state = self._bind(small, state)
+        return state
+
+    def _suite(self, suite: cst.BaseSuite, state: State | None) -> State | None:
+        if isinstance(suite, cst.SimpleStatementSuite):
+            return self._small(suite.body, state) if state is not None else None
+        return self._run(suite.body, state)
+
+    def _if(self, node: cst.If, state: State) -> State | None:
+        taken = self._suite(node.body, state)
+        if isinstance(node.orelse, cst.If):
+            self.before[node.orelse] = state
+            other = self._if(node.orelse, state)
+        elif isinstance(node.orelse, cst.Else):
+            other = self._suite(node.orelse.body, state)
+        else:
+            other = state
+        return _merge(taken, other)
+
+    def _loop(self, node: cst.For | cst.While, state: State) -> State | None:
+        entry: State | None = state
+        exits: list[State | None] = []
+        for _ in range(_MAX_ROUNDS):
+            self._breaks.append([])
+            self._continues.append([])
+            head = self._bind(node, entry) if isinstance(node, cst.For) else entry
+            end = self._suite(node.body, head)
+            exits, continues = self._breaks.pop(), self._continues.pop()
+            widened = _merge(state, end, *continues)
+            if widened == entry:
+                break
+            entry = widened
+        after = self._suite(node.orelse.body, entry) if node.orelse is not None else entry
+        return _merge(after, *exits)
+
+    def _try(self, node, state: State) -> State | None:
+        end = self._suite(node.body, state)
+        inside = [self.before[statement] for statement in node.body.body]
+        raised = _merge(state, end, *inside)
+        handled = [self._suite(handler.body, raised) for handler in node.handlers]
+        normal = self._suite(node.orelse.body, end) if node.orelse is not None else end
+        after = _merge(normal, *handled)
+        return self._suite(node.finalbody.body, after) if node.finalbody is not None else after
+
+    def _bind(self, node: cst.CSTNode, state: State | None) -> State | None:
+        """After `node` runs, each name it binds holds its bindings there (an unpacking binds several names)."""
+        bound = self._by_node.get(id(node))
+        if not bound or state is None:
+            return state
+        changed = dict(state)
+        for name in {binding.name for binding in bound}:
+            changed[name] = frozenset(binding for binding in bound if binding.name == name)
+        return changed
+
+
+def _merge(*states: State | None) -> State | None:
+    """Where paths join, a name may hold what any of them left; unreachable paths (None) add nothing."""
+    live = [state for state in states if state is not None]
+    if not live:
+        return None
+    if all(state is live[0] for state in live):
+        return live[0]
+    merged: State = {}
+    for state in live:
+        for name, bindings in state.items():
+            merged[name] = merged.get(name, frozenset()) | bindings
+    return merged
