@@ -38,14 +38,14 @@ import stat as stat_module
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import mhalint
 from mhalint.finding import Finding
 
 CACHE_DIR_NAME = ".mhalint_cache"
 FORMAT_NAME = "mhalint-findings-cache"
-FORMAT_VERSION = 2  # 1 was the pickle of mhalint before the JSON cache (never read)
+FORMAT_VERSION = 3  # 1 was the pickle of mhalint before the JSON cache (never read); 2 had no project dependency
 MAX_INDEX_BYTES = 256 * 2**20  # an index past this is not read (a 6,600-file tree takes about 1 MB)
 MAX_FINDINGS_PER_FILE = 100_000
 _DIGEST_SIZE = 16
@@ -66,10 +66,11 @@ def cache_dir(root: Path) -> Path:
 
 
 # An entry in memory: (size, mtime_ns, digest as hex, findings with path "" (re-attached on lookup, so a moved file
-# still hits), the same findings as JSON data from Finding.to_dict, ready to be written). A plain tuple: a warm run
-# makes one per checked file, and a dataclass costs three times as much to build.
-_Entry = tuple[int, int, str, tuple[Finding, ...], list[dict]]
-_SIZE, _MTIME, _DIGEST, _FINDINGS, _DATA = range(5)
+# still hits), the same findings as JSON data from Finding.to_dict, ready to be written, and the project fingerprint
+# when the analysis read other files of the project, else ""). A plain tuple: a warm run makes one per checked
+# file, and a dataclass costs three times as much to build.
+_Entry = tuple[int, int, str, tuple[Finding, ...], list[dict], str]
+_SIZE, _MTIME, _DIGEST, _FINDINGS, _DATA, _PROJECT = range(6)
 
 
 class Cache:
@@ -80,11 +81,12 @@ class Cache:
         self._dirty = False  # set when the index must be (re)written: new entries, or bad content read
         self._entries: dict[str, _Entry] = self._load()
 
-    def lookup(self, path: str) -> list[Finding] | None:
+    def lookup(self, path: str, project: Callable[[], str] = str) -> list[Finding] | None:
         """The cached findings if the file's size and modification time are unchanged (nothing is read); None
-        when they differ, and the caller, who reads the file anyway, asks `lookup_content`."""
+        when they differ, and the caller, who reads the file anyway, asks `lookup_content`. Findings that
+        depended on other files hold only while `project()`, the run's fingerprint of them, is unchanged."""
         entry = self._entries.get(os.path.abspath(path))
-        if entry is None:
+        if entry is None or (entry[_PROJECT] and entry[_PROJECT] != project()):
             return None
         try:
             stat = os.stat(path)
@@ -94,20 +96,22 @@ class Cache:
             return None
         return [_with_path(f, path) for f in entry[_FINDINGS]]
 
-    def lookup_content(self, path: str, raw: bytes, stat: os.stat_result) -> list[Finding] | None:
+    def lookup_content(self, path: str, raw: bytes, stat: os.stat_result,
+                       project: Callable[[], str] = str) -> list[Finding] | None:
         """The cached findings if the file's bytes are those cached (touched, or checked out again, but not
         changed); its new size and time are remembered. None when it must be checked."""
         entry = self._entries.get(os.path.abspath(path))
-        if entry is None or _digest(raw) != entry[_DIGEST]:
+        if entry is None or _digest(raw) != entry[_DIGEST] or (entry[_PROJECT] and entry[_PROJECT] != project()):
             return None
         self._entries[os.path.abspath(path)] = (stat.st_size, stat.st_mtime_ns, *entry[_DIGEST:])
         self._dirty = True
         return [_with_path(f, path) for f in entry[_FINDINGS]]
 
-    def store(self, path: str, raw: bytes, stat: os.stat_result, findings: list[Finding]) -> None:
+    def store(self, path: str, raw: bytes, stat: os.stat_result, findings: list[Finding], project: str = "") -> None:
+        """`project`: the fingerprint of the run's files, when the findings depend on other files."""
         stored = tuple(_with_path(f, "") for f in findings)
         self._entries[os.path.abspath(path)] = (
-            stat.st_size, stat.st_mtime_ns, _digest(raw), stored, [f.to_dict() for f in stored])
+            stat.st_size, stat.st_mtime_ns, _digest(raw), stored, [f.to_dict() for f in stored], project)
         self._dirty = True
 
     def save(self) -> None:
@@ -133,7 +137,8 @@ class Cache:
 
     def _document(self) -> dict:
         return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "key": self.key,
-                "entries": {path: [*entry[:_DIGEST + 1], entry[_DATA]] for path, entry in self._entries.items()}}
+                "entries": {path: [*entry[:_DIGEST + 1], entry[_DATA], entry[_PROJECT]]
+                            for path, entry in self._entries.items()}}
 
     def _load(self) -> dict[str, _Entry]:
         """The valid entries of the index; an index missing is no cache, one damaged or foreign is no cache and
@@ -158,16 +163,17 @@ class Cache:
         entries: dict[str, _Entry] = {}
         for path, value in document["entries"].items():
             # Inline (this runs once per file of the project on every run): what save writes, [size, mtime_ns,
-            # digest, findings], with integers in range, a digest of the right length (its characters are checked
+            # digest, findings, project fingerprint or ""], with integers in range, a digest of the right length (its characters are checked
             # below, in one pass over all of them) and an absolute path.
-            if type(value) is list and len(value) == 4:
-                size, mtime_ns, digest, data = value
+            if type(value) is list and len(value) == 5:
+                size, mtime_ns, digest, data, project = value
                 if type(size) is int and 0 <= size < _INT64 and type(mtime_ns) is int and \
                         -_INT64 <= mtime_ns < _INT64 and type(digest) is str and len(digest) == _HEX_LENGTH and \
-                        type(data) is list and _is_absolute(path):
+                        type(data) is list and type(project) is str and len(project) in (0, _HEX_LENGTH) and \
+                        _is_absolute(path):
                     findings = _findings(data) if data else ()
                     if findings is not None:
-                        entries[path] = (size, mtime_ns, digest, findings, data)
+                        entries[path] = (size, mtime_ns, digest, findings, data, project)
                         continue
             self._dirty = True  # dropped, and the file is rewritten without it
         if not _HEX_DIGESTS.fullmatch("".join(entry[_DIGEST] for entry in entries.values())):
@@ -266,6 +272,19 @@ def _is_own_gitignore(item: os.DirEntry) -> bool:
         return item.is_file(follow_symlinks=False) and _read_regular_file(Path(item.path), 64) == _GITIGNORE
     except OSError:
         return False
+
+
+def project_fingerprint(paths: Iterable[str]) -> str:
+    """One digest of the run's files, their paths, sizes and modification times: findings that read other
+    files hold while it is unchanged (a file added, removed or edited anywhere changes it)."""
+    entries = []
+    for path in sorted(os.path.abspath(path) for path in paths):
+        try:
+            stat = os.stat(path)
+        except OSError:
+            continue
+        entries.append(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}")
+    return _digest("\n".join(entries).encode("utf-8", "surrogateescape"))
 
 
 def _digest(raw: bytes) -> str:

@@ -18,6 +18,7 @@ from mhalint.source import line_starts
 from mhalint.walk import parents, walk
 
 if TYPE_CHECKING:
+    from mhalint.analysis.project import Project
     from mhalint.positions import Positions
 
 
@@ -72,11 +73,13 @@ class ModuleContext:
     """What a rule may ask about the module it is visiting."""
 
     def __init__(self, module: cst.Module, path: str, source: str | None = None,
-                 statement_lines: list[int] | None = None):
+                 statement_lines: list[int] | None = None, project: Project | None = None):
         """`source` is the text `module` was parsed from and `statement_lines` the first line of each top-level
         statement in CPython's tree of it (mhalint.positions.first_lines), when the caller has them: they spare
-        generating the module's code again for lines and positions."""
+        generating the module's code again for lines and positions. `project` holds the run's other files."""
         self.module = module
+        self.project = project
+        self.read_project = False  # set by an analysis that looked into other files: the findings depend on them
         self.path = path
         self._source = source
         self._statement_lines = statement_lines

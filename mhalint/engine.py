@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from mhalint import deep_stack, noqa
-from mhalint.cache import Cache
+from mhalint.analysis.project import Project
+from mhalint.cache import Cache, project_fingerprint
 from mhalint.context import ModuleContext
 from mhalint.discovery import discover
 from mhalint.finding import Finding, Severity
@@ -52,6 +53,7 @@ class Result:
     files_checked: int = 0
     internal_errors: int = 0
     tracebacks: list[str] = field(default_factory=list)
+    read_project: bool = False  # the analysis of the (one) file read other files of the project
 
 
 class Checker:
@@ -61,6 +63,7 @@ class Checker:
         self.rules = list(rules)
         self.prefilter = Prefilter(pattern for rule in self.rules for pattern in rule.triggers)
         self.skip_passed_values = not any(rule.acts_on_passed_values for rule in self.rules)
+        self.project: Project | None = None  # the files of the check_paths run, for analyses across files
 
     def check_paths(self, paths: Iterable[str | Path], *, cache: Cache | None = None, jobs: int | None = None,
                     **discovery) -> Result:
@@ -69,11 +72,14 @@ class Checker:
         spread over `jobs` processes (default: the CPU count) when there are enough of them."""
         result = Result()
         found = discover(paths, extensions=SOURCES, **discovery)
+        files = list(map(str, found.files))
+        self.project = Project(files)
+        fingerprint = functools.cache(lambda: project_fingerprint(files))
         for path, reason in found.errors:
             result.findings.append(_engine_finding(str(path), READ_ERROR, reason))
         parse: list[tuple[str, bytes, os.stat_result]] = []
-        for path in map(str, found.files):
-            cached = cache.lookup(path) if cache is not None else None
+        for path in files:
+            cached = cache.lookup(path, fingerprint) if cache is not None else None
             if cached is None:
                 try:
                     with open(path, "rb") as handle:
@@ -82,7 +88,7 @@ class Checker:
                 except OSError as error:
                     result.findings.append(_engine_finding(path, READ_ERROR, error.strerror or str(error)))
                     continue
-                cached = cache.lookup_content(path, raw, stat) if cache is not None else None
+                cached = cache.lookup_content(path, raw, stat, fingerprint) if cache is not None else None
             result.files_checked += 1
             if cached is not None:
                 result.findings.extend(cached)
@@ -91,12 +97,12 @@ class Checker:
             elif cache is not None:
                 cache.store(path, raw, stat, [])
         for (path, raw, stat), outcome in zip(parse, self._run(parse, jobs)):
-            findings, failures = outcome
+            findings, failures, read_project = outcome
             result.findings.extend(findings)
             result.internal_errors += len(failures)
             result.tracebacks.extend(failures)
             if cache is not None and not failures and not any(f.code == READ_ERROR for f in findings):
-                cache.store(path, raw, stat, findings)
+                cache.store(path, raw, stat, findings, fingerprint() if read_project else "")
         if cache is not None:
             cache.save()
         result.findings.sort(key=Finding.sort_key)
@@ -130,14 +136,15 @@ class Checker:
                 findings.append(_internal_error(path, 1, rule.code, error, result))
         return instances
 
-    def _check_one(self, path: str, raw: bytes) -> tuple[list[Finding], list[str]]:
-        """A file check_paths has read: a .py file whose bytes the prefilter has already matched, or a notebook."""
+    def _check_one(self, path: str, raw: bytes) -> tuple[list[Finding], list[str], bool]:
+        """A file check_paths has read: a .py file whose bytes the prefilter has already matched, or a notebook.
+        Its findings, the tracebacks of internal errors, and whether the analysis read other files."""
         result = Result()
         if path.endswith(".ipynb"):
             findings = self._check_notebook(raw, path, result)
         else:
             findings = self._check_matched(raw, path, result)
-        return findings, result.tracebacks
+        return findings, result.tracebacks, result.read_project
 
     def _check_notebook(self, raw: bytes, path: str, result: Result) -> list[Finding]:
         try:
@@ -178,9 +185,10 @@ class Checker:
             with _recursion_limit(_RECURSION_LIMIT):  # safe here: this thread has a large stack
                 with _unvalidated_nodes():
                     module = cst.parse_module(text)
-                context = ModuleContext(module, path, text, statement_lines)
+                context = ModuleContext(module, path, text, statement_lines, self.project)
                 walker = _Walker(context, self._instances(context, findings, path, result), path, result)
                 walk(module, walker.on_visit, walker.on_leave)
+                result.read_project = context.read_project
         except cst.ParserSyntaxError:
             return [_engine_finding(path, PARSE_ERROR, "Python accepts this file but libcst, the parser mhalint "
                                                        "uses, cannot parse it (syntax newer than the installed "
@@ -197,7 +205,8 @@ class Checker:
 _PARALLEL_FROM = 8  # files to parse: below this, starting processes costs more than it saves
 
 
-def _dispatch_by_size(pool, items: list[tuple[str, bytes]], jobs: int) -> dict[int, tuple[list[Finding], list[str]]]:
+def _dispatch_by_size(pool, items: list[tuple[str, bytes]], jobs: int) -> dict[int, tuple[list[Finding], list[str],
+                                                                                    bool]]:
     """Outcomes by index, one file per task, largest first in two lanes.
 
     Time: a 5,000-line file takes as long as fifty small ones; handed out last, it would leave the other workers
@@ -215,7 +224,7 @@ def _dispatch_by_size(pool, items: list[tuple[str, bytes]], jobs: int) -> dict[i
         heavy_bytes += len(items[index][1])
     is_heavy = set(heavy)
     light = [index for index in order if index not in is_heavy]
-    outcomes: dict[int, tuple[list[Finding], list[str]]] = {}
+    outcomes: dict[int, tuple[list[Finding], list[str], bool]] = {}
     running: dict[concurrent.futures.Future, int] = {}
     while heavy or light or running:
         while len(running) < jobs and (heavy or light):
@@ -232,7 +241,7 @@ def _dispatch_by_size(pool, items: list[tuple[str, bytes]], jobs: int) -> dict[i
 _FORKED_CHECKER: Checker | None = None
 
 
-def _check_in_worker(item: tuple[str, bytes]) -> tuple[list[Finding], list[str]]:
+def _check_in_worker(item: tuple[str, bytes]) -> tuple[list[Finding], list[str], bool]:
     try:
         return _FORKED_CHECKER._check_one(*item)
     finally:

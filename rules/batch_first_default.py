@@ -20,15 +20,16 @@ _MIXES_SAMPLES = """
     changing sample 1 moved sample 0's output by 0.47 (docs/torch-facts.md#batch-first).
 """
 
-# Fields: `api` (nn.MultiheadAttention, ...); `data` and `line`, the code that shows the layout; `setting`, how
-# batch_first is set ("batch_first is False", "batch_first=BF is False"); `built`, the same for the headlines
-# without layout evidence ("is built without batch_first", "gets batch_first=BF (`BF` = False at line 2)").
+# Fields: `api` (nn.MultiheadAttention, ...); `data` and `place` (`line 12`, `train.py:12`), the code that shows the
+# layout; `setting`, how batch_first is set ("batch_first is False", "batch_first=BF is False"); `built`, the same
+# for the headlines without layout evidence ("is built without batch_first", "gets batch_first=BF (`BF` = False at
+# line 2)").
 BATCH_FIRST_DATA = Message(
-    "{api} gets batch-first data ({data}, line {line}) but {setting}",
+    "{api} gets batch-first data ({data}, {place}) but {setting}",
     help="pass batch_first=True",
     explanation=_MIXES_SAMPLES)
 SEQUENCE_FIRST_DATA = Message(
-    "{api} gets sequence-first data ({data}, line {line}) but {setting}",
+    "{api} gets sequence-first data ({data}, {place}) but {setting}",
     help="feed (N, L, E) data (drop the permute/transpose to (L, N, E)), or set batch_first=False",
     explanation="""
         With batch_first=True, {api} reads every 3-D tensor as (N, L, E). Sequence-first (L, N, E) data is a valid
@@ -40,7 +41,7 @@ NO_LAYOUT_EVIDENCE = Message(
     help="pass batch_first=True for (N, L, E) data, or write batch_first=False if the data is (L, N, E)",
     explanation=_MIXES_SAMPLES)
 IMPLICIT_SEQUENCE_FIRST = Message(
-    "{api} {built}, implicitly right for sequence-first data ({data}, line {line})",
+    "{api} {built}, implicitly right for sequence-first data ({data}, {place})",
     help="write batch_first=False to make the layout explicit",
     explanation="""
         {api} defaults to batch_first=False and reads (L, N, E), which is what this code gives it, so the result is
@@ -70,7 +71,7 @@ class _Seen:
     kind: str
     strength: Strength
     code: str
-    line: int
+    place: str  # `line 12`, or `train.py:12` in another file
     evidence: tuple[str, ...]
 
     @classmethod
@@ -80,8 +81,8 @@ class _Seen:
         if found is None:
             return None
         decisive = found.evidence
-        code, line = traced.steps[-1][:2] if traced.steps else (decisive.code, decisive.line)
-        return cls(found.kind, found.strength, f"`{code}`", line,
+        code, place = traced.steps[-1][:2] if traced.steps else (decisive.code, decisive.place)
+        return cls(found.kind, found.strength, f"`{code}`", place,
                    (f"the data is {found.kind}: {decisive.sentence()}", *traced.sentences()))
 
 
@@ -191,7 +192,7 @@ class BatchFirstDefault(Rule):
             self.report(node, IMPLICIT_SEQUENCE_FIRST, severity=Severity.INFO,
                         evidence=[*setting.evidence, *seq.evidence],
                         arguments=self._arguments(built, batch_first=False, layout=SEQ_FIRST),
-                        api=api, data=seq.code, line=seq.line, built=setting.built)
+                        api=api, data=seq.code, place=seq.place, built=setting.built)
         else:
             self.report(node, NO_LAYOUT_EVIDENCE, severity=Severity.WARNING, evidence=setting.evidence,
                         arguments=self._arguments(built, batch_first=False), api=api, built=setting.built)
@@ -204,7 +205,7 @@ class BatchFirstDefault(Rule):
         self.report(node, BATCH_FIRST_DATA if fixed == "True" else SEQUENCE_FIRST_DATA, severity=Severity.ERROR if established else Severity.WARNING,
                     evidence=[*setting.evidence, *seen.evidence], fix=self._fix(built, fixed) if established else None,
                     arguments=self._arguments(built, batch_first=fixed == "False", layout=seen.kind),
-                    api=api, data=seen.code, line=seen.line, setting=setting.headline)
+                    api=api, data=seen.code, place=seen.place, setting=setting.headline)
 
     def _arguments(self, built, **known: object) -> dict[str, object]:
         """What the probe rebuilds the module from: the constructor's values, and the layout when the code shows it."""

@@ -9,6 +9,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import pickle
 import shutil
 import threading
@@ -18,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from mhalint import engine
-from mhalint.cache import Cache, clean
+from mhalint.cache import FORMAT_VERSION, Cache, clean
 from mhalint.cli import main
 from mhalint.engine import Checker
 from mhalint.rule import load_rules
@@ -333,13 +334,13 @@ MALFORMED = {
     "not json": _whole(lambda d: b"not json at all"),
     "invalid utf-8": _whole(lambda d: json.dumps(d).encode().replace(b'"entries"', b'"entr\xff\xfeies"')),
     "nested too deeply": _whole(lambda d: b"[" * 200_000 + b"]" * 200_000),
-    "a number of 5,000 digits": _whole(lambda d: json.dumps(d).encode().replace(b'"version": 2',
-                                                                                b'"version": ' + b"9" * 5000)),
+    "a number of 5,000 digits": _whole(lambda d: json.dumps(d).encode().replace(
+        f'"version": {FORMAT_VERSION}'.encode(), b'"version": ' + b"9" * 5000)),
     "a list at the top": _whole(lambda d: json.dumps([d]).encode()),
     "a string at the top": _whole(lambda d: b'"findings"'),
     "null at the top": _whole(lambda d: b"null"),
     "the pickle format's version": _whole(_top("version", 1)),
-    "a future version": _whole(_top("version", 3)),
+    "a future version": _whole(_top("version", FORMAT_VERSION + 1)),
     "version true": _whole(_top("version", True)),
     "version as text": _whole(_top("version", "2")),
     "a foreign format": _whole(_top("format", "ruff")),
@@ -418,11 +419,12 @@ def test_an_unchanged_run_does_not_rewrite_the_index(small: Path, tmp_path: Path
 def test_the_index_is_json_data_of_finding_to_dict(small: Path, tmp_path: Path):
     rules, _, document = _fill(small, tmp_path / "cache")
     assert Cache(tmp_path / "cache", rules).index_path.name == f"findings-{document['key']}.json"
-    assert (document["format"], document["version"]) == ("mhalint-findings-cache", 2)
+    assert (document["format"], document["version"]) == ("mhalint-findings-cache", FORMAT_VERSION)
     by_path = {}
     for finding in Checker(rules).check_paths([small]).findings:
         by_path.setdefault(os.path.abspath(finding.path), []).append({**finding.to_dict(), "path": ""})
-    for path, (size, mtime_ns, digest, findings) in document["entries"].items():
+    for path, (size, mtime_ns, digest, findings, project) in document["entries"].items():
+        assert project == "" or re.fullmatch("[0-9a-f]{32}", project)  # set where the analysis read other files
         assert (size, mtime_ns) == (os.stat(path).st_size, os.stat(path).st_mtime_ns)
         assert digest == hashlib.blake2b(Path(path).read_bytes(), digest_size=16).hexdigest()
         assert findings == by_path.get(path, [])

@@ -10,7 +10,7 @@ operation whose result they cannot compute gives None (unknown rank).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 class Role(enum.Enum):
@@ -35,9 +35,19 @@ class Evidence:
     line: int
     reason: str
     strength: Strength
+    file: str = ""  # another file of the project, as evidence names it; "" for the file being checked
+
+    @property
+    def place(self) -> str:
+        return place(self.line, self.file)
 
     def sentence(self) -> str:
-        return f"`{self.code}` at line {self.line}: {self.reason}"
+        return f"`{self.code}` at {self.place}: {self.reason}"
+
+
+def place(line: int, file: str = "") -> str:
+    """`line 12` in the file being checked, `train.py:12` in another."""
+    return f"{file}:{line}" if file else f"line {line}"
 
 
 @dataclass(frozen=True)
@@ -125,8 +135,9 @@ def merged(axes: Shape) -> Axis:
 def weakened(shape: Shape, note: str) -> Shape:
     """The same roles, each resting on an assumption as well as its evidence (`note` says which): at most a
     warning."""
-    return tuple(Axis(axis.role, Evidence(axis.evidence.code, axis.evidence.line, f"{axis.evidence.reason}; {note}",
-                                          Strength.NAMED), axis.size) if axis.known else axis for axis in shape)
+    return tuple(Axis(axis.role, replace(axis.evidence, reason=f"{axis.evidence.reason}; {note}",
+                                         strength=Strength.NAMED), axis.size) if axis.known else axis
+                 for axis in shape)
 
 
 def roles(shape: Shape) -> tuple[Role, ...]:

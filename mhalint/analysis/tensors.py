@@ -16,7 +16,8 @@ from mhalint.analysis import axes, dataflow, documented
 from mhalint.analysis.axes import Axis, Evidence, Role, Shape, Strength
 from mhalint.analysis.names import role_of_size_name, roles_of_names
 from mhalint import torchapi
-from mhalint.calls import PROJECT_PREFIX, arguments_for, callers, instance, project_function, returned
+from mhalint.calls import (PROJECT_PREFIX, arguments_for, callers, instance, project_function, returned,
+                           wrapping_chain)
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
 from mhalint.values import resolve
@@ -57,20 +58,23 @@ class Traced:
     """A shape and the operations (code, line) it went through after its roles were known, outermost last."""
 
     shape: Shape
-    steps: tuple[tuple[str, int, str], ...] = ()  # (code, line, what it does, or "")
+    steps: tuple[tuple[str, str, str], ...] = ()  # (code, where: `line 12` or `train.py:12`, what it does or "")
 
-    def then(self, shape: Shape | None, call: cst.CSTNode, ctx: ModuleContext, does: str = "") -> Traced | None:
+    def then(self, shape: Shape | None, node: cst.CSTNode, reader: ShapeReader, does: str = "") -> Traced | None:
         if shape is None:
             return None
-        return Traced(shape, self.steps + ((ctx.code(call), ctx.line(call), does),))
+        return Traced(shape, self.steps + ((reader.ctx.code(node), axes.place(reader.ctx.line(node), reader.file),
+                                            does),))
 
     def sentences(self) -> tuple[str, ...]:
-        return tuple(f"then `{code}` at line {line}" + (f": {does}" if does else "") for code, line, does in self.steps)
+        return tuple(f"then `{code}` at {where}" + (f": {does}" if does else "") for code, where, does in self.steps)
 
 
 class ShapeReader:
-    def __init__(self, ctx: ModuleContext):
+    def __init__(self, ctx: ModuleContext, file: str = ""):
+        """`file`: how evidence names the file, when it is not the one being checked."""
         self.ctx = ctx
+        self.file = file
         # (function, parameter, argument, caller scope) for the calls being followed into their returns
         self._env: list[tuple[Scope, str, cst.BaseExpression, Scope]] = []
         self._active: set[int] = set()  # the bindings being followed, against cycles through loops
@@ -91,7 +95,7 @@ class ShapeReader:
             return self.of(expr.value, scope, use, depth + 1) if _keeps_axes(expr) else None
         if isinstance(expr, cst.Attribute) and expr.attr.value in ("mT", "T"):
             inner = self.of(expr.value, scope, use, depth + 1)
-            return inner.then(axes.transpose(inner.shape, -2, -1), expr, self.ctx) if inner else None
+            return inner.then(axes.transpose(inner.shape, -2, -1), expr, self) if inner else None
         if isinstance(expr, cst.Attribute) and expr.attr.value == "weight":
             return self._embedding_table(expr, scope)
         if isinstance(expr, cst.Name):
@@ -100,6 +104,9 @@ class ShapeReader:
         if bindings is not None and len(bindings) == 1 and bindings[0].value is not None:
             return self.of(bindings[0].value, bindings[0].scope, bindings[0].node, depth + 1)
         return None
+
+    def _evidence(self, code: str, line: int, reason: str, strength: Strength) -> Evidence:
+        return Evidence(code, line, reason, strength, self.file)
 
     # ---- names ----
     def _name(self, name: str, scope: Scope, use: cst.CSTNode, depth: int) -> Traced | None:
@@ -160,7 +167,7 @@ class ShapeReader:
         result = []
         for name, role in zip(names, roles):
             reason = f"{how}: axis `{name}` is the {role.value}"
-            result.append(Axis(role, Evidence(code, line, reason, strength), name) if role is not Role.UNKNOWN
+            result.append(Axis(role, self._evidence(code, line, reason, strength), name) if role is not Role.UNKNOWN
                           else Axis(size=name or None))
         return tuple(result)
 
@@ -230,19 +237,44 @@ class ShapeReader:
         return Traced(shape) if shape is not None else None
 
     def _parameter(self, name: str, binding: Binding, depth: int) -> Traced | None:
-        """What this module's callers pass; callers that disagree leave it unknown, except that batch-first
-        evidence from any caller wins (that is the call that corrupts)."""
+        """What the callers pass, in this file and, for a module's `forward`, in the project's other files that
+        import the class: the first caller's roles, except that batch-first evidence from any caller wins (that
+        is the call that corrupts)."""
         found = []
         for site in callers(self.ctx, binding.scope):
             argument = site.arguments.get(name)
             traced = self.of(argument, site.scope, site.call, depth + 1) if argument is not None else None
             if traced is not None:
                 found.append(traced)
+        found += self._callers_elsewhere(name, binding.scope, depth)
         for traced in found:
             seen = axes.layout(traced.shape)
             if seen is not None and seen.kind == axes.BATCH_FIRST:
                 return traced
         return found[0] if found else None
+
+    def _callers_elsewhere(self, name: str, function: Scope, depth: int) -> list[Traced]:
+        """`Encoder(...)` imported into another file and called there: what that call passes for `name`."""
+        klass = function.enclosing_class
+        project = self.ctx.project
+        if project is None or function.name != "forward" or klass is None or klass.parent is not self.ctx.root:
+            return []
+        self.ctx.read_project = True  # these findings depend on other files (the cache records it)
+        found = []
+        for importer in project.importers(self.ctx.path, klass.name):
+            other = project.context(importer.path)
+            if other is None:
+                continue
+            reader = ShapeReader(other, project.display(importer.path, self.ctx.path))
+            for call, scope in other.calls():
+                if not any(isinstance(built.call.func, cst.Name) and built.call.func.value == importer.local
+                           for built in wrapping_chain(other, call.func, scope)):
+                    continue
+                argument = arguments_for(call, function).get(name)
+                traced = reader.of(argument, scope, call, depth + 1) if argument is not None else None
+                if traced is not None:
+                    found.append(traced)
+        return found
 
     # ---- calls ----
     def _call(self, call: cst.Call, scope: Scope, use, depth: int) -> Traced | None:
@@ -265,7 +297,7 @@ class ShapeReader:
                 inner = self.of(func.value, scope, use, depth + 1)
                 if inner is None and method in ("view", "reshape"):
                     inner = Traced((OPEN,))  # the new axes take the roles of their sizes, whatever the input's
-                return inner.then(self._method(method, call, inner.shape, scope, use), call, self.ctx) \
+                return inner.then(self._method(method, call, inner.shape, scope, use), call, self) \
                     if inner is not None else None
             if method in _KEEPS_AXES:
                 return self.of(func.value, scope, use, depth + 1)
@@ -479,7 +511,7 @@ class ShapeReader:
             if binding.index is not None and binding.index < len(roles) and roles[binding.index] is not Role.UNKNOWN:
                 written = f"{self.ctx.code(target)} = {self.ctx.code(binding.value)}"
                 reason = f"`{size.value}` is the {roles[binding.index].value} axis of `{_shape_of(binding.value)}`"
-                return Axis(roles[binding.index], Evidence(written, self.ctx.line(binding.node), reason,
+                return Axis(roles[binding.index], self._evidence(written, self.ctx.line(binding.node), reason,
                                                            Strength.ESTABLISHED), code)
         if binding is not None and binding.kind == "assign" and binding.value is not None:
             measured = self._measured(binding.value, binding.scope, binding.node, depth + 1)
@@ -489,12 +521,13 @@ class ShapeReader:
             if measured is not None:  # `bs = memory.shape[1]` names that axis, as an unpacking does
                 written = f"{size.value} = {self.ctx.code(binding.value)}"
                 reason = f"`{size.value}` names that axis the {role.value}"
-                return Axis(role, Evidence(written, self.ctx.line(binding.node), reason, Strength.ESTABLISHED), code)
+                evidence = self._evidence(written, self.ctx.line(binding.node), reason, Strength.ESTABLISHED)
+                return Axis(role, evidence, code)
         role = role_of_size_name(size.value)
         if role is Role.UNKNOWN:
             return Axis(size=code)
         line = self.ctx.line(use)
-        return Axis(role, Evidence(code, line, f"the size is named `{code}`, which reads as the {role.value}",
+        return Axis(role, self._evidence(code, line, f"the size is named `{code}`, which reads as the {role.value}",
                                    Strength.NAMED), code)
 
     def _measured(self, size: cst.BaseExpression, scope: Scope, use, depth: int) -> Axis | None:
@@ -522,14 +555,14 @@ class ShapeReader:
         code, line = self.ctx.code(call), self.ctx.line(call)
         reason = "pad_sequence stacks batch-first" if batch_first else \
             "pad_sequence stacks sequence-first by default, (L, N, *)"
-        evidence = Evidence(code, line, reason, Strength.ESTABLISHED)
+        evidence = self._evidence(code, line, reason, Strength.ESTABLISHED)
         batch, sequence = Axis(Role.BATCH, evidence), Axis(Role.SEQUENCE, evidence)
         return Traced((batch, sequence, OPEN) if batch_first else (sequence, batch, OPEN))
 
     def _convolution(self, call: cst.Call, spatial: int) -> Traced:
         """nn.Conv{1,2,3}d: (N, C, *spatial) whatever the input holds; a 1-d convolution's last axis is a sequence."""
         layout = {1: "(N, C, L)", 2: "(N, C, H, W)", 3: "(N, C, D, H, W)"}[spatial]
-        evidence = Evidence(self.ctx.code(call), self.ctx.line(call), f"a convolution's output is {layout}",
+        evidence = self._evidence(self.ctx.code(call), self.ctx.line(call), f"a convolution's output is {layout}",
                             Strength.ESTABLISHED)
         rest = (Axis(Role.SEQUENCE, evidence),) if spatial == 1 else (Axis(Role.SPATIAL, evidence),) * spatial
         return Traced((Axis(Role.BATCH, evidence), Axis(Role.EMBEDDING, evidence), *rest))
@@ -548,7 +581,7 @@ class ShapeReader:
         built = instance(self.ctx, expr.value, scope)
         if built is None or self.ctx.qualified_name(built.call.func, built.scope) != _EMBEDDING:
             return None
-        evidence = Evidence(self.ctx.code(expr), self.ctx.line(expr), "an nn.Embedding table is (num_embeddings, "
+        evidence = self._evidence(self.ctx.code(expr), self.ctx.line(expr), "an nn.Embedding table is (num_embeddings, "
                             "embedding_dim)", Strength.ESTABLISHED)
         return Traced((axes.UNKNOWN_AXIS, Axis(Role.EMBEDDING, evidence)))
 
@@ -559,10 +592,10 @@ class ShapeReader:
         ids = self.of(call.args[0].value, scope, use, depth + 1)
         if ids is None:
             return None
-        embedding = Axis(Role.EMBEDDING, Evidence(self.ctx.code(call), self.ctx.line(call), "nn.Embedding output",
+        embedding = Axis(Role.EMBEDDING, self._evidence(self.ctx.code(call), self.ctx.line(call), "nn.Embedding output",
                                                   Strength.ESTABLISHED))
         shape = ids.shape if ids.shape and ids.shape[-1] is OPEN else ids.shape + (embedding,)
-        return ids.then(shape, call, self.ctx, "an nn.Embedding output, the ids' axes and then the embedding")
+        return ids.then(shape, call, self, "an nn.Embedding output, the ids' axes and then the embedding")
 
     def _rearrange(self, call: cst.Call) -> Traced | None:
         """An einops pattern names the axes it produces: `'b c h w -> b (h w) c'`."""
@@ -598,7 +631,7 @@ class ShapeReader:
         if len(ranks) != 1 or any(t.shape and t.shape[-1] is OPEN for t in known):
             return None
         filled = [t.shape if t is not None else axes.unknown(len(known[0].shape)) for t in traced]
-        return known[0].then(axes.concatenate(filled, dim.value if dim is not None else 0), call, self.ctx)
+        return known[0].then(axes.concatenate(filled, dim.value if dim is not None else 0), call, self)
 
 
 def _about(name: str, comment: str) -> str | None:

@@ -1,0 +1,119 @@
+"""Across files (mhalint/analysis/project.py): a module defined in one file and called in another, with the
+layout that call gives it; imports resolved as Python would (relative, packages, a script directory); and the
+findings cache, which must recheck a file when another file its analysis read changes."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mhalint.analysis.project import Project, module_name
+from mhalint.cache import Cache
+from mhalint.engine import Checker
+from mhalint.finding import Severity
+from mhalint.rule import load_rules
+
+MODEL = """\
+    import torch.nn as nn
+
+    class Encoder(nn.Module):
+        def __init__(self, dim, heads):
+            super().__init__()
+            self.layer = nn.TransformerEncoderLayer(dim, heads, batch_first=True)
+
+        def forward(self, src):
+            return self.layer(src)
+"""
+
+TRAIN = """\
+    import torch
+    from {module} import Encoder
+
+    def step(a, b):
+        B, T, C = a.shape
+        both = torch.cat([a, b], dim=1)
+        encoder = Encoder(64, 8)
+        return encoder(both{op})
+"""
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def mha001(root: Path, cache: Cache | None = None):
+    rules = [load_rules()["MHA001"]]
+    return [f for f in Checker(rules).check_paths([root], cache=cache, jobs=1).findings if f.code == "MHA001"]
+
+
+@pytest.mark.parametrize(("files", "train"), [
+    pytest.param({"model.py": MODEL}, ("train.py", "model"), id="script-directory"),
+    pytest.param({"pkg/__init__.py": "", "pkg/model.py": MODEL}, ("pkg/train.py", ".model"), id="relative"),
+    pytest.param({"pkg/__init__.py": "", "pkg/model.py": MODEL}, ("run.py", "pkg.model"), id="package"),
+    pytest.param({"src/pkg/__init__.py": "", "src/pkg/model.py": MODEL}, ("scripts/train.py", "pkg.model"),
+                 id="src-layout"),
+])
+def test_sequence_first_data_from_another_file_into_a_batch_first_layer_is_an_error(tmp_path, files, train):
+    path, module = train
+    write(tmp_path, {**files, path: TRAIN.format(module=module, op=".transpose(0, 1)")})
+    [finding] = mha001(tmp_path)
+    assert finding.path.endswith("model.py") and finding.severity == Severity.ERROR
+    assert " gets sequence-first data (`both.transpose(0, 1)`, " in finding.message
+    assert f"{Path(path).name}:8)" in finding.message
+    evidence = " | ".join(finding.evidence)
+    assert "`B, T, C = a.shape` at " in evidence and f"{Path(path).name}:5" in evidence
+
+
+def test_batch_first_data_from_another_file_is_clean(tmp_path):
+    write(tmp_path, {"model.py": MODEL, "train.py": TRAIN.format(module="model", op="")})
+    assert mha001(tmp_path) == []
+
+
+def test_a_same_named_class_from_another_module_is_not_followed(tmp_path):
+    write(tmp_path, {"model.py": MODEL, "other.py": MODEL,
+                     "train.py": TRAIN.format(module="other", op=".transpose(0, 1)")})
+    found = mha001(tmp_path)
+    assert [f.path.endswith("other.py") for f in found] == [True]
+
+
+def test_the_file_alone_knows_nothing_of_its_callers(tmp_path):
+    write(tmp_path, {"model.py": MODEL, "train.py": TRAIN.format(module="model", op=".transpose(0, 1)")})
+    assert mha001(tmp_path / "model.py") == []
+
+
+def test_a_changed_caller_rechecks_the_cached_file_that_read_it(tmp_path):
+    write(tmp_path / "project", {"model.py": MODEL, "train.py": TRAIN.format(module="model", op=".transpose(0, 1)")})
+    rules = [load_rules()["MHA001"]]
+    cache = tmp_path / "cache"
+    assert len(mha001(tmp_path / "project", Cache(cache, rules))) == 1
+    assert len(mha001(tmp_path / "project", Cache(cache, rules))) == 1  # from the cache
+    write(tmp_path / "project", {"train.py": TRAIN.format(module="model", op="")})  # model.py is unchanged
+    assert mha001(tmp_path / "project", Cache(cache, rules)) == []
+
+
+@pytest.mark.parametrize(("path", "expected"), [
+    ("model.py", "model"),
+    ("pkg/model.py", "pkg.model"),
+    ("pkg/sub/model.py", "pkg.sub.model"),
+    ("pkg/__init__.py", "pkg"),
+    ("src/pkg/model.py", "pkg.model"),
+])
+def test_module_names(tmp_path, path, expected):
+    for folder in ("pkg", "pkg/sub", "src/pkg"):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / path).write_text("")
+    assert module_name(str(tmp_path / path)) == expected
+
+
+def test_importers_need_the_import_not_only_the_name(tmp_path):
+    write(tmp_path, {"model.py": "class Encoder: ...\n", "uses.py": "from model import Encoder as E\n",
+                     "mentions.py": "# Encoder is documented elsewhere\nEncoder = None\n"})
+    project = Project([str(p) for p in tmp_path.glob("*.py")])
+    [importer] = project.importers(str(tmp_path / "model.py"), "Encoder")
+    assert (Path(importer.path).name, importer.local) == ("uses.py", "E")
