@@ -1,2 +1,3 @@
 """The analysis core every rule shares and that knows no rule: what each tensor axis holds (axes, names,
-documented, tensors). See docs/architecture.md#analysis."""
+documented, tensors), what reaches a read (dataflow) and the run's other files (project). See
+docs/architecture.md#analysis."""
