@@ -11,7 +11,7 @@ from mhalint.calls import mask_arguments
 from mhalint.context import Scope
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.lazy import cst
-from mhalint.masks import BOOL, ZERO_ONE, Mask, MaskReader
+from mhalint.analysis.masks import BOOL, ZERO_ONE, Mask, MaskReader
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.torchapi import IGNORE, KEEP
 from mhalint.values import resolve
@@ -50,7 +50,7 @@ ZERO_ONE_MASK_MEANING_UNKNOWN = Message(
     explanation=_ADDED)
 
 _MAX_DEPTH = 12
-# Methods that change a mask's shape or device but not its values (as in mhalint.masks).
+# Methods that change a mask's shape or device but not its values (as in mhalint.analysis.masks).
 _SHAPE_ONLY = {
     "unsqueeze", "view", "reshape", "expand", "expand_as", "repeat", "repeat_interleave", "contiguous", "detach",
     "clone", "transpose", "permute", "flatten", "squeeze", "unflatten", "cuda", "cpu", "narrow", "view_as",

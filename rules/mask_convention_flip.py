@@ -6,7 +6,7 @@ from mhalint import torchapi
 from mhalint.calls import mask_arguments
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.lazy import cst
-from mhalint.masks import BOOL, Mask, MaskReader, describe
+from mhalint.analysis.masks import BOOL, Mask, MaskReader, describe
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.torchapi import IGNORE, KEEP
 

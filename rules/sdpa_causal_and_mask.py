@@ -6,7 +6,7 @@ from mhalint import torchapi
 from mhalint.calls import call_target
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, Severity
 from mhalint.lazy import cst
-from mhalint.masks import ADDITIVE, BOOL, MaskReader
+from mhalint.analysis.masks import ADDITIVE, BOOL, MaskReader
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.values import resolve
 
