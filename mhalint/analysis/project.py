@@ -1,14 +1,13 @@
 """The project: the files of one run, which of them import a class from another, and their parsed contexts.
 
-Cheap where it is asked often: a file is only read when its bytes mention the name asked about, and only those
-are parsed, with CPython's `ast`, to resolve their imports (relative imports, packages, src layouts, plain
-script directories); a file that imports the class is then parsed with libcst once per process, for the readers
-to follow calls there. Nothing is imported or executed.
+Built on first need, in one pass over each file's bytes, which are not kept: a regular expression collects the
+`from ... import Name` lines (relative imports resolved against the file's package; packages, src layouts and
+script directories all give dotted names). A file that imports the class asked about is parsed with libcst, a
+few kept per process, for the readers to follow its calls. Nothing is imported or executed.
 """
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from functools import cached_property
 
 from mhalint.source import decode
 
-_MAX_CONTEXTS = 32  # libcst trees kept per process
+_MAX_CONTEXTS = 4  # libcst trees kept per process (about 25 KB a line each)
 
 
 @dataclass(frozen=True)
@@ -32,45 +31,54 @@ class Project:
     def __init__(self, paths: list[str]):
         self.paths = [os.path.abspath(path) for path in paths if path.endswith(".py")]
         self._contexts: dict[str, object] = {}
-        self._texts: dict[str, bytes | None] = {}
-        self._importers: dict[tuple[str, str], list[Importer]] = {}
-        self._from_imports: dict[str, list[tuple[str, list[tuple[str, str]]]]] = {}
         self._resolved: dict[str, str | None] = {}
 
     @cached_property
-    def _modules(self) -> dict[str, str]:
-        """Dotted module name -> path, for every file of the run."""
-        return {module_name(path): path for path in self.paths}
+    def _imported(self) -> dict[str, list[tuple[str, str, str]]]:
+        """Class name -> (importing file, module written, resolved against the file's package, local name) for
+        every `from ... import Name` of the run: one pass over each file's bytes, which are not kept."""
+        index: dict[str, list[tuple[str, str, str]]] = {}
+        for path in self.paths:
+            try:
+                with open(path, "rb") as handle:
+                    raw = handle.read()
+            except OSError:
+                continue
+            if b"import" not in raw:
+                continue
+            package = None
+            for match in _FROM_IMPORT.finditer(raw):
+                names = _imported_names(match[2])
+                if not names:
+                    continue
+                if package is None:
+                    here = module_name(path).split(".")
+                    package = here if path.endswith("__init__.py") else here[:-1]
+                source = _absolute(match[1].decode("ascii", "replace"), package)
+                for name, local in names:
+                    index.setdefault(name, []).append((path, source, local))
+        return index
+
+    @cached_property
+    def _modules(self) -> dict[str, list[tuple[str, str]]]:
+        """The last part of each file's dotted module name -> (module name, path)."""
+        modules: dict[str, list[tuple[str, str]]] = {}
+        for path in self.paths:
+            module = module_name(path)
+            modules.setdefault(module.rsplit(".", 1)[-1], []).append((module, path))
+        return modules
 
     def importers(self, path: str, name: str) -> list[Importer]:
-        """The other files that import class (or function) `name` from the module at `path`. Only files whose
-        bytes show `import ... name` are parsed (with `ast`), each once."""
+        """The other files that import class `name` from the module at `path`."""
         target = os.path.abspath(path)
-        key = (target, name)
-        if key not in self._importers:
-            imports = re.compile(rb"\bimport\b[^;#\n]*?(?:\([^)]*?)?\b" + re.escape(name.encode()) + rb"\b")
-            found = []
-            for other in self.paths:
-                raw = self._text(other) if other != target else None
-                if raw is None or name.encode() not in raw or not imports.search(raw):
-                    continue
-                local = _imported_as(self._imports(other, raw), name, lambda written: self._resolve(written) == target)
-                if local is not None:
-                    found.append(Importer(other, local))
-            self._importers[key] = found
-        return self._importers[key]
-
-    def _imports(self, path: str, raw: bytes) -> list[tuple[str, list[tuple[str, str]]]]:
-        """(the module written, resolved against the file's package, [(name, local name)]) for each
-        `from ... import` of a file."""
-        if path not in self._from_imports:
-            self._from_imports[path] = _from_imports(raw, path)
-        return self._from_imports[path]
+        return [Importer(other, local) for other, source, local in self._imported.get(name, ())
+                if other != target and self._resolve(source) == target]
 
     def _resolve(self, written: str) -> str | None:
         """The file a dotted module name refers to, when exactly one file of the run can be it."""
         if written not in self._resolved:
-            candidates = {path for module, path in self._modules.items() if _same_module(written, module)}
+            candidates = {path for module, path in self._modules.get(written.rsplit(".", 1)[-1], ())
+                          if _same_module(written, module)}
             self._resolved[written] = candidates.pop() if len(candidates) == 1 else None
         return self._resolved[written]
 
@@ -79,7 +87,12 @@ class Project:
         if path not in self._contexts:
             if len(self._contexts) >= _MAX_CONTEXTS:
                 self._contexts.pop(next(iter(self._contexts)))
-            self._contexts[path] = _parse(path, self._text(path))
+            try:
+                with open(path, "rb") as handle:
+                    raw = handle.read()
+            except OSError:
+                raw = None
+            self._contexts[path] = _parse(path, raw)
         return self._contexts[path]
 
     @staticmethod
@@ -90,15 +103,6 @@ class Project:
         if not relative.startswith("..") and not os.path.relpath(home).startswith(".."):
             return relative
         return os.path.relpath(path, os.path.dirname(os.path.abspath(home)))
-
-    def _text(self, path: str) -> bytes | None:
-        if path not in self._texts:
-            try:
-                with open(path, "rb") as handle:
-                    self._texts[path] = handle.read()
-            except OSError:
-                self._texts[path] = None
-        return self._texts[path]
 
 
 def module_name(path: str) -> str:
@@ -112,34 +116,31 @@ def module_name(path: str) -> str:
     return ".".join(parts)
 
 
-def _from_imports(raw: bytes, path: str) -> list[tuple[str, list[tuple[str, str]]]]:
-    try:
-        tree = ast.parse(raw)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
-    here = module_name(path).split(".")
-    package = here if path.endswith("__init__.py") else here[:-1]
+# `from .model import Encoder, Block as B` and `from pkg import (\n    Encoder,\n)`, on lines of their own.
+_FROM_IMPORT = re.compile(rb"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n;]*)", re.MULTILINE)
+
+
+def _imported_names(written: bytes) -> list[tuple[str, str]]:
+    """(name, local name) of the class names an import lists (capitalised: classes are what is asked about)."""
+    text = re.sub(rb"#[^\n]*", b"", written).strip(b"() \t\r\n\\").decode("ascii", "replace")
     found = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.ImportFrom):
-            continue
-        if node.level:
-            if node.level > len(package) + 1:
-                continue
-            source = ".".join([*package[:len(package) - node.level + 1], *([node.module] if node.module else [])])
-        else:
-            source = node.module or ""
-        found.append((source, [(alias.name, alias.asname or alias.name) for alias in node.names]))
+    for part in text.split(","):
+        words = part.split()
+        if words and words[0][:1].isupper() and words[0].isidentifier():
+            local = words[2] if len(words) == 3 and words[1] == "as" else words[0]
+            found.append((words[0], local))
     return found
 
 
-def _imported_as(imports, name: str, is_target) -> str | None:
-    """The local name `from <module> import name` gives in a file, for a module that `is_target`; None if none."""
-    for source, names in imports:
-        for imported, local in names:
-            if imported == name and is_target(source):
-                return local
-    return None
+def _absolute(written: str, package: list[str]) -> str:
+    """A relative module (`..layers`) as a dotted name from the file's package; an absolute one as written."""
+    level = len(written) - len(written.lstrip("."))
+    if not level:
+        return written
+    if level > len(package) + 1:
+        return ""
+    rest = written[level:]
+    return ".".join([*package[:len(package) - level + 1], *([rest] if rest else [])])
 
 
 def _same_module(written: str, module: str) -> bool:
