@@ -131,6 +131,33 @@ def _resolve_bindings(ctx: ModuleContext, name: str, bindings: list[Binding], de
 def _parameter(ctx: ModuleContext, name: str, binding: Binding, depth: int) -> Value | None:
     """What the callers in this module pass (`Block(..., heads=5)` for `__init__`), each falling back to the
     default; the default alone when the module never calls the function. Callers that disagree: unknown."""
+    found = [value for value, _ in _parameter_values(ctx, name, binding, depth) or []]
+    if not found:
+        return None
+    return found[0] if all(v.value == found[0].value and type(v.value) is type(found[0].value) for v in found) \
+        else None
+
+
+def alternatives(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> list[tuple[Value, int]]:
+    """The different values a parameter receives when its callers disagree (`Block(64, 8, batch_first=True)`
+    and `Block(64, 8)` with a False default): one (value, line of the first call that passes it) per value;
+    empty when that is not the case or any caller's value is unknown."""
+    if not isinstance(expr, cst.Name):
+        return []
+    bindings = ctx.bindings(expr.value, scope)
+    if len(bindings) != 1 or bindings[0].kind != "param":
+        return []
+    distinct: dict[tuple[type, object], tuple[Value, int]] = {}
+    for value, line in _parameter_values(ctx, expr.value, bindings[0], 0) or []:
+        if line is not None:
+            distinct.setdefault((type(value.value), value.value), (value, line))
+    return list(distinct.values()) if len(distinct) > 1 else []
+
+
+def _parameter_values(ctx: ModuleContext, name: str, binding: Binding,
+                      depth: int) -> list[tuple[Value, int | None]] | None:
+    """(value, the call's line) per caller (the default where a caller leaves it out), or the default alone (no
+    line) when nothing in the module calls the function; None when a caller's value is unknown."""
     default = resolve(ctx, binding.value, binding.scope, depth + 1) if binding.value is not None else None
     line = ctx.line(binding.node)
     function = binding.scope.name
@@ -139,7 +166,7 @@ def _parameter(ctx: ModuleContext, name: str, binding: Binding, depth: int) -> V
                                         f"{line}",) + default.trail)
     sites = callers(ctx, binding.scope) if depth < _MAX_DEPTH - 2 else []
     if not sites:
-        return default
+        return [(default, None)] if default is not None else None
     found = []
     for site in sites:
         argument = site.arguments.get(name)
@@ -147,15 +174,15 @@ def _parameter(ctx: ModuleContext, name: str, binding: Binding, depth: int) -> V
             if not site.arguments.absent(name) or default is None:
                 return None
             call = f"`{ctx.code(site.call.func)}(...)` at line {ctx.line(site.call)}"
-            found.append(Value(default.value, (f"{call} leaves `{name}` at its default",) + default.trail))
+            found.append((Value(default.value, (f"{call} leaves `{name}` at its default",) + default.trail),
+                          ctx.line(site.call)))
             continue
         value = resolve(ctx, argument, site.scope, depth + 1)
         if value is None:
             return None
-        found.append(Value(value.value, (f"`{ctx.code(site.call.func)}(...)` at line {ctx.line(site.call)} passes "
-                                         f"{name}={ctx.code(argument)}",) + value.trail))
-    return found[0] if all(v.value == found[0].value and type(v.value) is type(found[0].value) for v in found) \
-        else None
+        found.append((Value(value.value, (f"`{ctx.code(site.call.func)}(...)` at line {ctx.line(site.call)} passes "
+                                          f"{name}={ctx.code(argument)}",) + value.trail), ctx.line(site.call)))
+    return found
 
 
 def _describe(ctx: ModuleContext, name: str, binding: Binding) -> str:

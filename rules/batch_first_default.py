@@ -11,7 +11,7 @@ from mhalint.calls import construction, module_calls, with_argument
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.values import constructor_values, resolve
+from mhalint.values import alternatives, constructor_values, resolve
 
 _MIXES_SAMPLES = """
     {api} reads every 3-D tensor as (L, N, E) unless batch_first=True (torch 2.13 `nn/modules/activation.py:1172`,
@@ -96,7 +96,8 @@ class BatchFirstDefault(Rule):
     Flags `nn.MultiheadAttention`, `nn.TransformerEncoderLayer`, `nn.TransformerDecoderLayer` and
     `nn.Transformer` (and the quantizable MultiheadAttention, and `super().__init__(...)` in subclasses of these)
     built without `batch_first`, or with a `batch_first` name that resolves to `False`, for example a parameter
-    whose default is `False`. A literal `batch_first=False` states the layout and is not flagged.
+    whose default is `False`. A literal `batch_first=False` states the layout and is not flagged. When the
+    file's instantiations pass the parameter different values, the one the data contradicts is reported.
 
     ## Why is this bad?
     These modules default to `batch_first=False` and read every 3-D tensor as `(L, N, E)`. Every 3-D tensor is a
@@ -173,13 +174,21 @@ class BatchFirstDefault(Rule):
         built = construction(self.context, node, self.scope)
         if built is None or built.api not in _MODULES:
             return
-        setting = self._setting(built)
-        if setting is None:
+        settings = self._settings(built)
+        if not settings:
             return
         found = [_Seen.of(self.shapes.of(use.query, use.scope, use.call)) for use in module_calls(self.context, built)]
         batch = _strongest([seen for seen in found if seen is not None and seen.kind == BATCH_FIRST])
         seq = _strongest([seen for seen in found if seen is not None and seen.kind == SEQ_FIRST])
         api = torchapi.short_name(built.api)
+        if len(settings) > 1:  # instantiations disagree: the one whose setting contradicts the data corrupts it
+            for setting in settings:
+                if setting.batch_first and seq is not None:
+                    self._report_layout(node, built, seq, setting, api, "False", fixable=False)
+                elif not setting.batch_first and batch is not None:
+                    self._report_layout(node, built, batch, setting, api, "True", fixable=False)
+            return
+        setting = settings[0]
         if setting.batch_first:
             if seq is not None:  # any sequence-first call is corrupted, whatever the other calls pass
                 self._report_layout(node, built, seq, setting, api, "False")
@@ -197,19 +206,38 @@ class BatchFirstDefault(Rule):
             self.report(node, NO_LAYOUT_EVIDENCE, severity=Severity.WARNING, evidence=setting.evidence,
                         arguments=self._arguments(built, batch_first=False), api=api, built=setting.built)
 
-    def _report_layout(self, node, built, seen: _Seen, setting: _Setting, api: str, fixed: str) -> None:
+    def _report_layout(self, node, built, seen: _Seen, setting: _Setting, api: str, fixed: str,
+                       fixable: bool = True) -> None:
         """Data in the layout the setting does not read (`fixed` is the batch_first that would read it): an error
         with the unsafe fix where the layout is established; a warning, without a fix, where only a size's name
-        or an assumption suggests it."""
+        or an assumption suggests it. Where instantiations disagree, the fix belongs at the instantiation, not
+        here: none is offered."""
         established = seen.strength is Strength.ESTABLISHED
         self.report(node, BATCH_FIRST_DATA if fixed == "True" else SEQUENCE_FIRST_DATA, severity=Severity.ERROR if established else Severity.WARNING,
-                    evidence=[*setting.evidence, *seen.evidence], fix=self._fix(built, fixed) if established else None,
+                    evidence=[*setting.evidence, *seen.evidence],
+                    fix=self._fix(built, fixed) if established and fixable else None,
                     arguments=self._arguments(built, batch_first=fixed == "False", layout=seen.kind),
                     api=api, data=seen.code, place=seen.place, setting=setting.headline)
 
     def _arguments(self, built, **known: object) -> dict[str, object]:
         """What the probe rebuilds the module from: the constructor's values, and the layout when the code shows it."""
         return {**constructor_values(self.context, built), **known}
+
+    def _settings(self, built) -> list[_Setting]:
+        """How batch_first is set: one setting, or one per value when the instantiations pass different values
+        to the parameter it comes from; none when it cannot be known."""
+        setting = self._setting(built)
+        if setting is not None:
+            return [setting]
+        expr = built.arguments.get("batch_first")
+        if expr is None:
+            return []
+        written, line = self.context.code(expr), self.context.line(built.call)
+        return [_Setting(value.value, False, f"batch_first={written} is {value.value} in the instance at line {at}",
+                         f"gets batch_first={written} ({value.value} in the instance at line {at})",
+                         [f"batch_first={written} at line {line} takes several values, {value.value} in the "
+                          f"instance at line {at}", *value.trail])
+                for value, at in alternatives(self.context, expr, built.scope) if isinstance(value.value, bool)]
 
     def _setting(self, built) -> _Setting | None:
         """How batch_first is set, or None when it cannot be known."""

@@ -725,8 +725,22 @@ def test_batch_first_parameter_passed_down_from_an_outer_default(one):
     assert "`batch_first` defaults to False" in evidence_of(finding)
 
 
-def test_instantiations_that_disagree_leave_batch_first_unknown(check):
+def test_instantiations_that_disagree_are_reported_for_the_one_the_data_contradicts(one):
     source = parameter_block(", batch_first=False", BATCH_DATA, """
+        a = Block(64, 8, batch_first=True)
+        b = Block(64, 8)
+    """)
+    finding = one(source)
+    assert finding.severity == Severity.ERROR
+    assert finding.message == ("nn.MultiheadAttention gets batch-first data (`B, N, C = x.shape`, line 9) but "
+                               "batch_first=batch_first is False in the instance at line 13")
+    assert "takes several values, False in the instance at line 13" in evidence_of(finding)
+    assert "`Block(...)` at line 13 leaves `batch_first` at its default" in evidence_of(finding)
+    assert finding.fix is None  # the fix belongs at `Block(64, 8)`, not at the shared construction
+
+
+def test_instantiations_that_disagree_without_layout_evidence_are_not_guessed(check):
+    source = parameter_block(", batch_first=False", "pass", """
         a = Block(64, 8, batch_first=True)
         b = Block(64, 8)
     """)
