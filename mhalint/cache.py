@@ -86,7 +86,7 @@ class Cache:
         when they differ, and the caller, who reads the file anyway, asks `lookup_content`. Findings that
         depended on other files hold only while `project()`, the run's fingerprint of them, is unchanged."""
         entry = self._entries.get(os.path.abspath(path))
-        if entry is None or (entry[_PROJECT] and entry[_PROJECT] != project()):
+        if entry is None or _stale(entry, project):
             return None
         try:
             stat = os.stat(path)
@@ -101,7 +101,7 @@ class Cache:
         """The cached findings if the file's bytes are those cached (touched, or checked out again, but not
         changed); its new size and time are remembered. None when it must be checked."""
         entry = self._entries.get(os.path.abspath(path))
-        if entry is None or _digest(raw) != entry[_DIGEST] or (entry[_PROJECT] and entry[_PROJECT] != project()):
+        if entry is None or _digest(raw) != entry[_DIGEST] or _stale(entry, project):
             return None
         self._entries[os.path.abspath(path)] = (stat.st_size, stat.st_mtime_ns, *entry[_DIGEST:])
         self._dirty = True
@@ -163,8 +163,8 @@ class Cache:
         entries: dict[str, _Entry] = {}
         for path, value in document["entries"].items():
             # Inline (this runs once per file of the project on every run): what save writes, [size, mtime_ns,
-            # digest, findings, project fingerprint or ""], with integers in range, a digest of the right length (its characters are checked
-            # below, in one pass over all of them) and an absolute path.
+            # digest, findings, project fingerprint or ""], with integers in range, a digest of the right length
+            # (its characters are checked below, in one pass over all of them) and an absolute path.
             if type(value) is list and len(value) == 5:
                 size, mtime_ns, digest, data, project = value
                 if type(size) is int and 0 <= size < _INT64 and type(mtime_ns) is int and \
@@ -272,6 +272,11 @@ def _is_own_gitignore(item: os.DirEntry) -> bool:
         return item.is_file(follow_symlinks=False) and _read_regular_file(Path(item.path), 64) == _GITIGNORE
     except OSError:
         return False
+
+
+def _stale(entry: _Entry, project: Callable[[], str]) -> bool:
+    """Findings that read other files of the run, which have changed since (`project()` is "" when unknown)."""
+    return bool(entry[_PROJECT]) and entry[_PROJECT] != project()
 
 
 def project_fingerprint(paths: Iterable[str]) -> str:

@@ -123,19 +123,13 @@ def _resolve_bindings(ctx: ModuleContext, name: str, bindings: list[Binding], de
         if value is None:
             return None
         values.append(value)
-    if any(v.value != values[0].value or type(v.value) is not type(values[0].value) for v in values):
-        return None
-    return values[0]
+    return _agreed(values)
 
 
 def _parameter(ctx: ModuleContext, name: str, binding: Binding, depth: int) -> Value | None:
     """What the callers in this module pass (`Block(..., heads=5)` for `__init__`), each falling back to the
     default; the default alone when the module never calls the function. Callers that disagree: unknown."""
-    found = [value for value, _ in _parameter_values(ctx, name, binding, depth) or []]
-    if not found:
-        return None
-    return found[0] if all(v.value == found[0].value and type(v.value) is type(found[0].value) for v in found) \
-        else None
+    return _agreed([value for value, _ in _parameter_values(ctx, name, binding, depth) or []])
 
 
 def alternatives(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> list[tuple[Value, int]]:
@@ -183,6 +177,13 @@ def _parameter_values(ctx: ModuleContext, name: str, binding: Binding,
         found.append((Value(value.value, (f"`{ctx.code(site.call.func)}(...)` at line {ctx.line(site.call)} passes "
                                           f"{name}={ctx.code(argument)}",) + value.trail), ctx.line(site.call)))
     return found
+
+
+def _agreed(values: list[Value]) -> Value | None:
+    """The first of several values when they are all equal, and of one type (1 is not True); else unknown."""
+    if not values or any(v.value != values[0].value or type(v.value) is not type(values[0].value) for v in values):
+        return None
+    return values[0]
 
 
 def _describe(ctx: ModuleContext, name: str, binding: Binding) -> str:

@@ -9,12 +9,16 @@ function nested in the scope (a closure) may run after any statement, so it sees
 
 from __future__ import annotations
 
+from functools import cached_property
+from typing import Callable, TypeVar
+
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
 from mhalint.walk import walk
 
 State = dict[str, frozenset[Binding]]  # name -> the bindings that may reach; a missing name has none
 _MAX_ROUNDS = 10
+T = TypeVar("T")
 
 
 def reaching(ctx: ModuleContext, bindings: list[Binding], use: cst.CSTNode) -> list[Binding]:
@@ -29,6 +33,21 @@ def reaching_one(ctx: ModuleContext, bindings: list[Binding], use: cst.CSTNode) 
     """The one binding that reaches `use`; None when none does or several may (which one is not known)."""
     found = reaching(ctx, bindings, use)
     return found[0] if len(found) == 1 else None
+
+
+def follow(reached: list[Binding], active: set[int], read: Callable[[Binding], T]) -> list[T]:
+    """`read(binding)` for each binding that may reach a read, except those already being read further up (a
+    loop's `x = f(x)` reaching itself): the other bindings decide. `active` is the reader's own set."""
+    found = []
+    for binding in reached:
+        if id(binding) in active:
+            continue
+        active.add(id(binding))
+        try:
+            found.append(read(binding))
+        finally:
+            active.discard(id(binding))
+    return found
 
 
 def uses(ctx: ModuleContext, binding: Binding) -> list[cst.Name]:
@@ -49,9 +68,7 @@ def loads(ctx: ModuleContext, scope: Scope) -> dict[str, list[cst.Name]]:
 
     def enter(node: cst.CSTNode) -> bool:
         if node is not scope.node and isinstance(node, cst.FunctionDef | cst.Lambda | cst.ClassDef):
-            inner = ctx.scope_of(node)
-            shadowing.append(set(inner.bindings) if inner is not None else {
-                param.name.value for param in node.params.params} if isinstance(node, cst.Lambda) else set())
+            shadowing.append(_bound_in(ctx, node))
         elif isinstance(node, cst.Name) and not is_store(ctx, node) \
                 and not any(node.value in names for names in shadowing):
             found.setdefault(node.value, []).append(node)
@@ -64,6 +81,14 @@ def loads(ctx: ModuleContext, scope: Scope) -> dict[str, list[cst.Name]]:
     walk(scope.node, enter, leave)
     memo[scope] = found
     return found
+
+
+def _bound_in(ctx: ModuleContext, node: cst.FunctionDef | cst.Lambda | cst.ClassDef) -> set[str]:
+    """The names a nested function, class or lambda binds itself (a lambda is no scope of ModuleContext's)."""
+    if isinstance(node, cst.Lambda):
+        return {param.name.value for param in node.params.params}
+    inner = ctx.scope_of(node)
+    return set(inner.bindings) if inner is not None else set()
 
 
 def is_store(ctx: ModuleContext, node: cst.CSTNode) -> bool:
@@ -106,8 +131,13 @@ class Flow:
         for binding in (b for bindings in scope.bindings.values() for b in bindings if b.kind == "param"):
             start[binding.name] = start.get(binding.name, frozenset()) | {binding}
         node = scope.node
+        self.start = start
         self.end = self._run(node.body, start) if isinstance(node, cst.Module) else self._suite(node.body, start)
-        self._every = _merge(start, self.end, *self.before.values())
+
+    @cached_property
+    def _every(self) -> State:
+        """What may hold anywhere in the scope: a closure's read when every path ends in a return."""
+        return _merge(self.start, self.end, *self.before.values())
 
     def at(self, ctx: ModuleContext, use: cst.CSTNode) -> State:
         """What reaches `use`: the state before its statement, or at the scope's end for a closure's read."""

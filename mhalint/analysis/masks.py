@@ -102,16 +102,8 @@ class MaskReader:
         reached = [b for b in dataflow.reaching(self.ctx, self.ctx.bindings(name, scope), use)
                    if not (b.kind == "assign" and _is_none(b.value)) and id(b) not in self._active]
         if len(reached) > 1:
-            found = []
-            for binding in reached:  # a binding being followed (a loop's `m = m & x`) is left to the others
-                self._active.add(id(binding))
-                try:
-                    found.append(self._binding(name, scope, binding, use, depth))
-                finally:
-                    self._active.discard(id(binding))
-            if any(m is None or (m.kind, m.polarity) != (found[0].kind, found[0].polarity) for m in found):
-                return None
-            return found[0]
+            return _agreed(dataflow.follow(reached, self._active,
+                                           lambda binding: self._binding(name, scope, binding, use, depth)))
         return self._binding(name, scope, reached[0] if reached else None, use, depth)
 
     def _binding(self, name: str, scope: Scope, binding, use: cst.CSTNode, depth: int) -> Mask | None:
@@ -144,9 +136,7 @@ class MaskReader:
                 return None
             found.append(replace(mask, evidence=(f"`{name}` receives `{self.ctx.code(argument)}` from the call at "
                                                  f"line {self.ctx.line(site.call)}",) + mask.evidence))
-        if not found or any((m.kind, m.polarity) != (found[0].kind, found[0].polarity) for m in found):
-            return None
-        return found[0]
+        return _agreed(found)
 
     def _by_use(self, name: str, scope: Scope, use: cst.CSTNode) -> Mask | None:
         """A mask passed unchanged to nn.MultiheadAttention or a Transformer mask argument in the same function
@@ -371,6 +361,13 @@ class MaskReader:
 
     def _at(self, why: str, node: cst.CSTNode) -> str:
         return f"{why} at line {self.ctx.line(node)}"
+
+
+def _agreed(found: list[Mask | None]) -> Mask | None:
+    """The first of several masks, when they all have one kind and polarity; else unknown."""
+    if not found or any(m is None or (m.kind, m.polarity) != (found[0].kind, found[0].polarity) for m in found):
+        return None
+    return found[0]
 
 
 def _keeps_truth(op, constant, mirrored: bool) -> bool | None:

@@ -39,32 +39,30 @@ class Project:
         every `from ... import Name` of the run: one pass over each file's bytes, which are not kept."""
         index: dict[str, list[tuple[str, str, str]]] = {}
         for path in self.paths:
-            try:
-                with open(path, "rb") as handle:
-                    raw = handle.read()
-            except OSError:
+            raw = _read(path)
+            if raw is None or b"import" not in raw:
                 continue
-            if b"import" not in raw:
-                continue
-            package = None
             for match in _FROM_IMPORT.finditer(raw):
                 names = _imported_names(match[2])
                 if not names:
                     continue
-                if package is None:
-                    here = module_name(path).split(".")
-                    package = here if path.endswith("__init__.py") else here[:-1]
+                here = self._names[path].split(".")
+                package = here if path.endswith("__init__.py") else here[:-1]
                 source = _absolute(match[1].decode("ascii", "replace"), package)
                 for name, local in names:
                     index.setdefault(name, []).append((path, source, local))
         return index
 
     @cached_property
+    def _names(self) -> dict[str, str]:
+        """Each file's dotted module name."""
+        return {path: module_name(path) for path in self.paths}
+
+    @cached_property
     def _modules(self) -> dict[str, list[tuple[str, str]]]:
         """The last part of each file's dotted module name -> (module name, path)."""
         modules: dict[str, list[tuple[str, str]]] = {}
-        for path in self.paths:
-            module = module_name(path)
+        for path, module in self._names.items():
             modules.setdefault(module.rsplit(".", 1)[-1], []).append((module, path))
         return modules
 
@@ -87,12 +85,7 @@ class Project:
         if path not in self._contexts:
             if len(self._contexts) >= _MAX_CONTEXTS:
                 self._contexts.pop(next(iter(self._contexts)))
-            try:
-                with open(path, "rb") as handle:
-                    raw = handle.read()
-            except OSError:
-                raw = None
-            self._contexts[path] = _parse(path, raw)
+            self._contexts[path] = _parse(path, _read(path))
         return self._contexts[path]
 
     @staticmethod
@@ -151,6 +144,14 @@ def _same_module(written: str, module: str) -> bool:
     a, b = written.split("."), module.split(".")
     shorter, longer = (a, b) if len(a) <= len(b) else (b, a)
     return longer[len(longer) - len(shorter):] == shorter
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
 
 
 def _parse(path: str, raw: bytes | None):

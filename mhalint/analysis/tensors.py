@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from mhalint import torchapi
 from mhalint.analysis import axes, dataflow, documented
 from mhalint.analysis.axes import Axis, Evidence, Role, Shape, Strength
 from mhalint.analysis.names import role_of_size_name, roles_of_names
-from mhalint import torchapi
 from mhalint.calls import (PROJECT_PREFIX, arguments_for, callers, instance, project_function, returned,
                            wrapping_chain)
 from mhalint.context import Binding, ModuleContext, Scope
@@ -46,7 +46,6 @@ _FACTORIES = {f"torch.{name}" for name in ("zeros", "ones", "empty", "randn", "r
 _ATTENTION_MODULES = {torchapi.MHA, torchapi.ENCODER_LAYER, torchapi.DECODER_LAYER, torchapi.ENCODER,
                       torchapi.DECODER, torchapi.TRANSFORMER}
 _CONCAT = {"torch.cat", "torch.concat", "torch.concatenate"}
-_STACK = "torch.stack"
 _PAD_SEQUENCE = "torch.nn.utils.rnn.pad_sequence"
 _EMBEDDING = "torch.nn.Embedding"
 _REARRANGE = {"einops.rearrange", "einops.repeat"}
@@ -112,16 +111,9 @@ class ShapeReader:
     def _name(self, name: str, scope: Scope, use: cst.CSTNode, depth: int) -> Traced | None:
         """Every binding that may reach the read must give the same roles. A binding already being followed (a
         loop's `x = layer(x)` reaching itself) adds nothing: the other bindings decide."""
-        found = []
-        for binding in dataflow.reaching(self.ctx, self.ctx.bindings(name, scope), use):
-            if id(binding) in self._active:
-                continue
-            self._active.add(id(binding))
-            try:
-                found.append(self._binding(name, scope, binding, use, depth))
-            finally:
-                self._active.discard(id(binding))
-        return _agreed(found)
+        reached = dataflow.reaching(self.ctx, self.ctx.bindings(name, scope), use)
+        return _agreed(dataflow.follow(reached, self._active,
+                                       lambda binding: self._binding(name, scope, binding, use, depth)))
 
     def _binding(self, name: str, scope: Scope, binding: Binding, use: cst.CSTNode, depth: int) -> Traced | None:
         unpacked = self._unpacking(name, scope, binding, use)
@@ -150,15 +142,17 @@ class ShapeReader:
                 if _shape_of(binding.value) != name or not since <= self.ctx.line(binding.node) <= self.ctx.line(use):
                     continue
                 target = binding.node.targets[0].target
-                names = [e.value.value if isinstance(e.value, cst.Name) else "" for e in target.elements]
                 if any(isinstance(e, cst.StarredElement) for e in target.elements):
                     continue
-                code = f"{self.ctx.code(target)} = {self.ctx.code(binding.value)}"
-                shape = self._named_axes(names, code, self.ctx.line(binding.node), "unpacks the shape of "
-                                         f"`{name}`", Strength.ESTABLISHED)
+                shape = self._named_axes(_target_names(target), self._unpacked(binding), self.ctx.line(binding.node),
+                                         f"unpacks the shape of `{name}`", Strength.ESTABLISHED)
                 if shape is not None:
                     return Traced(shape)
         return None
+
+    def _unpacked(self, binding: Binding) -> str:
+        """The code of a shape unpacking, `B, T, C = x.shape`."""
+        return f"{self.ctx.code(binding.node.targets[0].target)} = {self.ctx.code(binding.value)}"
 
     def _named_axes(self, names: list[str], code: str, line: int, how: str, strength: Strength) -> Shape | None:
         roles = roles_of_names(names)
@@ -204,9 +198,10 @@ class ShapeReader:
         function = binding.scope.node
         docstring = function.get_docstring() if isinstance(function, cst.FunctionDef) else None
         found = documented.in_docstring(docstring or "", name)
-        signature_comment = self._signature_comment(name, binding)
-        if found is None and signature_comment is not None:
-            return signature_comment
+        if found is None:
+            signature_comment = self._signature_comment(name, binding)
+            if signature_comment is not None:
+                return signature_comment
         if found is None and docstring and len(docstring.strip().splitlines()) == 1 and name in docstring:
             names = documented.shape_in_text(docstring)  # a one-line docstring about the tensor
             found = (names, docstring.strip()) if names else None
@@ -310,7 +305,7 @@ class ShapeReader:
         first = call.args[0].value if call.args and not call.args[0].keyword and not call.args[0].star else None
         function = project_function(self.ctx, call, scope)
         built = instance(self.ctx, call.func, scope) if function is None else None
-        api = self.ctx.qualified_name(built.call.func, built.scope) if built is not None else None
+        api = built.api if built is not None else None
         if api == _EMBEDDING:
             return self._embedding(call, scope, use, depth)
         if api in _CONVOLUTIONS:
@@ -319,9 +314,7 @@ class ShapeReader:
             return None
         if api in _KEEPS_AXES_MODULES or (built is not None and built.api in _ATTENTION_MODULES):
             return self.of(first, scope, use, depth + 1)
-        if built is not None and built.api.startswith(PROJECT_PREFIX):
-            klass = self.ctx.classes.get(built.api[len(PROJECT_PREFIX):])
-            function = klass.methods.get("forward") if klass is not None else None
+        function = function or self._forward(built)
         if function is not None:
             return self._returns(call, scope, function, depth)
         traced = self.of(first, scope, use, depth + 1)
@@ -355,11 +348,15 @@ class ShapeReader:
         if built is not None and built.api == torchapi.MHA and index == 0 and call.args \
                 and not call.args[0].keyword and not call.args[0].star:
             return self.of(call.args[0].value, scope, use, depth + 1)
-        function = project_function(self.ctx, call, scope)
-        if function is None and built is not None and built.api.startswith(PROJECT_PREFIX):
-            klass = self.ctx.classes.get(built.api[len(PROJECT_PREFIX):])
-            function = klass.methods.get("forward") if klass is not None else None
+        function = project_function(self.ctx, call, scope) or self._forward(built)
         return self._returns(call, scope, function, depth, index) if function is not None else None
+
+    def _forward(self, built) -> Scope | None:
+        """The `forward` of a class this file defines, which calling an instance of it runs."""
+        if built is None or not built.api.startswith(PROJECT_PREFIX):
+            return None
+        klass = self.ctx.classes.get(built.api[len(PROJECT_PREFIX):])
+        return klass.methods.get("forward") if klass is not None else None
 
     def _method(self, method: str, call: cst.Call, shape: Shape, scope: Scope, use) -> Shape | None:
         dims = self._integers(call, scope)
@@ -505,14 +502,11 @@ class ShapeReader:
         binding = dataflow.reaching_one(self.ctx, self.ctx.bindings(size.value, scope), use)
         if binding is not None and binding.kind == "unpack" and isinstance(binding.node, cst.Assign) \
                 and _shape_of(binding.value) is not None:
-            target = binding.node.targets[0].target
-            names = [e.value.value if isinstance(e.value, cst.Name) else "" for e in target.elements]
-            roles = roles_of_names(names)
+            roles = roles_of_names(_target_names(binding.node.targets[0].target))
             if binding.index is not None and binding.index < len(roles) and roles[binding.index] is not Role.UNKNOWN:
-                written = f"{self.ctx.code(target)} = {self.ctx.code(binding.value)}"
                 reason = f"`{size.value}` is the {roles[binding.index].value} axis of `{_shape_of(binding.value)}`"
-                return Axis(roles[binding.index], self._evidence(written, self.ctx.line(binding.node), reason,
-                                                           Strength.ESTABLISHED), code)
+                return Axis(roles[binding.index], self._evidence(self._unpacked(binding), self.ctx.line(binding.node),
+                                                                 reason, Strength.ESTABLISHED), code)
         if binding is not None and binding.kind == "assign" and binding.value is not None:
             measured = self._measured(binding.value, binding.scope, binding.node, depth + 1)
             role = role_of_size_name(size.value)
@@ -528,7 +522,7 @@ class ShapeReader:
             return Axis(size=code)
         line = self.ctx.line(use)
         return Axis(role, self._evidence(code, line, f"the size is named `{code}`, which reads as the {role.value}",
-                                   Strength.NAMED), code)
+                                         Strength.NAMED), code)
 
     def _measured(self, size: cst.BaseExpression, scope: Scope, use, depth: int) -> Axis | None:
         """`x.size(1)` / `x.shape[1]`: the role of that axis of `x`, if known."""
@@ -563,7 +557,7 @@ class ShapeReader:
         """nn.Conv{1,2,3}d: (N, C, *spatial) whatever the input holds; a 1-d convolution's last axis is a sequence."""
         layout = {1: "(N, C, L)", 2: "(N, C, H, W)", 3: "(N, C, D, H, W)"}[spatial]
         evidence = self._evidence(self.ctx.code(call), self.ctx.line(call), f"a convolution's output is {layout}",
-                            Strength.ESTABLISHED)
+                                  Strength.ESTABLISHED)
         rest = (Axis(Role.SEQUENCE, evidence),) if spatial == 1 else (Axis(Role.SPATIAL, evidence),) * spatial
         return Traced((Axis(Role.BATCH, evidence), Axis(Role.EMBEDDING, evidence), *rest))
 
@@ -579,10 +573,10 @@ class ShapeReader:
     def _embedding_table(self, expr: cst.Attribute, scope: Scope) -> Traced | None:
         """`self.query_embed.weight` of an nn.Embedding: (num_embeddings, embedding_dim)."""
         built = instance(self.ctx, expr.value, scope)
-        if built is None or self.ctx.qualified_name(built.call.func, built.scope) != _EMBEDDING:
+        if built is None or built.api != _EMBEDDING:
             return None
-        evidence = self._evidence(self.ctx.code(expr), self.ctx.line(expr), "an nn.Embedding table is (num_embeddings, "
-                            "embedding_dim)", Strength.ESTABLISHED)
+        evidence = self._evidence(self.ctx.code(expr), self.ctx.line(expr),
+                                  "an nn.Embedding table is (num_embeddings, embedding_dim)", Strength.ESTABLISHED)
         return Traced((axes.UNKNOWN_AXIS, Axis(Role.EMBEDDING, evidence)))
 
     def _embedding(self, call: cst.Call, scope: Scope, use, depth: int) -> Traced | None:
@@ -592,8 +586,8 @@ class ShapeReader:
         ids = self.of(call.args[0].value, scope, use, depth + 1)
         if ids is None:
             return None
-        embedding = Axis(Role.EMBEDDING, self._evidence(self.ctx.code(call), self.ctx.line(call), "nn.Embedding output",
-                                                  Strength.ESTABLISHED))
+        embedding = Axis(Role.EMBEDDING, self._evidence(self.ctx.code(call), self.ctx.line(call),
+                                                        "nn.Embedding output", Strength.ESTABLISHED))
         shape = ids.shape if ids.shape and ids.shape[-1] is OPEN else ids.shape + (embedding,)
         return ids.then(shape, call, self, "an nn.Embedding output, the ids' axes and then the embedding")
 
@@ -681,17 +675,13 @@ def _keeps_axes(expr: cst.Subscript) -> bool:
 
 def _shape_of(value) -> str | None:
     """The name whose shape `x.shape`, `x.size()` or `x.shape[:3]` reads."""
-    if isinstance(value, cst.Subscript):
-        value = value.value
-    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "size" \
-            and not value.args:
-        value = value.func
-    elif isinstance(value, cst.Attribute) and value.attr.value != "shape":
-        return None
-    if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and \
-            value.attr.value in ("shape", "size"):
-        return value.value.value
-    return None
+    tensor = _shape_of_expr(value.value if isinstance(value, cst.Subscript) else value)
+    return tensor.value if isinstance(tensor, cst.Name) else None
+
+
+def _target_names(target: cst.Tuple | cst.List) -> list[str]:
+    """The names an unpacking binds, in order ("" where the target is not a plain name, as `x.y`)."""
+    return [e.value.value if isinstance(e.value, cst.Name) else "" for e in target.elements]
 
 
 def _shape_of_expr(expr: cst.BaseExpression) -> cst.BaseExpression | None:
