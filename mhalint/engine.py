@@ -73,7 +73,6 @@ class Checker:
         result = Result()
         found = discover(paths, extensions=SOURCES, **discovery)
         files = list(map(str, found.files))
-        self.project = Project(files)
         fingerprint = functools.cache(lambda: project_fingerprint(files))
         for path, reason in found.errors:
             result.findings.append(_engine_finding(str(path), READ_ERROR, reason))
@@ -96,7 +95,12 @@ class Checker:
                 parse.append((path, raw, stat))
             elif cache is not None:
                 cache.store(path, raw, stat, [])
-        for (path, raw, stat), outcome in zip(parse, self._run(parse, jobs)):
+        self.project = Project(files)  # for this run's analyses only: check_source afterwards sees one file
+        try:
+            outcomes = self._run(parse, jobs)
+        finally:
+            self.project = None
+        for (path, raw, stat), outcome in zip(parse, outcomes):
             findings, failures, read_project = outcome
             result.findings.extend(findings)
             result.internal_errors += len(failures)

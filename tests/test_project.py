@@ -86,6 +86,13 @@ def test_the_file_alone_knows_nothing_of_its_callers(tmp_path):
     assert mha001(tmp_path / "model.py") == []
 
 
+def test_check_source_after_a_run_sees_only_its_own_file(tmp_path):
+    write(tmp_path, {"model.py": MODEL, "train.py": TRAIN.format(module="model", op=".transpose(0, 1)")})
+    checker = Checker([load_rules()["MHA001"]])
+    assert len(checker.check_paths([tmp_path], jobs=1).findings) == 1
+    assert checker.check_source((tmp_path / "model.py").read_bytes(), str(tmp_path / "model.py")) == []
+
+
 def test_a_changed_caller_rechecks_the_cached_file_that_read_it(tmp_path):
     write(tmp_path / "project", {"model.py": MODEL, "train.py": TRAIN.format(module="model", op=".transpose(0, 1)")})
     rules = [load_rules()["MHA001"]]
