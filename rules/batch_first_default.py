@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from mhalint import torchapi
 from mhalint.analysis.axes import BATCH_FIRST, SEQ_FIRST, Strength, layout
 from mhalint.analysis.tensors import ShapeReader
-from mhalint.calls import construction, module_calls, with_argument
+from mhalint.analysis.calls import construction, module_calls, with_argument
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.values import alternatives, constructor_values, resolve
+from mhalint.analysis.values import alternatives, constructor_values, resolve
 
 _MIXES_SAMPLES = """
     {api} reads every 3-D tensor as (L, N, E) unless batch_first=True (torch 2.13 `nn/modules/activation.py:1172`,
@@ -133,7 +133,7 @@ class BatchFirstDefault(Rule):
     name = "batch-first-default"
     summary = "MultiheadAttention/Transformer built without batch_first=True reads inputs as (L, N, E)"
     triggers = (torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER)
-    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
+    acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
         Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"),

@@ -7,14 +7,14 @@ from dataclasses import replace
 
 from mhalint import torchapi
 from mhalint.analysis import dataflow
-from mhalint.calls import mask_arguments
+from mhalint.analysis.calls import mask_arguments
 from mhalint.context import Scope
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.lazy import cst
 from mhalint.analysis.masks import BOOL, ZERO_ONE, Mask, MaskReader
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.torchapi import IGNORE, KEEP
-from mhalint.values import resolve
+from mhalint.analysis.values import resolve
 
 _ADDED = """
     {api} adds a floating-point mask to the attention scores, as all of torch's attention APIs do (torch 2.13
@@ -119,7 +119,7 @@ class FloatKeepMask(Rule):
     summary = "A 0/1 float mask given where float masks are added to the scores: it masks nothing"
     triggers = (torchapi.SDPA_TRIGGER, torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER,
                 torchapi.MHA_FORWARD_FN_TRIGGER)
-    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
+    acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
         Valid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, L):\n"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from mhalint import torchapi
-from mhalint.calls import construction
+from mhalint.analysis.calls import construction
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, SKIPPED, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.values import Value, constructor_values, resolve
+from mhalint.analysis.values import Value, constructor_values, resolve
 
 NOT_DIVIDING = Message(
     "{api} gets {embed}, which {heads} does not divide ({embed_value} = {quotient} x {heads_value} + {remainder}): "
@@ -97,7 +97,7 @@ class HeadsNotDividing(Rule):
     name = "heads-not-dividing"
     summary = "embed_dim/d_model not divisible by num_heads/nhead: the module raises when it is built"
     triggers = (torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER)
-    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
+    acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
         Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"),

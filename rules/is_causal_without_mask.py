@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from mhalint import torchapi
-from mhalint.calls import call_target
+from mhalint.analysis.calls import call_target
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.values import constructor_values, resolve
+from mhalint.analysis.values import constructor_values, resolve
 
 # Fields: `flag_set` ("is_causal=True", "is_causal=CAUSAL (True)"), `missing` ("without attn_mask", "with
 # attn_mask=None"), `api` (nn.MultiheadAttention, ...), `flag` and `mask` (the names), `distance` (how far the
@@ -107,7 +107,7 @@ class IsCausalWithoutMask(Rule):
     summary = "is_causal=True without the attn_mask it describes: inference silently attends to the future"
     # The module names, not `is_causal` (SDPA code is full of it): only a module built in this file can be flagged.
     triggers = (torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER, torchapi.MHA_FORWARD_FN_TRIGGER)
-    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
+    acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
         Valid("import torch.nn.functional as F\ndef f(q, k, v):\n"

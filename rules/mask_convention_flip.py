@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mhalint import torchapi
-from mhalint.calls import mask_arguments
+from mhalint.analysis.calls import mask_arguments
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.lazy import cst
 from mhalint.analysis.masks import BOOL, Mask, MaskReader, describe
@@ -86,7 +86,7 @@ class MaskConventionFlip(Rule):
     summary = "A boolean mask passed between MultiheadAttention and SDPA without inverting it"
     triggers = (torchapi.SDPA_TRIGGER, torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER,
                 torchapi.MHA_FORWARD_FN_TRIGGER)
-    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
+    acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
         Valid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, tokens):\n"

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 
 from mhalint import torchapi
 from mhalint.analysis import dataflow
-from mhalint.calls import (PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, call_target, callers, instance, project_function,
+from mhalint.analysis.calls import (PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, call_target, callers, instance, project_function,
                            returned, wrapping_chain)
 from mhalint.context import Binding, Scope
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity, shorten
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.values import constructor_values, resolve
+from mhalint.analysis.values import constructor_values, resolve
 
 _WHY = """
     MultiheadAttention (and the Transformer classes, which hand their masks to it) reads a 3-D mask of shape
@@ -154,7 +154,7 @@ class MaskRepeatLayout(Rule):
     name = "mask-repeat-layout"
     summary = "A per-sample mask tiled with .repeat(num_heads, 1, 1): heads get another sample's mask"
     triggers = (torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER, torchapi.MHA_FORWARD_FN_TRIGGER)
-    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
+    acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
         Valid("import torch\nfrom torch import nn\nclass A(nn.Module):\n    def __init__(self):\n"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 
 from mhalint import torchapi
-from mhalint.calls import construction, module_calls
-from mhalint.fastpath import off_reason
+from mhalint.analysis.calls import construction, module_calls
+from mhalint.analysis.fastpath import off_reason
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, SKIPPED, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.values import constructor_values, resolve
+from mhalint.analysis.values import constructor_values, resolve
 
 _WHY = """
     {api} takes torch's fused inference kernel only when the head count is even (torch 2.13 {source}); the
@@ -93,7 +93,7 @@ class OddNumHeads(Rule):
     name = "odd-num-heads"
     summary = "An odd num_heads/nhead silently turns off the inference fast path"
     triggers = (torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER)
-    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
+    acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
         Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"),

@@ -6,7 +6,7 @@ import re
 
 from mhalint import torchapi
 from mhalint.analysis import dataflow
-from mhalint.calls import call_target, callers, project_function, returned
+from mhalint.analysis.calls import call_target, callers, project_function, returned
 from mhalint.context import Binding, Scope
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity, shorten
 from mhalint.lazy import cst
@@ -100,7 +100,7 @@ class PositionalPaddingMask(Rule):
     name = "positional-padding-mask"
     summary = "An attention mask passed 4th positionally to MultiheadAttention, where key_padding_mask goes"
     triggers = (torchapi.MHA_TRIGGER,)
-    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
+    acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
         Valid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from mhalint import torchapi
-from mhalint.calls import call_target
+from mhalint.analysis.calls import call_target
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, Severity
 from mhalint.lazy import cst
 from mhalint.analysis.masks import ADDITIVE, BOOL, MaskReader
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.values import resolve
+from mhalint.analysis.values import resolve
 
 # Fields: `mask` (the attn_mask argument as written, quoted); `causal` ("is_causal=True", or
 # "is_causal=`self.causal` (True)" when it resolves to True); `fold`, the call's mask with the causal pattern folded in.
@@ -73,7 +73,7 @@ class SdpaCausalAndMask(Rule):
     name = "sdpa-causal-and-mask"
     summary = "scaled_dot_product_attention given both attn_mask and is_causal=True: the backend decides what happens"
     triggers = (torchapi.SDPA_TRIGGER,)
-    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
+    acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
         Valid("import torch.nn.functional as F\ndef f(q, k, v):\n"

@@ -6,13 +6,13 @@ from typing import Callable
 
 from mhalint import torchapi
 from mhalint.analysis import dataflow
-from mhalint.calls import call_target, with_argument
+from mhalint.analysis.calls import call_target, with_argument
 from mhalint.context import Scope
-from mhalint.fastpath import off_reason
+from mhalint.analysis.fastpath import off_reason
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, SAFE, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.values import constructor_values, resolve
+from mhalint.analysis.values import constructor_values, resolve
 
 WEIGHTS_DISCARDED = Message(
     "{api} computes attention weights nobody reads ({setting}): {why}",
@@ -80,7 +80,7 @@ class WeightsDiscarded(Rule):
     name = "weights-discarded"
     summary = "need_weights left True while the attention weights are thrown away: slower on the slow path"
     triggers = (torchapi.MHA_TRIGGER, torchapi.MHA_FORWARD_FN_TRIGGER)
-    acts_on_passed_values = False  # calls are resolved through mhalint.calls and mhalint.context
+    acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
         Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"

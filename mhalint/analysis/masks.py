@@ -14,11 +14,11 @@ from dataclasses import dataclass, replace
 
 from mhalint import torchapi
 from mhalint.analysis import dataflow
-from mhalint.calls import callers, mask_arguments, project_function, returned
+from mhalint.analysis.calls import callers, mask_arguments, project_function, returned
 from mhalint.context import ModuleContext, Scope
 from mhalint.lazy import cst
 from mhalint.torchapi import IGNORE, KEEP
-from mhalint.values import resolve
+from mhalint.analysis.values import resolve
 
 BOOL, ADDITIVE, ZERO_ONE = "bool", "additive", "0/1 float"
 _MAX_DEPTH = 16

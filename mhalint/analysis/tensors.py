@@ -16,11 +16,11 @@ from mhalint import torchapi
 from mhalint.analysis import axes, dataflow, documented
 from mhalint.analysis.axes import Axis, Evidence, Role, Shape, Strength
 from mhalint.analysis.names import role_of_size_name, roles_of_names
-from mhalint.calls import (PROJECT_PREFIX, arguments_for, callers, instance, project_function, returned,
+from mhalint.analysis.calls import (PROJECT_PREFIX, arguments_for, callers, instance, project_function, returned,
                            wrapping_chain)
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
-from mhalint.values import resolve
+from mhalint.analysis.values import resolve
 
 _MAX_DEPTH = 14
 OPEN = Axis(Role.UNKNOWN, None, "...")  # a last axis standing for zero or more axes of unknown roles

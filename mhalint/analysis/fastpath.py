@@ -5,9 +5,9 @@ or a pitfall cannot occur."""
 from __future__ import annotations
 
 from mhalint import torchapi
-from mhalint.calls import Construction
+from mhalint.analysis.calls import Construction
 from mhalint.context import ModuleContext
-from mhalint.values import resolve
+from mhalint.analysis.values import resolve
 
 
 def off_reason(ctx: ModuleContext, built: Construction, *, count_heads: bool = True) -> str | None:

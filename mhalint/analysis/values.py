@@ -10,7 +10,7 @@ import operator
 from dataclasses import dataclass
 
 from mhalint import torchapi
-from mhalint.calls import Construction, callers
+from mhalint.analysis.calls import Construction, callers
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
 
