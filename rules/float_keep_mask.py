@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 from mhalint import torchapi
@@ -15,6 +14,7 @@ from mhalint.analysis.masks import BOOL, ZERO_ONE, Mask, MaskReader
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.torchapi import IGNORE, KEEP
 from mhalint.analysis.values import resolve
+from mhalint.analysis.vocabulary import BOOLEAN_METHODS, FLOAT_DTYPES, INT_DTYPES, KEEP_NAME, SHAPE_ONLY, TO_FLOAT
 
 _ADDED = """
     {api} adds a floating-point mask to the attention scores, as all of torch's attention APIs do (torch 2.13
@@ -50,19 +50,6 @@ ZERO_ONE_MASK_MEANING_UNKNOWN = Message(
     explanation=_ADDED)
 
 _MAX_DEPTH = 12
-# Methods that change a mask's shape or device but not its values (as in mhalint.analysis.masks).
-_SHAPE_ONLY = {
-    "unsqueeze", "view", "reshape", "expand", "expand_as", "repeat", "repeat_interleave", "contiguous", "detach",
-    "clone", "transpose", "permute", "flatten", "squeeze", "unflatten", "cuda", "cpu", "narrow", "view_as",
-    "reshape_as", "t", "movedim", "index_select", "tile",
-}
-_TO_FLOAT = {"float", "half", "bfloat16", "double", "type_as"}
-# Names that say True/1 = take part, a selection rather than scores (`mask` alone may be additive already).
-_KEEP_NAME = re.compile(r"^(keep|valid|keep_\w+|\w+_keep|valid_\w+|\w+_valid|is_valid\w*)$")
-_FLOAT_DTYPE = re.compile(r"\b(float|float16|float32|float64|half|bfloat16|double)\b|\.dtype\b")
-_INT_DTYPE = re.compile(r"dtype\s*=\s*torch\.(long|int|int8|int16|int32|int64|uint8|short)\b")
-_BOOLEAN_METHODS = {"bool", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "logical_or",
-                    "isinf", "isnan", "isfinite"}
 _FACTORIES = {"torch.ones", "torch.zeros", "torch.ones_like", "torch.zeros_like", "torch.empty"}
 _MEANING = {KEEP: "1 = attend", IGNORE: "1 = ignore"}
 _READS = {IGNORE: "True = ignore", KEEP: "True = attend"}
@@ -189,7 +176,7 @@ class FloatKeepMask(Rule):
             return None  # `m == 0`, `m.bool()`: whatever `m` is, the argument is boolean
         mask = self.masks.read(expr, scope, use)
         if mask is not None and mask.kind == ZERO_ONE and mask.evidence:
-            if _INT_DTYPE.search(mask.built_from or "") and not any("0/1 float" in e for e in mask.evidence):
+            if INT_DTYPES.search(mask.built_from or "") and not any("0/1 float" in e for e in mask.evidence):
                 return None  # an integer mask: torch raises for it, loudly
             if mask.built_from and not any("0/1 float" in e for e in mask.evidence):
                 mask = replace(mask, evidence=mask.evidence + (
@@ -230,7 +217,7 @@ class FloatKeepMask(Rule):
         if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
             return None
         method, receiver = expr.func.attr.value, expr.func.value
-        if method in _SHAPE_ONLY:
+        if method in SHAPE_ONLY:
             return self._converted(receiver, scope, use, depth + 1)
         if not _to_float(method, expr):
             return None
@@ -251,7 +238,7 @@ class FloatKeepMask(Rule):
     def _named_boolean(self, expr: cst.Call, receiver: cst.BaseExpression) -> Mask | None:
         """`keep.float()` where nothing shows what `keep` holds but its name says a selection: a 0/1 float mask
         only by the name, so at most a warning (weak, and no meaning)."""
-        if not (isinstance(receiver, cst.Name) and _KEEP_NAME.match(receiver.value)):
+        if not (isinstance(receiver, cst.Name) and KEEP_NAME.match(receiver.value)):
             return None
         line = self.context.line(expr)
         return Mask(ZERO_ONE, None, (f"`{self.context.code(expr)}` turns `{receiver.value}` into floats (line {line}); "
@@ -265,7 +252,7 @@ class FloatKeepMask(Rule):
             return False
         if isinstance(expr, cst.Subscript):
             return self._boolean(expr.value, scope, use, depth + 1)
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SHAPE_ONLY:
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in SHAPE_ONLY:
             return self._boolean(expr.func.value, scope, use, depth + 1)
         if isinstance(expr, cst.Name):
             binding = self._reaching(expr.value, scope, use)
@@ -286,7 +273,7 @@ class FloatKeepMask(Rule):
             return None
         dtype = next((self.context.code(a.value) for a in binding.value.args
                       if a.keyword is not None and a.keyword.value == "dtype"), "")
-        if dtype and not _FLOAT_DTYPE.search(dtype):
+        if dtype and not FLOAT_DTYPES.search(dtype):
             return None  # bool masks are right; integer ones raise
         writes = _writes(self.context, binding.scope, name)
         if not writes:
@@ -470,13 +457,13 @@ def _with_origin(mask: Mask, line: int) -> Mask:
 
 
 def _to_float(method: str, call: cst.Call) -> bool:
-    if method in _TO_FLOAT:
+    if method in TO_FLOAT:
         return True
     if method in ("to", "type") and call.args:
         first = call.args[0]
         if first.keyword is not None and first.keyword.value != "dtype":
             return False
-        return bool(_FLOAT_DTYPE.search(cst.Module([]).code_for_node(first.value)))
+        return bool(FLOAT_DTYPES.search(cst.Module([]).code_for_node(first.value)))
     return False
 
 
@@ -489,9 +476,9 @@ def _boolean_syntax(expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.BitAnd | cst.BitOr):
         return _boolean_syntax(expr.left) or _boolean_syntax(expr.right)
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-        if expr.func.attr.value in _BOOLEAN_METHODS:
+        if expr.func.attr.value in BOOLEAN_METHODS:
             return True
-        if expr.func.attr.value in _SHAPE_ONLY:
+        if expr.func.attr.value in SHAPE_ONLY:
             return _boolean_syntax(expr.func.value)
     if isinstance(expr, cst.Subscript):
         return _boolean_syntax(expr.value)
@@ -506,7 +493,7 @@ def _base_name(expr) -> str | None:
         if isinstance(expr, cst.Subscript):
             expr = expr.value
         elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) \
-                and expr.func.attr.value in _SHAPE_ONLY:
+                and expr.func.attr.value in SHAPE_ONLY:
             expr = expr.func.value
         else:
             return None
@@ -547,7 +534,7 @@ def _writes(ctx, scope: Scope, name: str) -> list[tuple[cst.CSTNode, cst.BaseExp
                 self.found.append((node, node.args[0].value))
             elif method == "masked_fill_" and len(node.args) == 2:
                 self.found.append((node, node.args[1].value))
-            elif method not in _SHAPE_ONLY:
+            elif method not in SHAPE_ONLY:
                 self.found.append((node, None))
 
     collector = _Collect()

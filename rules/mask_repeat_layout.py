@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from mhalint import torchapi
 from mhalint.analysis import dataflow
-from mhalint.analysis.calls import (PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, call_target, callers, instance, project_function,
-                           returned, wrapping_chain)
+from mhalint.analysis.calls import (PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, call_target, callers, instance,
+                                   project_function, returned, wrapping_chain)
 from mhalint.context import Binding, Scope
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity, shorten
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
+from mhalint.analysis.axes import Role, Strength
+from mhalint.analysis.names import is_head_count
+from mhalint.analysis.tensors import ShapeReader
 from mhalint.analysis.values import constructor_values, resolve
+from mhalint.analysis.vocabulary import (BOOLEAN_METHODS, FULL, KEEPS_AXES, MATMUL, NEW_FACTORIES, PER_SAMPLE_NAME,
+                                         SHAPE_ONLY, SIZE_FACTORIES)
 
 _WHY = """
     MultiheadAttention (and the Transformer classes, which hand their masks to it) reads a 3-D mask of shape
@@ -65,27 +69,15 @@ _MASK_PARAMETERS = {
 }
 _HEADS_PARAMETER = {torchapi.MHA: "num_heads", torchapi.TRANSFORMER: "nhead", torchapi.ENCODER_LAYER: "nhead",
                     torchapi.DECODER_LAYER: "nhead"}
-_HEAD_NAME = re.compile(r"^(?:n_?heads?|nb_?heads?|num_?heads?|number_of_heads|num_attention_heads|"
-                        r"num_attn_heads|n_attn_heads|attn_heads|attention_heads|heads)$", re.IGNORECASE)
-# Names that hold per-sample data by convention: padding masks, lengths, token or segment ids.
-_PER_SAMPLE_NAME = re.compile(r"pad|(?:^|_)lengths?$|(?:^|_)lens$|(?:^|_)ids?$|tokens?$|segment|kpm$", re.IGNORECASE)
-_BATCH_NAME = re.compile(r"^(?:b|B|N|bs|bsz|batch|batch_size|batchsize|n_batch|nbatch|num_batch|nb|n_samples)$")
-# Calls that keep a tensor's first-dimension layout: the tiled mask can go through them on its way to the call.
-_KEEPS_LAYOUT = {"to", "bool", "float", "half", "double", "bfloat16", "type", "type_as", "contiguous", "detach",
-                 "clone", "cuda", "cpu", "masked_fill", "masked_fill_", "logical_not", "logical_or", "logical_and",
-                 "logical_not_", "requires_grad_"}
 # Methods that change a mask's shape or dtype but not which sample each value belongs to.
-_SAME_CONTENT = {"unsqueeze", "view", "reshape", "expand", "expand_as", "repeat", "repeat_interleave", "contiguous",
-                 "detach", "clone", "transpose", "permute", "flatten", "squeeze", "unflatten", "cuda", "cpu", "to",
-                 "bool", "float", "half", "double", "bfloat16", "type", "type_as", "long", "int", "byte",
-                 "view_as", "reshape_as", "t", "movedim", "tile", "triu", "tril", "logical_not", "masked_fill",
-                 "masked_fill_", "eq", "ne", "lt", "gt", "le", "ge", "logical_and", "logical_or", "__invert__"}
-_FACTORIES = {"torch.zeros", "torch.ones", "torch.full", "torch.empty", "torch.rand", "torch.randn"}
-_NEW_FACTORIES = {"new_zeros", "new_ones", "new_full", "new_empty"}
-_MATMUL = {"torch.matmul", "torch.bmm", "torch.einsum", "torch.baddbmm"}
+_SAME_SAMPLES = SHAPE_ONLY | KEEPS_AXES | BOOLEAN_METHODS | {"triu", "tril", "byte"}
+# Of those, the ones whose first argument is a tensor that also takes part.
+_BINARY = {"masked_fill", "masked_fill_", "logical_and", "logical_or", "eq", "ne", "lt", "gt", "le", "ge",
+           "add", "mul", "sub", "div", "add_", "mul_"}
 _MAX_DEPTH = 12
 
-PER_SAMPLE, SHARED, UNKNOWN, NEUTRAL = "per-sample", "shared", "unknown", "neutral"
+# PER_SAMPLE: the code establishes a batch axis; LIKELY: only a name or an idiom says so (at most a warning).
+PER_SAMPLE, LIKELY, SHARED, UNKNOWN, NEUTRAL = "per-sample", "likely per-sample", "shared", "unknown", "neutral"
 
 
 @dataclass(frozen=True)
@@ -125,18 +117,24 @@ class MaskRepeatLayout(Rule):
     copies out head-major (row `head*N + n`), so most heads of sample `n` get the mask of another sample.
     Nothing raises: the shape is right. In a torch 2.13 experiment (docs/torch-facts.md#mask-repeat-layout) the
     output was 1.517e-01 off the per-sample result with `.repeat`, 0.0 with `.repeat_interleave`. A mask that is
-    the same for every sample (a 2-D `(L, S)` causal mask) is not affected and is not flagged; when the analysis
-    cannot tell whether the mask differs between samples, the finding is a warning.
+    the same for every sample (a 2-D `(L, S)` causal mask) is not affected and is not flagged.
+
+    The finding is an error when the code establishes that the mask's first axis is the batch: a size bound by a
+    shape unpacking (`B, T, C = x.shape`), a documented shape (an annotation, a docstring, a comment naming the
+    tensor), or the same tensor given to torch as a `key_padding_mask`, which torch checks is `(N, S)`. When only
+    a name (`pad`, `lengths`, `bs`) or an idiom (`x.size(0)`, a batched `matmul`) says so, or nothing does, it is
+    a warning.
 
     ## Example
     ```python
+    qmask, kmask = pad[:, :Lq].unsqueeze(2), pad[:, Lq:].unsqueeze(1)
     pair = torch.matmul(qmask.float(), kmask.float()).bool()        # (N, Lq, Lk), one mask per sample
-    out = self.attn(q, k, v, attn_mask=pair.repeat(self.nhead, 1, 1))[0]
+    out = self.attn(q, k, v, attn_mask=pair.repeat(self.nhead, 1, 1), key_padding_mask=pad[:, Lq:])[0]
     ```
 
     ## Use instead
     ```python
-    out = self.attn(q, k, v, attn_mask=pair.repeat_interleave(self.nhead, dim=0))[0]
+    out = self.attn(q, k, v, attn_mask=pair.repeat_interleave(self.nhead, dim=0), key_padding_mask=pad[:, Lq:])[0]
     ```
 
     ## Fix safety
@@ -179,13 +177,14 @@ class MaskRepeatLayout(Rule):
         Invalid("import torch\nfrom torch import nn\nclass Layer(nn.Module):\n"
                 "    def __init__(self, d_model, nhead):\n        super().__init__()\n"
                 "        self.nhead = nhead\n        self.cross_attn = nn.MultiheadAttention(d_model, nhead)\n"
-                "    def forward(self, q, k, v, qmask, kmask):\n"
+                "    def forward(self, q, k, v, pad):\n"
+                "        qmask, kmask = pad[:, :q.size(0)].unsqueeze(2), pad[:, q.size(0):].unsqueeze(1)\n"
                 "        attn_mask = torch.matmul(qmask.float(), kmask.float()).bool().repeat(self.nhead, 1, 1)\n"
-                "        return self.cross_attn(q, k, v, attn_mask=attn_mask)[0]\n",
-                line=9, severity=Severity.ERROR,
-                message="tiles a per-sample mask head-major, but nn.MultiheadAttention reads attn_mask (line 10)"),
+                "        return self.cross_attn(q, k, v, attn_mask=attn_mask, key_padding_mask=pad[:, q.size(0):])[0]\n",
+                line=10, severity=Severity.ERROR,
+                message="tiles a per-sample mask head-major, but nn.MultiheadAttention reads attn_mask (line 11)"),
         Invalid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
-                "def f(x, key_padding_mask, num_heads=4):\n"
+                "def f(x, key_padding_mask: Bool[Tensor, 'batch keys'], num_heads=4):\n"
                 "    m = key_padding_mask[:, None, :].expand(-1, x.size(1), -1)\n"
                 "    m = m.unsqueeze(0).expand(num_heads, -1, -1, -1).reshape(-1, x.size(1), x.size(1))\n"
                 "    return attn(x, x, x, attn_mask=m)[0]\n", line=6, severity=Severity.ERROR),
@@ -194,13 +193,18 @@ class MaskRepeatLayout(Rule):
                 line=4, severity=Severity.WARNING,
                 message="`mask.repeat(num_heads, 1, 1)` tiles a mask that may differ per sample head-major"),
         Invalid("import torch\nfrom torch import nn\nHEADS = 4\nlayer = nn.TransformerEncoderLayer(16, HEADS)\n"
+                "def f(x, L):\n    bs = x.size(1)\n    m = torch.zeros(bs, L, L, dtype=torch.bool)\n"
+                "    return layer(x, m.repeat(4, 1, 1))\n", line=8, severity=Severity.ERROR,
+                message="per-sample mask head-major, but nn.TransformerEncoderLayer reads src_mask (line 8)"),
+        Invalid("import torch\nfrom torch import nn\nHEADS = 4\nlayer = nn.TransformerEncoderLayer(16, HEADS)\n"
                 "def f(x, bs, L):\n    m = torch.zeros(bs, L, L, dtype=torch.bool)\n"
-                "    return layer(x, m.repeat(4, 1, 1))\n", line=7, severity=Severity.ERROR,
-                message="per-sample mask head-major, but nn.TransformerEncoderLayer reads src_mask (line 7)"),
+                "    return layer(x, m.repeat(4, 1, 1))\n", line=7, severity=Severity.WARNING,
+                message="tiles a mask that may differ per sample head-major"),
     )
 
     def __init__(self, context, emit):
         super().__init__(context, emit)
+        self.shapes = ShapeReader(context)
 
     # ---- the finding ----
     def visit_Call(self, node: cst.Call) -> None:
@@ -245,6 +249,9 @@ class MaskRepeatLayout(Rule):
         evidence = [why_heads, *destination.route, f"it reaches {api} {destination.parameter} at line {line}"]
         if verdict == PER_SAMPLE:
             severity = Severity.WARNING if destination.foreign else Severity.ERROR
+            evidence += content
+        elif verdict == LIKELY:
+            severity = Severity.WARNING
             evidence += content
         else:
             severity = Severity.WARNING
@@ -342,13 +349,13 @@ class MaskRepeatLayout(Rule):
         if depth > 4:
             return False
         if isinstance(expr, cst.Attribute):
-            return bool(_HEAD_NAME.match(expr.attr.value))
+            return is_head_count(expr.attr.value)
         if isinstance(expr, cst.Name):
             bindings = self.context.bindings(expr.value, scope)
             assigned = [b for b in bindings if b.kind == "assign" and b.value is not None]
             if len(bindings) == 1 and assigned:
                 return self._head_named(assigned[0].value, assigned[0].scope, depth + 1)
-            return bool(_HEAD_NAME.match(expr.value))
+            return is_head_count(expr.value)
         return False
 
     # ---- following the tiled mask forward to the call that uses it ----
@@ -391,7 +398,7 @@ class MaskRepeatLayout(Rule):
         current = expr
         while True:
             parent = self._parent(current)
-            if isinstance(parent, cst.Attribute) and parent.value is current and parent.attr.value in _KEEPS_LAYOUT:
+            if isinstance(parent, cst.Attribute) and parent.value is current and parent.attr.value in KEEPS_AXES:
                 call = self._parent(parent)
                 if isinstance(call, cst.Call) and call.func is parent:
                     current = call
@@ -543,7 +550,7 @@ class MaskRepeatLayout(Rule):
 
     # ---- is the mask different for each sample? ----
     def _content(self, expr: cst.BaseExpression, scope: Scope, use: cst.CSTNode, depth: int) -> tuple[str, list[str]]:
-        """(PER_SAMPLE | SHARED | UNKNOWN | NEUTRAL, evidence): whether the mask holds one mask per sample,
+        """(PER_SAMPLE | LIKELY | SHARED | UNKNOWN | NEUTRAL, evidence): whether the mask holds one mask per sample,
         read from how it was built."""
         ctx = self.context
         if depth > _MAX_DEPTH:
@@ -587,12 +594,12 @@ class MaskRepeatLayout(Rule):
         positional = [a.value for a in call.args if a.keyword is None and not a.star]
         if name == torchapi.GENERATE_SQUARE_SUBSEQUENT_MASK or method == "generate_square_subsequent_mask":
             return SHARED, [f"`{shorten(ctx.code(call))}` is one (L, L) mask for all samples (line {ctx.line(call)})"]
-        if name in _FACTORIES:
+        if name in SIZE_FACTORIES or name == FULL:
             return self._factory(call, positional, scope)
-        if method in _NEW_FACTORIES:
+        if method in NEW_FACTORIES:
             return self._factory(call, positional, scope)
-        if name in _MATMUL or method in ("matmul", "bmm"):
-            operands = positional if name in _MATMUL else [call.func.value, *positional]
+        if name in MATMUL or method in ("matmul", "bmm"):
+            operands = positional if name in MATMUL else [call.func.value, *positional]
             if name == "torch.einsum":
                 operands = operands[1:]
             parts = [self._content(o, scope, use, depth + 1) for o in operands]
@@ -603,10 +610,9 @@ class MaskRepeatLayout(Rule):
             return _combine([self._content(p, scope, use, depth + 1) for p in positional])
         if name in ("torch.cat", "torch.stack") and positional and isinstance(positional[0], (cst.List, cst.Tuple)):
             return _combine([self._content(e.value, scope, use, depth + 1) for e in positional[0].elements])
-        if method in _SAME_CONTENT:
+        if method in _SAME_SAMPLES:
             parts = [self._content(call.func.value, scope, use, depth + 1)]
-            if method in ("masked_fill", "masked_fill_", "logical_and", "logical_or", "eq", "ne", "lt", "gt",
-                          "le", "ge") and positional:
+            if method in _BINARY and positional:
                 parts.append(self._content(positional[0], scope, use, depth + 1))
             return _combine(parts)
         function = project_function(self.context, call, scope)
@@ -617,11 +623,13 @@ class MaskRepeatLayout(Rule):
         return UNKNOWN, []
 
     def _matmul(self, text: str, node, parts) -> tuple[str, list[str]]:
+        """A batched product of per-sample masks is per sample; of masks the code does not show, only likely."""
         verdict, evidence = _combine(parts)
         if verdict in (SHARED, NEUTRAL):
             return verdict, evidence
-        return PER_SAMPLE, evidence + [f"`{shorten(text)}` multiplies batched (N, L, 1) x (N, 1, S) tensors into "
-                                       f"one mask per sample (line {self.context.line(node)})"]
+        step = (f"`{shorten(text)}` multiplies batched (N, L, 1) x (N, 1, S) tensors into one mask per sample "
+                f"(line {self.context.line(node)})")
+        return (PER_SAMPLE if verdict == PER_SAMPLE else LIKELY), evidence + [step]
 
     def _factory(self, call: cst.Call, positional, scope) -> tuple[str, list[str]]:
         ctx = self.context
@@ -638,30 +646,12 @@ class MaskRepeatLayout(Rule):
         if len(sizes) == 2:
             return SHARED, [f"`{text}` is a 2-D (L, S) mask (line {ctx.line(call)})"]
         if len(sizes) >= 3:
-            batch = self._batch_dim(sizes[0], scope, 0)
-            if batch:
-                return PER_SAMPLE, [f"`{text}` at line {ctx.line(call)} has one (L, S) slice per sample: its first "
-                                    f"dimension is the batch ({batch})"]
+            axis = self.shapes.size_axis(sizes[0], scope, call)
+            if axis.role is Role.BATCH and axis.evidence is not None:
+                verdict = PER_SAMPLE if axis.evidence.strength is Strength.ESTABLISHED else LIKELY
+                return verdict, [f"`{text}` at line {ctx.line(call)} has one (L, S) slice per sample: its first "
+                                 f"dimension is the batch", shorten(axis.evidence.sentence(), 150)]
         return UNKNOWN, []
-
-    def _batch_dim(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> str | None:
-        """Why `expr` is the batch size: `x.size(0)`, `x.shape[0]`, `len(batch)`, a name like `bs`, or a name
-        bound to one of these."""
-        ctx = self.context
-        text = ctx.code(expr)
-        if depth > 4:
-            return None
-        if re.fullmatch(r".+\.(size\(0\)|shape\[0\])", text.replace(" ", "")) or re.fullmatch(r"len\(.+\)", text):
-            return f"`{text}`"
-        if isinstance(expr, cst.Name):
-            bindings = ctx.bindings(expr.value, scope)
-            if len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:
-                inner = self._batch_dim(bindings[0].value, bindings[0].scope, depth + 1)
-                if inner:
-                    return f"`{expr.value}` = {inner} at line {ctx.line(bindings[0].node)}"
-            if _BATCH_NAME.match(expr.value):
-                return f"`{expr.value}` by its name"
-        return None
 
     def _content_name(self, name: str, scope: Scope, use: cst.CSTNode, depth: int) -> tuple[str, list[str]]:
         ctx = self.context
@@ -680,17 +670,30 @@ class MaskRepeatLayout(Rule):
                     value = value.elements[binding.index].value
             if value is not None:
                 verdict, evidence = self._content(value, binding.scope, binding.node, depth + 1)
-                if verdict == PER_SAMPLE:
+                if verdict in (PER_SAMPLE, LIKELY):
                     step = f"`{name} = {shorten(ctx.code(value))}` at line {ctx.line(binding.node)}"
                     if evidence and evidence[0].startswith(f"`{shorten(ctx.code(value))}` at line"):
                         step = f"`{name}` = {evidence.pop(0)}"
                     return verdict, [step, *evidence]
                 found = (verdict, evidence)
+        if found[0] in (UNKNOWN, LIKELY):
+            axis = self._batch_axis(name, scope, use)
+            found = axis if axis[0] == PER_SAMPLE or found[0] == UNKNOWN else found
         if found[0] == UNKNOWN:
             by_name = self._by_name(name)
             if by_name[0] != UNKNOWN:
                 return by_name
         return found
+
+    def _batch_axis(self, name: str, scope: Scope, use: cst.CSTNode) -> tuple[str, list[str]]:
+        """Per sample when the tensor's first axis holds the batch, as the shape reader establishes it."""
+        traced = self.shapes.of(cst.Name(name), scope, use)
+        first = traced.shape[0] if traced is not None and traced.shape else None
+        if first is None or first.role is not Role.BATCH or first.evidence is None:
+            return UNKNOWN, []
+        verdict = PER_SAMPLE if first.evidence.strength is Strength.ESTABLISHED else LIKELY
+        return verdict, [shorten(f"`{name}` has the batch on its first axis: {first.evidence.sentence()}", 150),
+                         *traced.sentences()]
 
     def _content_parameter(self, name: str, binding: Binding, depth: int) -> tuple[str, list[str]]:
         parts = []
@@ -706,13 +709,13 @@ class MaskRepeatLayout(Rule):
         if not parts:
             return UNKNOWN, []
         verdicts = {p[0] for p in parts}
-        if verdicts == {PER_SAMPLE}:
-            return PER_SAMPLE, parts[0][1]
-        return _combine(parts) if PER_SAMPLE not in verdicts else (UNKNOWN, [])
+        if verdicts <= {PER_SAMPLE, LIKELY}:
+            return _combine(parts)
+        return _combine(parts) if not verdicts & {PER_SAMPLE, LIKELY} else (UNKNOWN, [])  # callers disagree
 
     def _by_name(self, name: str) -> tuple[str, list[str]]:
-        if _PER_SAMPLE_NAME.search(name):
-            return PER_SAMPLE, [f"`{name}` holds per-sample data by its name (padding, lengths or ids are one row "
+        if PER_SAMPLE_NAME.search(name):
+            return LIKELY, [f"`{name}` holds per-sample data by its name (padding, lengths or ids are one row "
                                 f"per sample)"]
         return UNKNOWN, []
 
@@ -803,10 +806,12 @@ def _leading_unsqueeze(expr: cst.BaseExpression) -> cst.BaseExpression | None:
 
 
 def _combine(parts: list[tuple[str, list[str]]]) -> tuple[str, list[str]]:
-    """Per-sample if any part is; shared if every part is shared or a constant; unknown otherwise."""
-    per = [p for p in parts if p[0] == PER_SAMPLE]
-    if per:
-        return PER_SAMPLE, per[0][1]
+    """Per-sample if any part is (established before likely); shared if every part is shared or a constant;
+    unknown otherwise."""
+    for verdict in (PER_SAMPLE, LIKELY):
+        per = [p for p in parts if p[0] == verdict]
+        if per:
+            return verdict, per[0][1]
     verdicts = {p[0] for p in parts}
     if verdicts <= {SHARED, NEUTRAL}:
         if SHARED in verdicts:

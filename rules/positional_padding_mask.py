@@ -11,6 +11,7 @@ from mhalint.context import Binding, Scope
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity, shorten
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
+from mhalint.analysis.vocabulary import ATTENTION_MASK_NAME, FULL, KEEPS_AXES, PADDING_NAME, SIZE_FACTORIES
 
 _READ_AS_PADDING = """
     `MultiheadAttention.forward(query, key, value, key_padding_mask, need_weights, attn_mask, ...)` reads its 4th
@@ -41,14 +42,6 @@ MERGE_WITH_ATTN_MASK = ("pass it by keyword as `attn_mask=` in place of the attn
                         "the two)")
 KEYWORDS_FOR_LATER_ARGUMENTS = "pass it by keyword as `attn_mask=`, and the later positional arguments by keyword too"
 
-# Names that say the tensor is an (L, S) attention mask, and names that say it is a padding mask after all.
-_ATTENTION_NAME = re.compile(r"attn|causal|subsequent|look_?ahead|future", re.IGNORECASE)
-_PADDING_NAME = re.compile(r"pad|key_?mask|kpm|lengths?$|lens$", re.IGNORECASE)
-# Calls that keep an (L, S) mask (L, S): dtype, device and in-place-free conversions, and filling.
-_KEEPS_SHAPE = {"to", "bool", "float", "half", "double", "bfloat16", "type", "type_as", "contiguous", "detach",
-                "clone", "cuda", "cpu", "masked_fill", "masked_fill_", "logical_not", "eq", "ne", "lt", "gt", "le",
-                "ge", "__invert__", "requires_grad_"}
-_SQUARE_FACTORIES = {"torch.ones", "torch.zeros", "torch.full", "torch.empty", "torch.rand", "torch.randn"}
 # What a construction shows, as its evidence line ends: "`<code>` at line <n> is <what>".
 _CAUSAL_MASK, _SQUARE_MASK = "an (L, L) causal mask", "a square (L, L) mask"
 _CONSTRUCTION = re.compile(rf" at line ([0-9]+) is ({re.escape(_CAUSAL_MASK)}|{re.escape(_SQUARE_MASK)})$")
@@ -149,7 +142,7 @@ class PositionalPaddingMask(Rule):
             severity = Severity.ERROR
         else:
             name = _name_of(expr)
-            if name is None or not _ATTENTION_NAME.search(name) or _PADDING_NAME.search(name):
+            if name is None or not ATTENTION_MASK_NAME.search(name) or PADDING_NAME.search(name):
                 return
             severity = Severity.WARNING
             evidence = [f"the name `{name}` says it is an attention mask; its construction was not found, so it "
@@ -202,7 +195,7 @@ class PositionalPaddingMask(Rule):
                     verdict, evidence, kind = self._shape(b.value, b.scope, b.node, depth + 1)
                     if verdict is not None:
                         return verdict, [f"`self.{expr.attr.value}` is set at line {ctx.line(b.node)}", *evidence], kind
-            return (("padding", [], None) if _PADDING_NAME.search(expr.attr.value) else (None, [], None))
+            return (("padding", [], None) if PADDING_NAME.search(expr.attr.value) else (None, [], None))
         if isinstance(expr, cst.Subscript):
             return self._shape(expr.value, scope, use, depth + 1)
         if isinstance(expr, cst.UnaryOperation):
@@ -227,14 +220,14 @@ class PositionalPaddingMask(Rule):
         if name in ("torch.triu", "torch.tril") or method in ("triu", "tril"):
             return "attention", [f"`{text}` at line {line} is {_CAUSAL_MASK}"], "bool"
         positional = [a.value for a in call.args if a.keyword is None and not a.star]
-        if name in _SQUARE_FACTORIES and not any(a.star for a in call.args):
+        if (name in SIZE_FACTORIES or name == FULL) and not any(a.star for a in call.args):
             sizes = positional[:1] if name == "torch.full" else positional
             if len(sizes) == 1 and isinstance(sizes[0], (cst.Tuple, cst.List)):
                 sizes = [e.value for e in sizes[0].elements]
             if len(sizes) == 2 and ctx.code(sizes[0]) == ctx.code(sizes[1]):
                 return "attention", [f"`{text}` at line {line} is {_SQUARE_MASK}"], None
             return None, [], None
-        if method in _KEEPS_SHAPE:
+        if method in KEEPS_AXES:
             verdict, evidence, kind = self._shape(call.func.value, scope, use, depth + 1)
             if method in ("float", "half", "double", "bfloat16") and kind == "bool":
                 kind = "float"
@@ -269,7 +262,7 @@ class PositionalPaddingMask(Rule):
                 else:
                     evidence = [f"`{name} = {shorten(ctx.code(binding.value))}` at line {ctx.line(binding.node)}",
                                 *evidence]
-        if verdict is None and _PADDING_NAME.search(name):
+        if verdict is None and PADDING_NAME.search(name):
             return "padding", [], None
         return verdict, evidence, kind
 
@@ -349,7 +342,7 @@ def _name_of(expr: cst.BaseExpression) -> str | None:
         if isinstance(expr, cst.Subscript):
             expr = expr.value
         elif (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
-              and expr.func.attr.value in _KEEPS_SHAPE):
+              and expr.func.attr.value in KEEPS_AXES):
             expr = expr.func.value
         else:
             return None

@@ -142,6 +142,26 @@ def test_a_comment_on_the_def_line_documents_a_parameter():
     assert traced("def f(x, y):  # y: (B, L, E)\n    sink(x)\n") is None
 
 
+def test_a_def_line_comment_documents_each_parameter_of_its_clauses():
+    source = "def f(x, pad):  # x: (B, L, E); pad: (B, L), True at padding\n    sink(pad)\n"
+    assert roles(source) == (B, S)
+    assert roles("def f(x, lengths):  # lengths: (B, 1)\n    sink(lengths)\n") == (B, U)
+
+
+def test_two_names_document_a_shape_only_in_the_parameter_s_own_entry():
+    """`(N, S)` in a parameter's entry is its shape; in free prose two words in brackets are not."""
+    documented = '''
+        def f(pad):
+            """Args:
+                pad: (N, S), True at padding.
+            """
+            sink(pad)
+    '''
+    assert roles(documented) == (B, S)
+    assert traced("def f(pad):\n    y = pad  # (N, S)\n    sink(y)\n") is None
+    assert traced("def f(pad):  # pad: (1, 2)\n    sink(pad)\n") is None  # numbers alone name no axis
+
+
 def test_a_numpy_docstring_documents_a_parameter():
     source = '''
         def f(x):
@@ -189,6 +209,50 @@ def test_an_einops_group_holding_the_batch_is_the_batch():
             sink(rearrange(x, 'b c h w1 w2 -> (b w1) (h w2) c'))
     """
     assert roles(source) == (B, S, E)
+
+
+# ---- checked consumers -----------------------------------------------------------------------------------------
+def test_a_tensor_also_given_as_key_padding_mask_is_batch_by_keys():
+    """torch checks a key padding mask's two sizes against the batch and the keys."""
+    found = traced("""
+        attn = nn.MultiheadAttention(16, 4)
+        def f(x, pad):
+            y = attn(x, x, x, key_padding_mask=pad[:, 1:].bool())[0]
+            sink(pad)
+    """)
+    assert tuple(axis.role for axis in found.shape) == (B, S)
+    assert found.shape[0].evidence.strength is Strength.ESTABLISHED
+    assert "key_padding_mask is (N, S)" in found.shape[0].evidence.reason
+    encoder = """
+        layer = nn.TransformerEncoderLayer(16, 4)
+        def f(x, m):
+            layer(x, src_key_padding_mask=m)
+            sink(m)
+    """
+    assert roles(encoder) == (B, S)
+
+
+def test_a_tensor_given_elsewhere_or_after_a_rebinding_is_not_read_as_a_key_padding_mask():
+    # an attn_mask has no batch axis; a reassigned name is another tensor; an indexed row drops the batch axis
+    assert traced("""
+        attn = nn.MultiheadAttention(16, 4)
+        def f(x, m):
+            attn(x, x, x, attn_mask=m)
+            sink(m)
+    """) is None
+    assert traced("""
+        attn = nn.MultiheadAttention(16, 4)
+        def f(x, m):
+            sink(m)
+            m = m[0]
+            attn(x, x, x, key_padding_mask=m)
+    """) is None
+    assert traced("""
+        attn = nn.MultiheadAttention(16, 4)
+        def f(x, m):
+            attn(x, x, x, key_padding_mask=m[0])
+            sink(m)
+    """) is None
 
 
 # ---- view and reshape ------------------------------------------------------------------------------------------

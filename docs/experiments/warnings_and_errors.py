@@ -83,6 +83,15 @@ errors = {
 }
 for name, action in errors.items():
     fact(A, f"mha-{name}", outcome(action))
+# The inference fast path checks a key padding mask's shape too: no path takes an (L, N) one for (N, S).
+fast_mha, fast_layer = nn.MultiheadAttention(E, h, batch_first=True).eval(), nn.TransformerEncoderLayer(
+    E, h, batch_first=True).eval()
+with torch.no_grad():
+    transposed = torch.zeros(L, N, dtype=torch.bool)
+    fact(A, "mha-kpm-transposed-N-not-L-fast-path",
+         outcome(lambda: fast_mha(x, x, x, key_padding_mask=transposed, need_weights=False)))
+    fact(A, "encoder-layer-kpm-transposed-N-not-L-fast-path",
+         outcome(lambda: fast_layer(x, src_key_padding_mask=transposed)))
 
 # SDPA
 q = torch.randn(N, h, L, E // h)

@@ -16,12 +16,13 @@ _PLAIN_LIST = re.compile(r"^[\s#:]*([A-Za-z_][\w*]*(?:\s*,\s*[A-Za-z_][\w*]*){2,
 _JAXTYPING = re.compile(r"^(?:Float|Int|Bool|Shaped|Num|Real|Integer|Inexact|Complex|TensorType)\[")
 
 
-def shape_in_text(text: str) -> list[str] | None:
+def shape_in_text(text: str, least: int = 3) -> list[str] | None:
     """The axis names a comment or docstring line gives: `(B, L, E)`, `[bs, HxW, C]`, `Tensor shape [B, L, N]`,
-    `B x L x E`, `QxNxC`, `NLE`, or a bare `nq, bs, d_model`."""
+    `B x L x E`, `QxNxC`, `NLE`, or a bare `nq, bs, d_model`. A bracketed group needs `least` names: two are
+    common prose (`(int, optional)`) except in a parameter's own entry, where `(N, S)` is its shape."""
     text = re.split(r"->|→|\bto\b", text)[-1]
     for group in _GROUP.findall(text):
-        names = _split(group)
+        names = _split(group, least)
         if names is not None:
             return names
     for product in _TIMES.findall(text):
@@ -37,14 +38,14 @@ def shape_in_text(text: str) -> list[str] | None:
     return None
 
 
-def _split(group: str) -> list[str] | None:
+def _split(group: str, least: int) -> list[str] | None:
     names = [name.strip() for name in re.split(r",(?![^()]*\))", group)]
-    if not 3 <= len(names) <= 5 or any(not name for name in names):
+    if not least <= len(names) <= 5 or any(not name for name in names):
         return None
     names = [name.split("=")[0].strip().split()[-1] if " " in name and "(" not in name else name for name in names]
-    if not all(re.fullmatch(r"[A-Za-z_][\w]*|\(?[A-Za-z_]\w*(?:\s*[*x×]\s*[A-Za-z_]\w*|\s+[A-Za-z_]\w*)+\)?",
-                            name) for name in names):
-        return None
+    if not all(re.fullmatch(r"[A-Za-z_][\w]*|[0-9]+|\(?[A-Za-z_]\w*(?:\s*[*x×]\s*[A-Za-z_]\w*|\s+[A-Za-z_]\w*)+\)?",
+                            name) for name in names) or all(name.isdigit() for name in names):
+        return None  # a size may be a number (`(B, 1)`); a group of numbers only is not a shape of names
     return names
 
 
@@ -64,7 +65,7 @@ def in_docstring(docstring: str, parameter: str) -> tuple[list[str], str] | None
                 break
             block.append(following)
         for text in block:
-            names = shape_in_text(text)
+            names = shape_in_text(text, least=2)
             if names is not None:
                 return names, text.strip()
     return None

@@ -19,25 +19,11 @@ from mhalint.context import ModuleContext, Scope
 from mhalint.lazy import cst
 from mhalint.torchapi import IGNORE, KEEP
 from mhalint.analysis.values import resolve
+from mhalint.analysis.vocabulary import (FLOAT_DTYPES, IGNORE_MASK_NAME, PAD_TOKEN, SHAPE_ONLY, TOKENIZER_MASK_NAME,
+                                         TO_FLOAT)
 
 BOOL, ADDITIVE, ZERO_ONE = "bool", "additive", "0/1 float"
 _MAX_DEPTH = 16
-
-# Methods and functions that change a mask's shape or device but not its values.
-_SHAPE_ONLY = {
-    "unsqueeze", "view", "reshape", "expand", "expand_as", "repeat", "repeat_interleave", "contiguous", "detach",
-    "clone", "transpose", "permute", "flatten", "squeeze", "unflatten", "cuda", "cpu", "narrow", "view_as",
-    "reshape_as", "unsqueeze_", "squeeze_", "t", "movedim", "index_select", "tile",
-}
-_TO_FLOAT = {"float", "half", "bfloat16", "double", "type_as"}
-_FLOAT_DTYPES = re.compile(r"\b(float|float16|float32|float64|half|bfloat16|double)\b|\.dtype\b")
-_PADDING_NAME = re.compile(r"pad", re.IGNORECASE)
-# Names that by torch's convention hold a True-at-padding mask (the kpm of nn.MultiheadAttention).
-_IGNORE_NAMES = re.compile(r"(key_padding_mask|padding_mask|pad_mask)$", re.IGNORECASE)
-# Names of a tokenizer's mask, 1 at real tokens and 0 at padding (Hugging Face's `attention_mask`, BERT's
-# `input_mask`). A name alone is not enough: it counts only where the code also treats it as 0/1 values.
-_TOKENIZER_NAMES = re.compile(r"^(attention_mask|input_mask)$")
-
 
 @dataclass(frozen=True)
 class Mask:
@@ -152,7 +138,7 @@ class MaskReader:
         return None
 
     def _by_name(self, name: str) -> Mask | None:
-        if _IGNORE_NAMES.search(name):
+        if IGNORE_MASK_NAME.search(name):
             return Mask(None, IGNORE, (f"the name `{name}` says it is a key padding mask, True at padding by "
                                        f"torch's convention",), weak=True)
         return None
@@ -182,7 +168,7 @@ class MaskReader:
             if keeps_truth:
                 return replace(inner, kind=BOOL, evidence=inner.evidence + (self._at(f"converted by {where}", node),))
             return replace(inner.flipped(self._at(f"inverted by {where}", node)), kind=BOOL)  # a comparison
-        if _PADDING_NAME.search(self.ctx.code(right)) or _PADDING_NAME.search(self.ctx.code(left)):
+        if PAD_TOKEN.search(self.ctx.code(right)) or PAD_TOKEN.search(self.ctx.code(left)):
             if isinstance(op, cst.Equal):
                 return self._built(BOOL, IGNORE, f"{where} is True at padding", node)
             if isinstance(op, cst.NotEqual):
@@ -198,7 +184,7 @@ class MaskReader:
         """`attention_mask == 0`: a tokenizer's mask by its name, and compared with 0 or 1, so it holds 0/1
         values; two signals together say 1 = real token."""
         name = _plain_name(side) or (side.attr.value if isinstance(side, cst.Attribute) else None)
-        if name is None or not _TOKENIZER_NAMES.match(name):
+        if name is None or not TOKENIZER_MASK_NAME.match(name):
             return None
         return Mask(ZERO_ONE, KEEP, (self._at(f"`{name}` is a tokenizer's mask by its name, 1 at real tokens, and "
                                               f"`{self.ctx.code(node)}` compares it as 0/1 values", node),),
@@ -258,12 +244,12 @@ class MaskReader:
         if method in ("logical_not", "logical_not_"):
             inner = self.read(base, scope, use, depth + 1)
             return inner.flipped(self._at(f"inverted by `.{method}()`", call)) if inner else None
-        if method in _SHAPE_ONLY:
+        if method in SHAPE_ONLY:
             return self.read(base, scope, use, depth + 1)
         if method in ("eq", "ne") and len(call.args) == 1:
             operator = cst.Equal() if method == "eq" else cst.NotEqual()
             return self._compare(base, operator, call.args[0].value, call, scope, use, depth)
-        if method in ("bool", "to", "type") or method in _TO_FLOAT:
+        if method in ("bool", "to", "type") or method in TO_FLOAT:
             return self._conversion(method, base, call, scope, use, depth)
         if method in ("masked_fill", "masked_fill_"):
             if len(call.args) == 2 and _large_negative(self.ctx, call.args[1].value, scope):
@@ -280,7 +266,7 @@ class MaskReader:
         if call.args and call.args[0].keyword is not None and call.args[0].keyword.value != "dtype":
             target = ""
         to_bool = method == "bool" or (method in ("to", "type") and re.search(r"\bbool\b", target))
-        to_float = method in _TO_FLOAT or (method in ("to", "type") and _FLOAT_DTYPES.search(target))
+        to_float = method in TO_FLOAT or (method in ("to", "type") and FLOAT_DTYPES.search(target))
         inner = self.read(base, scope, use, depth + 1)
         if not (to_bool or to_float):
             return inner  # .to(device) and friends keep the mask as it is
@@ -417,7 +403,7 @@ def _plain_name(expr) -> str | None:
             return expr.value
         if isinstance(expr, cst.Subscript):
             expr = expr.value
-        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SHAPE_ONLY:
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in SHAPE_ONLY:
             expr = expr.func.value
         else:
             return None

@@ -16,7 +16,8 @@ _SEQUENCE = re.compile(r"^_?(l|t|s|seq|seqlen|seq_len|seq_length|sequence|sequen
                        r"tokens|n_ctx|ctx|hw|h\*w|h_w|hxw|num_patches|n_patches|patches)$", re.I)
 _EMBEDDING = re.compile(r"^_?(c|e|d|dim|d_model|dmodel|embed_dim|emb_dim|emb|embed|embedding|hidden|hidden_dim|"
                         r"hidden_size|channels|ch|feat|feats|features|n_embd|d_embed|model_dim|width_dim)$", re.I)
-_HEADS = re.compile(r"^_?(nh|n_head|n_heads|num_heads|heads|nhead)$", re.I)
+_HEADS = re.compile(r"^_?(nh|n_?heads?|nb_?heads?|num_?heads?|number_of_heads|num_attention_heads|num_attn_heads|"
+                    r"n_attn_heads|attn_heads|attention_heads|heads)$", re.I)
 _SPATIAL = re.compile(r"^_?(h|w|height|width|x|y|z)\d?$", re.I)
 _PLANE = re.compile(r"^(h|w|height|width)\d?$", re.I)  # h and w, also as split in einops: `(h1 h2)`
 
@@ -44,6 +45,11 @@ def role_of_size_name(name: str) -> Role:
     """The role a size's name alone suggests (`bsz`, `seq_len`): weaker than a group, and never a spatial axis."""
     role = _role(name)
     return role if role is not Role.SPATIAL else Role.UNKNOWN
+
+
+def is_head_count(name: str) -> bool:
+    """`num_heads`, `self.nhead`, `n_attn_heads`: a name that says it counts attention heads."""
+    return bool(_HEADS.match(name))
 
 
 def _role(word: str) -> Role:

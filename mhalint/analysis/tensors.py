@@ -16,21 +16,16 @@ from mhalint import torchapi
 from mhalint.analysis import axes, dataflow, documented
 from mhalint.analysis.axes import Axis, Evidence, Role, Shape, Strength
 from mhalint.analysis.names import role_of_size_name, roles_of_names
-from mhalint.analysis.calls import (PROJECT_PREFIX, arguments_for, callers, instance, project_function, returned,
-                           wrapping_chain)
+from mhalint.analysis.calls import (PROJECT_PREFIX, arguments_for, call_target, callers, instance, project_function,
+                                   returned, wrapping_chain)
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
 from mhalint.analysis.values import resolve
+from mhalint.analysis.vocabulary import KEEPS_AXES, SIZE_FACTORIES
 
 _MAX_DEPTH = 14
 OPEN = Axis(Role.UNKNOWN, None, "...")  # a last axis standing for zero or more axes of unknown roles
 
-# Methods and functions whose result has the axes of the tensor they get.
-_KEEPS_AXES = {
-    "contiguous", "to", "float", "half", "bfloat16", "double", "type_as", "clone", "detach", "cuda", "cpu",
-    "masked_fill", "masked_fill_", "add", "mul", "sub", "div", "add_", "mul_", "relu", "gelu", "sigmoid", "tanh",
-    "softmax", "clamp", "view_as", "reshape_as", "expand_as", "requires_grad_", "type", "long", "int", "bool",
-}
 _FIRST_ARG_KEEPS_AXES = {
     "torch.zeros_like", "torch.ones_like", "torch.empty_like", "torch.randn_like", "torch.relu", "torch.tanh",
     "torch.sigmoid", "torch.nn.functional.dropout", "torch.nn.functional.layer_norm", "torch.nn.functional.relu",
@@ -42,9 +37,16 @@ _KEEPS_AXES_MODULES = {f"torch.nn.{name}" for name in (
     "Identity", "GELU", "ReLU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LeakyReLU", "Mish", "Hardswish", "ELU")}
 # Convolutions give (N, C, *spatial), the number of spatial axes their name says.
 _CONVOLUTIONS = {f"torch.nn.{kind}{n}d": n for kind in ("Conv", "ConvTranspose") for n in (1, 2, 3)}
-_FACTORIES = {f"torch.{name}" for name in ("zeros", "ones", "empty", "randn", "rand")}
 _ATTENTION_MODULES = {torchapi.MHA, torchapi.ENCODER_LAYER, torchapi.DECODER_LAYER, torchapi.ENCODER,
                       torchapi.DECODER, torchapi.TRANSFORMER}
+# The (N, S) key padding masks torch checks against the batch and the keys.
+_PADDING_MASK_PARAMETERS = {
+    torchapi.MHA: ("key_padding_mask",), torchapi.MHA_FORWARD_FN: ("key_padding_mask",),
+    torchapi.ENCODER_LAYER: ("src_key_padding_mask",), torchapi.ENCODER: ("src_key_padding_mask",),
+    torchapi.DECODER_LAYER: ("tgt_key_padding_mask", "memory_key_padding_mask"),
+    torchapi.DECODER: ("tgt_key_padding_mask", "memory_key_padding_mask"),
+    torchapi.TRANSFORMER: ("src_key_padding_mask", "tgt_key_padding_mask", "memory_key_padding_mask"),
+}
 _CONCAT = {"torch.cat", "torch.concat", "torch.concatenate"}
 _PAD_SEQUENCE = "torch.nn.utils.rnn.pad_sequence"
 _EMBEDDING = "torch.nn.Embedding"
@@ -123,13 +125,34 @@ class ShapeReader:
             for function, parameter, argument, caller in reversed(self._env):
                 if function is binding.scope and parameter == name:
                     return self.of(argument, caller, argument, depth + 1)
-            return self._parameter(name, binding, depth) or self._documented(name, binding)
+            return self._parameter(name, binding, depth) or self._documented(name, binding) \
+                or self._consumed(name, binding)
         if binding.kind != "assign" or binding.value is None:
             return None
         traced, commented = self.of(binding.value, binding.scope, binding.node, depth + 1), self._commented(binding)
         if traced is not None and commented is not None and len({_kind(traced), _kind(commented)} - {None}) > 1:
             return None  # the code and its comment disagree
-        return traced or commented
+        return traced or commented or self._consumed(name, binding)
+
+    def _consumed(self, name: str, binding: Binding) -> Traced | None:
+        """A tensor this binding also gives torch as a key padding mask (itself, a slice that keeps its axes or a
+        conversion) is (N, S): torch checks both sizes against the batch and the keys (docs/torch-facts.md,
+        `mha-kpm-transposed-N-not-L`)."""
+        reaching = self.ctx.bindings(name, binding.scope)
+        for use in dataflow.loads(self.ctx, binding.scope).get(name, []):
+            carrier = _axes_carrier(self.ctx, use)
+            arg = self.ctx.parent(carrier)
+            call = self.ctx.parent(arg) if isinstance(arg, cst.Arg) and arg.value is carrier else None
+            if not isinstance(call, cst.Call) or binding not in dataflow.reaching(self.ctx, reaching, use):
+                continue
+            target = call_target(self.ctx, call, binding.scope)
+            parameter = next((p for p, a in target.arguments.by_name.items() if a is arg), None) if target else None
+            if parameter is None or parameter not in _PADDING_MASK_PARAMETERS.get(target.api, ()):
+                continue
+            reason = f"{torchapi.short_name(target.api)} checks that its {parameter} is (N, S)"
+            evidence = self._evidence(self.ctx.code(arg), self.ctx.line(call), reason, Strength.ESTABLISHED)
+            return Traced((Axis(Role.BATCH, evidence), Axis(Role.SEQUENCE, evidence)))
+        return None
 
     def _unpacking(self, name: str, scope: Scope, reaching: Binding, use: cst.CSTNode) -> Traced | None:
         """`B, T, C = x.shape` (or `x.size()`) names the axes of `x`, as long as `x` is not reassigned between the
@@ -226,7 +249,7 @@ class ShapeReader:
         line = self.ctx.line(binding.node)
         text = self.ctx.comment(line) or ""
         about = _about(name, text)
-        names = documented.shape_in_text(about) if about is not None else None
+        names = documented.shape_in_text(about, least=2) if about is not None else None
         shape = self._named_axes(names, "# " + text.strip().lstrip("# "), line, f"the comment documents `{name}`",
                                  Strength.ESTABLISHED) if names else None
         return Traced(shape) if shape is not None else None
@@ -281,7 +304,7 @@ class ShapeReader:
             return self._pad_sequence(call, scope)
         if name in _CONCAT and call.args:
             return self._concatenate(call, scope, use, depth)
-        if name in _FACTORIES:
+        if name in SIZE_FACTORIES:
             return self._factory(call, scope, use)
         if name in _FIRST_ARG_KEEPS_AXES and call.args:
             return self.of(call.args[0].value, scope, use, depth + 1)
@@ -294,7 +317,7 @@ class ShapeReader:
                     inner = Traced((OPEN,))  # the new axes take the roles of their sizes, whatever the input's
                 return inner.then(self._method(method, call, inner.shape, scope, use), call, self) \
                     if inner is not None else None
-            if method in _KEEPS_AXES:
+            if method in KEEPS_AXES:
                 return self.of(func.value, scope, use, depth + 1)
         return self._callee(call, scope, use, depth)
 
@@ -629,9 +652,28 @@ class ShapeReader:
 
 
 def _about(name: str, comment: str) -> str | None:
-    """What a comment says about `name` when it starts by naming it: `# x is batch, seq_len, channels`."""
-    named = re.match(rf"^[#\s]*`?{re.escape(name)}`?\s*(?:is|:|=|has shape|shape:?)\s*(.*)$", comment)
-    return named[1] if named else None
+    """What a comment says about `name` in a clause that starts by naming it: `# x is batch, seq_len, channels`,
+    `# x: (B, L, E); mask: (B, L)`."""
+    for clause in comment.split(";"):
+        named = re.match(rf"^[#\s]*`?{re.escape(name)}`?\s*(?:is|:|=|has shape|shape:?)\s*(.*)$", clause)
+        if named:
+            return named[1]
+    return None
+
+
+def _axes_carrier(ctx: ModuleContext, expr: cst.BaseExpression) -> cst.BaseExpression:
+    """The outermost expression around `expr` with its axes: `m[:, 1:]`, `m.bool()`, `m.to(device)`."""
+    current = expr
+    while True:
+        parent = ctx.parent(current)
+        if isinstance(parent, cst.Subscript) and parent.value is current and _keeps_axes(parent):
+            current = parent
+            continue
+        call = ctx.parent(parent) if isinstance(parent, cst.Attribute) and parent.value is current else None
+        if isinstance(call, cst.Call) and call.func is parent and parent.attr.value in KEEPS_AXES:
+            current = call
+            continue
+        return current
 
 
 def _tensor_parameters(function: cst.FunctionDef) -> list[cst.Param]:
