@@ -7,7 +7,7 @@ from mhalint.analysis.calls import call_target
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.analysis.values import constructor_values, resolve
+from mhalint.analysis.values import constructor_values, resolve, taking
 
 # Fields: `flag_set` ("is_causal=True", "is_causal=CAUSAL (True)"), `missing` ("without attn_mask", "with
 # attn_mask=None"), `api` (nn.MultiheadAttention, ...), `flag` and `mask` (the names), `distance` (how far the
@@ -145,8 +145,8 @@ class IsCausalWithoutMask(Rule):
             return
         for flag, mask in _FLAG_TO_MASK[target.api].items():
             flag_expr = target.arguments.get(flag)
-            value = resolve(self.context, flag_expr, self.scope)
-            if value is None or value.value is not True:
+            value = taking(self.context, flag_expr, self.scope, True)
+            if value is None:
                 continue
             mask_expr = target.arguments.get(mask)
             if mask_expr is None and not target.arguments.absent(mask):

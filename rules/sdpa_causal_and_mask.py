@@ -8,7 +8,7 @@ from mhalint.finding import CONFIRMED, NOT_CONFIRMED, Severity
 from mhalint.lazy import cst
 from mhalint.analysis.masks import ADDITIVE, BOOL, MaskReader
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.analysis.values import resolve
+from mhalint.analysis.values import resolve, taking
 
 # Fields: `mask` (the attn_mask argument as written, quoted); `causal` ("is_causal=True", or
 # "is_causal=`self.causal` (True)" when it resolves to True); `fold`, the call's mask with the causal pattern folded in.
@@ -116,8 +116,8 @@ class SdpaCausalAndMask(Rule):
         if target is None or target.api != torchapi.SDPA:
             return
         causal_expr = target.arguments.get("is_causal")
-        causal = resolve(self.context, causal_expr, self.scope)
-        if causal is None or causal.value is not True:
+        causal = taking(self.context, causal_expr, self.scope, True)
+        if causal is None:
             return
         mask_expr = target.arguments.get("attn_mask")
         if mask_expr is None:

@@ -449,3 +449,32 @@ def test_probe_with_the_mask_given_is_not_confirmed(torch):
                  "mask": "attn_mask", "mask_given": True}
     status, evidence = probe(arguments, torch)
     assert status == NOT_CONFIRMED, evidence
+
+
+# ---- a flag through callers that disagree (mhalint.analysis.values.taking) --------------------------------------
+CALLERS = """\
+import torch.nn as nn
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(64, 8, batch_first=True)
+    def forward(self, x, causal=False):
+        return self.attn(x, x, x, is_causal=causal)[0]
+block = Block()
+def encode(x):
+    return block(x)
+def decode(x):
+    return block(x, causal={decoding})
+"""
+
+
+def test_a_caller_that_passes_true_is_reported_even_when_others_pass_false(check):
+    found = check(CALLERS.format(decoding="True"))
+    assert [(f.line, f.severity) for f in found] == [(7, Severity.ERROR)]
+    trail = " ".join(found[0].evidence)
+    assert "line 12 passes causal=True" in trail and "other calls pass False (line 10)" in trail
+
+
+def test_callers_that_never_pass_true_or_pass_an_unknown_value_are_not_guessed(check):
+    assert check(CALLERS.format(decoding="False")) == []
+    assert check(CALLERS.format(decoding="x.is_causal")) == []  # one unknown caller: no alternatives at all

@@ -148,6 +148,27 @@ def alternatives(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> 
     return list(distinct.values()) if len(distinct) > 1 else []
 
 
+def taking(ctx: ModuleContext, expr: cst.BaseExpression | None, scope: Scope, wanted: object) -> Value | None:
+    """`expr`'s value when it is `wanted`; or, when it names a parameter whose callers pass different values and
+    one of them is `wanted`, that call's value, its trail naming the calls that pass the others. A flag that one
+    call path sets is set on that path, whatever the others do; None when no path gives `wanted`."""
+    value = resolve(ctx, expr, scope)
+    if value is not None:
+        return value if _same(value.value, wanted) else None
+    if expr is None:
+        return None
+    found = alternatives(ctx, expr, scope)
+    chosen = next((value for value, _ in found if _same(value.value, wanted)), None)
+    if chosen is None:
+        return None
+    others = ", ".join(f"{value.value!r} (line {line})" for value, line in found if value is not chosen)
+    return Value(chosen.value, chosen.trail + (f"other calls pass {others}",))
+
+
+def _same(value: object, wanted: object) -> bool:
+    return value == wanted and type(value) is type(wanted)
+
+
 def _parameter_values(ctx: ModuleContext, name: str, binding: Binding,
                       depth: int) -> list[tuple[Value, int | None]] | None:
     """(value, the call's line) per caller (the default where a caller leaves it out), or the default alone (no
