@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mhalint import torchapi
-from mhalint.analysis.axes import BATCH_FIRST, SEQ_FIRST, Strength, layout
-from mhalint.analysis.tensors import ShapeReader
-from mhalint.analysis.calls import construction, module_calls, with_argument
+from mhalint.analysis.axes import BATCH_FIRST, SEQ_FIRST, Strength, layout, weakened
+from mhalint.analysis.calls import ModuleCall, construction, module_calls, with_argument
+from mhalint.analysis.tensors import ShapeReader, Traced
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
@@ -177,7 +177,7 @@ class BatchFirstDefault(Rule):
         settings = self._settings(built)
         if not settings:
             return
-        found = [_Seen.of(self.shapes.of(use.query, use.scope, use.call)) for use in module_calls(self.context, built)]
+        found = [_Seen.of(self._query_shape(use)) for use in module_calls(self.context, built)]
         batch = _strongest([seen for seen in found if seen is not None and seen.kind == BATCH_FIRST])
         seq = _strongest([seen for seen in found if seen is not None and seen.kind == SEQ_FIRST])
         api = torchapi.short_name(built.api)
@@ -205,6 +205,14 @@ class BatchFirstDefault(Rule):
         else:
             self.report(node, NO_LAYOUT_EVIDENCE, severity=Severity.WARNING, evidence=setting.evidence,
                         arguments=self._arguments(built, batch_first=False), api=api, built=setting.built)
+
+    def _query_shape(self, use: ModuleCall) -> Traced | None:
+        """The roles of what a call gives the module; through a wrapper mhalint cannot see into, they rest on the
+        assumption that it passes its input on unchanged (at most a warning)."""
+        traced = self.shapes.of(use.query, use.scope, use.call)
+        if traced is None or not use.assumed:
+            return traced
+        return replace(traced, shape=weakened(traced.shape, f"assuming `{use.assumed}` passes it on unchanged"))
 
     def _report_layout(self, node, built, seen: _Seen, setting: _Setting, api: str, fixed: str,
                        fixable: bool = True) -> None:

@@ -91,7 +91,8 @@ def test_is_causal_from_a_parameter_whose_caller_passes_true_with_a_mask(lint):
     assert "`attend(...)` at line 7 passes causal=True" in finding.evidence
 
 
-def test_is_causal_from_a_parameter_whose_callers_disagree_is_not_guessed(lint):
+def test_is_causal_from_a_parameter_whose_callers_disagree_is_reported_with_both(lint):
+    """The call path that passes True sets the flag; the others are named, not averaged away."""
     source = """\
         import torch.nn.functional as F
 
@@ -101,7 +102,10 @@ def test_is_causal_from_a_parameter_whose_callers_disagree_is_not_guessed(lint):
         def model(q, k, v, mask):
             return attend(q, k, v, mask, causal=True), attend(q, k, v, mask)
     """
-    assert lint(source, "MHA009") == []
+    [finding] = lint(source, "MHA009")
+    assert "`attend(...)` at line 7 passes causal=True" in finding.evidence
+    assert "other calls pass False (line 7)" in finding.evidence
+    assert lint(source.replace("causal=True)", "causal=False)"), "MHA009") == []  # no path passes True
 
 
 OPTIONAL_MASK = """\

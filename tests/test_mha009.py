@@ -308,15 +308,3 @@ def test_fix_mode_leaves_the_source_unchanged(check):
     assert found and all(f.fix is None for f in found)
     assert apply_fixes(source, found, unsafe=True) == (source, 0)
 
-
-def test_is_causal_through_callers_that_disagree_is_reported_for_the_one_that_passes_true(lint):
-    source = (
-        "import torch.nn.functional as F\n"
-        "def attend(q, k, v, mask, causal=False):\n"
-        "    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)\n"
-        "def prefill(q, k, v, m):\n    return attend(q, k, v, m, causal=True)\n"
-        "def step(q, k, v, m):\n    return attend(q, k, v, m)\n")
-    found = lint(source, "MHA009")
-    assert [f.line for f in found] == [3]
-    assert any("other calls pass False (line 7)" in e for e in found[0].evidence)
-    assert lint(source.replace("causal=True)", "causal=False)"), "MHA009") == []

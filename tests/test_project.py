@@ -124,3 +124,59 @@ def test_importers_need_the_import_not_only_the_name(tmp_path):
     project = Project([str(p) for p in tmp_path.glob("*.py")])
     [importer] = project.importers(str(tmp_path / "model.py"), "Encoder")
     assert (Path(importer.path).name, importer.local) == ("uses.py", "E")
+
+
+# ---- a wrapper class defined in another file ---------------------------------------------------------------------
+WRAPPERS = """\
+    import torch.nn as nn
+
+    class Residual(nn.Module):
+        def __init__(self, layer):
+            super().__init__()
+            self.layer = layer
+            self.norm = nn.LayerNorm(64)
+
+        def forward(self, x):
+            return self.norm(x + self.layer(x))
+
+    class SeqFirst(nn.Module):
+        def __init__(self, layer):
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, x):
+            return self.layer(x.transpose(0, 1)).transpose(0, 1)
+"""
+
+WRAPPED = """\
+    import torch.nn as nn
+    from .blocks import {wrapper}
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = {wrapper}(nn.TransformerEncoderLayer(64, 8))
+
+        def forward(self, x):
+            B, T, C = x.shape
+            return self.block(x)
+"""
+
+
+def test_a_wrapper_from_another_file_that_moves_no_axis_passes_its_input_on(tmp_path):
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/blocks.py": WRAPPERS, "pkg/model.py": WRAPPED.format(
+        wrapper="Residual")})
+    found = mha001(tmp_path)
+    assert [(Path(f.path).name, f.line, f.severity) for f in found] == [("model.py", 7, Severity.ERROR)]
+    assert found[0].fix is not None  # the wrapper was read: the layout is established
+
+
+def test_a_wrapper_from_another_file_that_transposes_is_not_assumed_to_pass_its_input_on(tmp_path):
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/blocks.py": WRAPPERS, "pkg/model.py": WRAPPED.format(
+        wrapper="SeqFirst")})
+    assert [f.severity for f in mha001(tmp_path)] == [Severity.WARNING]  # nothing shows what reaches the layer
+    alone = tmp_path / "alone"  # the wrapper's file is not in the run: an assumption, at most a warning
+    write(alone, {"pkg/__init__.py": "", "pkg/model.py": WRAPPED.format(wrapper="SeqFirst")})
+    found = mha001(alone)
+    assert [f.severity for f in found] == [Severity.WARNING] and found[0].fix is None
+    assert any("assuming `SeqFirst` passes it on unchanged" in line for line in found[0].evidence)

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from mhalint import torchapi
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
+from mhalint.analysis.vocabulary import REGROUP, REORDER
 from mhalint.walk import own_nodes
 
 PROJECT_PREFIX = "<module>."
 UNKNOWN_CALLABLE = "<unknown>"  # an object built by a call mhalint cannot name (e.g. a class from another file)
 _CONTAINERS = {"torch.nn.ModuleList", "torch.nn.Sequential", "copy.deepcopy", "list", "tuple"}
-_MAX_DEPTH = 8
+_MAX_DEPTH = 12
 _MAX_WRAPPING = 4
 
 
@@ -193,8 +194,10 @@ def _calls(ctx: ModuleContext, call: cst.Call, scope: Scope, function: Scope, kl
 
 def wrapping_chain(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> list[Construction]:
     """The module `expr` evaluates to, then the module that one was built around, and so on: calling
-    `nn.TransformerEncoder(layer, n)`, `nn.Sequential(*blocks)` or a project `Encoder(layer, n)` runs the inner
-    layer's forward on the same input (the usual container contract; mhalint cannot see into other files)."""
+    `nn.TransformerEncoder(layer, n)` or `nn.Sequential(*blocks)` runs the inner layer's forward on the same
+    input. A class of this file belongs to the chain only when its forward moves no axis (a stack of layers);
+    one that transposes or reshapes is read instead, where it calls its inner module. A callable mhalint cannot
+    name is assumed to keep the container contract (`ModuleCall.assumed` says so)."""
     chain: list[Construction] = []
     built = instance(ctx, expr, scope)
     while built is not None and len(chain) < _MAX_WRAPPING and all(b.call is not built.call for b in chain):
@@ -206,14 +209,67 @@ def wrapping_chain(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -
 def _inner(ctx: ModuleContext, built: Construction) -> Construction | None:
     if ctx.qualified_name(built.call.func, built.scope) in _CONTAINERS:
         return element(ctx, built.call, built.scope)
-    if built.api not in (torchapi.ENCODER, torchapi.DECODER) and not built.api.startswith(PROJECT_PREFIX) \
-            and built.api != UNKNOWN_CALLABLE:
-        return None
+    if built.api.startswith(PROJECT_PREFIX):
+        if _moves_axes(ctx, ctx.classes.get(built.api[len(PROJECT_PREFIX):])):
+            return None
+    elif built.api not in (torchapi.ENCODER, torchapi.DECODER):
+        imported = imported_class(ctx, built)
+        if imported is not None:
+            if _moves_axes(*imported):
+                return None
+        elif built.api != UNKNOWN_CALLABLE:
+            return None
     first = next((a for a in built.call.args if not a.star and (a.keyword is None or a.keyword.value in (
         "encoder_layer", "decoder_layer", "layer", "module", "block"))), None)
     if first is None or not isinstance(first.value, cst.Name | cst.Attribute | cst.Call):
         return None
     return instance(ctx, first.value, built.scope)
+
+
+def imported_class(ctx: ModuleContext, built: Construction) -> tuple[ModuleContext, Scope | None] | None:
+    """The context of the project file that defines the class `built` is made from, and that class (None when
+    the file does not define it where the import says): for `from .blocks import PreNorm` then `PreNorm(...)`.
+    None when the class is not imported from a file of the run."""
+    project = ctx.project
+    func = built.call.func
+    if project is None or not isinstance(func, cst.Name):
+        return None
+    found = project.imported_class(ctx.path, func.value)
+    other = project.context(found[0]) if found is not None else None
+    if other is None:
+        return None
+    ctx.read_project = True  # what the chain holds depends on that file (the cache records it)
+    return other, other.classes.get(found[1])
+
+
+def _moves_axes(ctx: ModuleContext, klass: Scope | None) -> bool:
+    """Does the class's forward, or a method it calls on self, transpose, permute or reshape anything? Such a
+    wrapper does not pass its input on as it gets it. Unknown (no class, no forward) counts as moving."""
+    forward = klass.methods.get("forward") if klass is not None else None
+    if forward is None:
+        return True
+    memo = ctx.memo.setdefault("moves_axes", {})
+    if klass not in memo:
+        methods = [forward]
+        for call in own_nodes(forward.node, (cst.Call,)):
+            func = call.func
+            if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                    and func.value.value == forward.self_name and func.attr.value in klass.methods):
+                methods.append(klass.methods[func.attr.value])
+        memo[klass] = any(_reorders(ctx, method) for method in methods)
+    return memo[klass]
+
+
+def _reorders(ctx: ModuleContext, method: Scope) -> bool:
+    for node in own_nodes(method.node, (cst.Call, cst.Attribute)):
+        if isinstance(node, cst.Attribute) and node.attr.value in ("T", "mT"):
+            return True
+        if isinstance(node, cst.Call):
+            name = ctx.qualified_name(node.func, method) or ""
+            method_name = node.func.attr.value if isinstance(node.func, cst.Attribute) else name.rsplit(".", 1)[-1]
+            if method_name in REORDER or method_name in REGROUP or name.startswith("einops."):
+                return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -223,6 +279,7 @@ class ModuleCall:
     call: cst.Call
     scope: Scope
     direct: bool  # the module itself is called (not a container of it): its own signature applies
+    assumed: str = ""  # the code of a wrapper mhalint cannot see into, taken to pass the input on unchanged
 
     @property
     def query(self) -> cst.BaseExpression | None:
@@ -240,8 +297,13 @@ def module_calls(ctx: ModuleContext, built: Construction) -> list[ModuleCall]:
     found = []
     for call, scope in ctx.calls():
         chain = wrapping_chain(ctx, call.func, scope)
-        if any(b.call is built.call for b in chain):
-            found.append(ModuleCall(call, scope, direct=chain[0].call is built.call))
+        position = next((i for i, b in enumerate(chain) if b.call is built.call), None)
+        if position is None:
+            continue
+        unseen = next((b for b in chain[:position]
+                       if b.api == UNKNOWN_CALLABLE and imported_class(ctx, b) is None), None)
+        found.append(ModuleCall(call, scope, direct=position == 0,
+                                assumed=ctx.code(unseen.call.func) if unseen is not None else ""))
     return found
 
 

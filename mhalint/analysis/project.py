@@ -32,6 +32,7 @@ class Project:
         self.paths = [os.path.abspath(path) for path in paths if path.endswith(".py")]
         self._contexts: dict[str, object] = {}
         self._resolved: dict[str, str | None] = {}
+        self._classes_imported: dict[str, dict[str, tuple[str | None, str]]] = {}
 
     @cached_property
     def _imported(self) -> dict[str, list[tuple[str, str, str]]]:
@@ -71,6 +72,17 @@ class Project:
         target = os.path.abspath(path)
         return [Importer(other, local) for other, source, local in self._imported.get(name, ())
                 if other != target and self._resolve(source) == target]
+
+    def imported_class(self, home: str, local: str) -> tuple[str, str] | None:
+        """(the file that defines it, its name there) for a class that `home` imports as `local`, when exactly
+        one file of the run can be that module."""
+        home = os.path.abspath(home)
+        if home not in self._classes_imported:
+            self._classes_imported[home] = {
+                written_local: (self._resolve(source), name) for name, entries in self._imported.items()
+                for path, source, written_local in entries if path == home}
+        defining, name = self._classes_imported[home].get(local, (None, ""))
+        return (defining, name) if defining is not None and defining != home else None
 
     def _resolve(self, written: str) -> str | None:
         """The file a dotted module name refers to, when exactly one file of the run can be it."""

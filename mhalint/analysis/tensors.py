@@ -21,7 +21,7 @@ from mhalint.analysis.calls import (PROJECT_PREFIX, arguments_for, call_target, 
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
 from mhalint.analysis.values import resolve
-from mhalint.analysis.vocabulary import KEEPS_AXES, SIZE_FACTORIES
+from mhalint.analysis.vocabulary import KEEPS_AXES, REORDER, SIZE_FACTORIES
 
 _MAX_DEPTH = 14
 OPEN = Axis(Role.UNKNOWN, None, "...")  # a last axis standing for zero or more axes of unknown roles
@@ -51,7 +51,6 @@ _CONCAT = {"torch.cat", "torch.concat", "torch.concatenate"}
 _PAD_SEQUENCE = "torch.nn.utils.rnn.pad_sequence"
 _EMBEDDING = "torch.nn.Embedding"
 _REARRANGE = {"einops.rearrange", "einops.repeat"}
-_REORDER = {"permute", "transpose", "movedim", "swapaxes", "swapdims", "t"}
 
 
 @dataclass(frozen=True)
@@ -310,7 +309,7 @@ class ShapeReader:
             return self.of(call.args[0].value, scope, use, depth + 1)
         if isinstance(func, cst.Attribute):
             method = func.attr.value
-            if method in _REORDER or method in ("view", "reshape", "flatten", "unsqueeze", "squeeze", "expand",
+            if method in REORDER or method in ("view", "reshape", "flatten", "unsqueeze", "squeeze", "expand",
                                                 "repeat"):
                 inner = self.of(func.value, scope, use, depth + 1)
                 if inner is None and method in ("view", "reshape"):

@@ -22,6 +22,9 @@ KEEPS_AXES = frozenset({
     "softmax", "clamp", "view_as", "reshape_as", "expand_as", "requires_grad_", "type", "long", "int", "bool",
     "logical_not", "logical_not_", "logical_or", "logical_and", "eq", "ne", "lt", "gt", "le", "ge", "__invert__",
 })
+# Methods that move axes, and those that regroup them.
+REORDER = frozenset({"permute", "transpose", "movedim", "swapaxes", "swapdims", "t"})
+REGROUP = frozenset({"view", "reshape", "flatten", "unflatten"})
 # Methods that give a boolean tensor.
 BOOLEAN_METHODS = frozenset({"bool", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and",
                              "logical_or", "isinf", "isnan", "isfinite"})
