@@ -15,6 +15,7 @@ import pytest
 from mhalint.engine import Checker
 from mhalint.finding import HEADLINE_LIMIT, Finding, Severity
 from mhalint.rule import load_rules
+from wrapped import MODEL_AROUND
 
 CODE = "MHA001"
 
@@ -978,39 +979,32 @@ def test_data_through_a_module_from_another_file_is_at_most_a_warning(one):
 
 # ---- wrappers: a class built around the attention module -------------------------------------------------------
 WRAPPER = """\
-    import torch
-    import torch.nn as nn
-    {imports}
-    class SeqFirst(nn.Module):
-        def __init__(self, layer):
-            super().__init__()
-            self.layer = layer
-        def forward(self, x):
-            return {body}
+import torch
+import torch.nn as nn
+{imports}
+class SeqFirst(nn.Module):
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+    def forward(self, x):
+        return {body}
 
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.block = {wrapper}(nn.TransformerEncoderLayer(64, 8))
-        def forward(self, x):
-            B, T, C = x.shape
-            return self.block(x)
-"""
+""" + MODEL_AROUND
 
 
 def test_a_wrapper_that_transposes_before_its_layer_is_read_not_assumed_to_pass_the_input_on(one):
     """The container contract would call this batch-first data: the wrapper's own forward says otherwise."""
     source = WRAPPER.format(imports="", wrapper="SeqFirst", body="self.layer(x.transpose(0, 1)).transpose(0, 1)")
     assert_sequence_first_info(one(source), "B, T, C = x.shape", "x.transpose(0, 1)")
-    helper = source.replace("            return self.layer(x.transpose(0, 1)).transpose(0, 1)",
-                            "            return self.layer(self.to_seq(x))\n"
-                            "        def to_seq(self, x):\n            return x.permute(1, 0, 2)")
+    helper = source.replace("        return self.layer(x.transpose(0, 1)).transpose(0, 1)",
+                            "        return self.layer(self.to_seq(x))\n"
+                            "    def to_seq(self, x):\n        return x.permute(1, 0, 2)")
     assert_sequence_first_info(one(helper), "B, T, C = x.shape", "x.permute(1, 0, 2)")
 
 
 def test_a_stack_that_moves_no_axis_passes_its_input_on(one):
     source = WRAPPER.format(imports="", wrapper="SeqFirst", body="self.norm(self.layer(x))").replace(
-        "            self.layer = layer", "            self.layer = layer\n            self.norm = nn.LayerNorm(64)")
+        "        self.layer = layer", "        self.layer = layer\n        self.norm = nn.LayerNorm(64)")
     finding = one(source)
     assert_batch_first_error(finding, "B, T, C = x.shape")
     assert finding.fix is not None

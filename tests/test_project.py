@@ -14,6 +14,7 @@ from mhalint.cache import Cache
 from mhalint.engine import Checker
 from mhalint.finding import Severity
 from mhalint.rule import load_rules
+from wrapped import MODEL_AROUND
 
 MODEL = """\
     import torch.nn as nn
@@ -148,19 +149,7 @@ WRAPPERS = """\
             return self.layer(x.transpose(0, 1)).transpose(0, 1)
 """
 
-WRAPPED = """\
-    import torch.nn as nn
-    from .blocks import {wrapper}
-
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.block = {wrapper}(nn.TransformerEncoderLayer(64, 8))
-
-        def forward(self, x):
-            B, T, C = x.shape
-            return self.block(x)
-"""
+WRAPPED = "import torch.nn as nn\nfrom .blocks import {wrapper}\n\n" + MODEL_AROUND
 
 
 def test_a_wrapper_from_another_file_that_moves_no_axis_passes_its_input_on(tmp_path):
