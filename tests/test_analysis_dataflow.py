@@ -48,6 +48,12 @@ def reached(body: str, name: str = "x") -> list[str]:
     pytest.param("x, y = c\nsink(x)", ["c"], id="unpacking"),
     pytest.param("x = 1\ndef g():\n    sink(x)\nx = 2", ["2"], id="closure-sees-the-end"),
     pytest.param("x = 1\nreturn\nsink(x)", [], id="unreachable"),
+    # a None test: on the path where x is None, no binding of x holds a value
+    pytest.param("if x is not None:\n    x = x.float()\nsink(x)", ["x.float()"], id="is-not-None-rebinds"),
+    pytest.param("if x is None:\n    pass\nelse:\n    x = 1\nsink(x)", ["1"], id="is-None-else-rebinds"),
+    pytest.param("if x is None:\n    x = 0\nsink(x)", ["param", "0"], id="is-None-default"),
+    pytest.param("if x is not None and c:\n    x = 1\nsink(x)", ["param", "1"], id="a-compound-test-says-nothing"),
+    pytest.param("if x is not None:\n    x = 1\nelif c:\n    x = 2\nsink(x)", ["1", "2"], id="elif-on-the-None-path"),
 ])
 def test_what_reaches_the_read(body, expected):
     assert reached(body) == expected

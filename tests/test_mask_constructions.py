@@ -128,3 +128,21 @@ def test_a_mask_set_on_one_branch_and_none_on_the_other_is_read(lint):
 def test_masks_of_opposite_conventions_on_two_branches_are_not_guessed(lint):
     source = OPTIONAL_MASK.format(more="else:\n            mask = tokens != pad_id")
     assert lint(source, "MHA002") == []
+
+
+def test_a_mask_built_under_a_none_test_of_the_parameter_it_replaces_is_the_one_that_reaches(lint):
+    """`if mask is not None: mask = ...`: on the other path the parameter is None, no mask at all, so the built
+    mask alone decides (here a boolean turned into 0/1 floats, which masks nothing when added)."""
+    source = """\
+        import torch.nn.functional as F
+
+        def attend(q, k, v, attention_mask=None):
+            if attention_mask is not None:
+                pair = attention_mask[:, :, None] * attention_mask[:, None, :]
+                attention_mask = (pair > 0).unsqueeze(1).to(q.dtype)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask)
+    """
+    [finding] = lint(source, "MHA008")
+    assert finding.severity == Severity.ERROR and finding.line == 7
+    kept = source.replace(".to(q.dtype)", "")  # a boolean mask is right
+    assert lint(kept, "MHA008") == []

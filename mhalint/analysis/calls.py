@@ -209,16 +209,23 @@ def wrapping_chain(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -
 def _inner(ctx: ModuleContext, built: Construction) -> Construction | None:
     if ctx.qualified_name(built.call.func, built.scope) in _CONTAINERS:
         return element(ctx, built.call, built.scope)
+    if built.api in (torchapi.ENCODER, torchapi.DECODER):
+        return _first_module(ctx, built)
+    if built.api.startswith("torch."):
+        return None
+    inner = _first_module(ctx, built)
+    if inner is None:
+        return None
     if built.api.startswith(PROJECT_PREFIX):
-        if _moves_axes(ctx, ctx.classes.get(built.api[len(PROJECT_PREFIX):])):
-            return None
-    elif built.api not in (torchapi.ENCODER, torchapi.DECODER):
-        imported = imported_class(ctx, built)
-        if imported is not None:
-            if _moves_axes(*imported):
-                return None
-        elif built.api != UNKNOWN_CALLABLE:
-            return None
+        return None if _moves_axes(ctx, ctx.classes.get(built.api[len(PROJECT_PREFIX):])) else inner
+    imported = imported_class(ctx, built)  # read only now: it may parse another file
+    if imported is not None:
+        return None if _moves_axes(*imported) else inner
+    return inner if built.api == UNKNOWN_CALLABLE else None
+
+
+def _first_module(ctx: ModuleContext, built: Construction) -> Construction | None:
+    """The module a wrapper is built around: its first argument, or a `layer=`-like keyword."""
     first = next((a for a in built.call.args if not a.star and (a.keyword is None or a.keyword.value in (
         "encoder_layer", "decoder_layer", "layer", "module", "block"))), None)
     if first is None or not isinstance(first.value, cst.Name | cst.Attribute | cst.Call):
@@ -234,12 +241,14 @@ def imported_class(ctx: ModuleContext, built: Construction) -> tuple[ModuleConte
     func = built.call.func
     if project is None or not isinstance(func, cst.Name):
         return None
-    found = project.imported_class(ctx.path, func.value)
-    other = project.context(found[0]) if found is not None else None
-    if other is None:
-        return None
-    ctx.read_project = True  # what the chain holds depends on that file (the cache records it)
-    return other, other.classes.get(found[1])
+    memo = ctx.memo.setdefault("imported_class", {})
+    if func.value not in memo:
+        found = project.imported_class(ctx.path, func.value)
+        other = project.context(found[0]) if found is not None else None
+        memo[func.value] = (other, other.classes.get(found[1])) if other is not None else None
+    if memo[func.value] is not None:
+        ctx.read_project = True  # what the chain holds depends on that file (the cache records it)
+    return memo[func.value]
 
 
 def _moves_axes(ctx: ModuleContext, klass: Scope | None) -> bool:

@@ -194,14 +194,18 @@ class Flow:
         return self._run(suite.body, state)
 
     def _if(self, node: cst.If, state: State) -> State | None:
-        taken = self._suite(node.body, state)
+        """`if x is not None:` leaves x None on the other path, and `if x is None:` on this one: there no binding
+        of x holds a value, so none reaches from there (`mask = f(mask)` under the test is all that reaches)."""
+        none, when = _none_test(node.test)
+        taken = self._suite(node.body, _without(state, none) if when else state)
+        otherwise = _without(state, none) if none and not when else state
         if isinstance(node.orelse, cst.If):
-            self.before[node.orelse] = state
-            other = self._if(node.orelse, state)
+            self.before[node.orelse] = otherwise
+            other = self._if(node.orelse, otherwise)
         elif isinstance(node.orelse, cst.Else):
-            other = self._suite(node.orelse.body, state)
+            other = self._suite(node.orelse.body, otherwise)
         else:
-            other = state
+            other = otherwise
         return _merge(taken, other)
 
     def _loop(self, node: cst.For | cst.While, state: State) -> State | None:
@@ -238,6 +242,28 @@ class Flow:
         for name in {binding.name for binding in bound}:
             changed[name] = frozenset(binding for binding in bound if binding.name == name)
         return changed
+
+
+def _none_test(test: cst.BaseExpression) -> tuple[str | None, bool]:
+    """(x, True) for `x is None`, (x, False) for `x is not None`; (None, False) for any other test."""
+    if (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].comparator, cst.Name)
+            and test.comparisons[0].comparator.value == "None"):
+        operator = test.comparisons[0].operator
+        if isinstance(operator, cst.Is):
+            return test.left.value, True
+        if isinstance(operator, cst.IsNot):
+            return test.left.value, False
+    return None, False
+
+
+def _without(state: State, name: str | None) -> State:
+    """The state on a path where `name` is None: none of its bindings holds a value there."""
+    if name is None or name not in state:
+        return state
+    changed = dict(state)
+    changed[name] = frozenset()
+    return changed
 
 
 def _merge(*states: State | None) -> State | None:
