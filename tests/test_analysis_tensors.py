@@ -211,6 +211,51 @@ def test_an_einops_group_holding_the_batch_is_the_batch():
     assert roles(source) == (B, S, E)
 
 
+# ---- batches from a DataLoader -----------------------------------------------------------------------------------
+LOADER = """
+    from torch.utils.data import DataLoader
+    from tqdm import tqdm
+    def f(dataset):
+        loader = DataLoader(dataset, batch_size=8{options})
+        for {target} in {iterable}:
+            sink({read})
+"""
+
+
+@pytest.mark.parametrize(("target", "iterable", "read"), [
+    ("batch", "loader", "batch"),
+    ("x, y", "loader", "x"),
+    ("i, batch", "enumerate(loader)", "batch"),
+    ("batch", "tqdm(loader)", "batch['input_ids']"),
+    ("batch", "loader", "batch[0]"),
+])
+def test_what_a_default_collate_yields_has_the_batch_first(target, iterable, read):
+    found = traced(LOADER.format(options="", target=target, iterable=iterable, read=read))
+    assert found.shape[0].role is B and found.shape[0].evidence.strength is Strength.ESTABLISHED
+    assert "default collate" in found.shape[0].evidence.reason
+
+
+@pytest.mark.parametrize(("options", "target", "iterable"), [
+    (", collate_fn=pad_batch", "batch", "loader"),  # a collate of its own: anything
+    ("", "i, batch", "enumerate(loader)"),  # reading i, below
+])
+def test_a_custom_collate_or_the_loop_counter_is_not_a_batch(options, target, iterable):
+    read = "i" if target.startswith("i,") else "batch"
+    assert traced(LOADER.format(options=options, target=target, iterable=iterable, read=read)) is None
+
+
+def test_stacking_adds_an_axis_whose_role_is_unknown():
+    """Stacked things may be samples, or q, k and v: the new axis says nothing; the others keep their roles."""
+    source = """
+        def f(x):
+            B, T, C = x.shape
+            sink(torch.stack([x, x], dim={dim}))
+    """
+    assert roles(source.format(dim=0)) == (U, B, S, E)
+    assert roles(source.format(dim=1)) == (B, U, S, E)
+    assert traced("def f(x, y):\n    B, T, C = x.shape\n    sink(torch.stack([x, y]))\n") is None  # y: unknown
+
+
 # ---- checked consumers -----------------------------------------------------------------------------------------
 def test_a_tensor_also_given_as_key_padding_mask_is_batch_by_keys():
     """torch checks a key padding mask's two sizes against the batch and the keys."""

@@ -1016,3 +1016,19 @@ def test_a_wrapper_mhalint_cannot_see_is_assumed_to_pass_its_input_on_at_most_a_
     assert finding.severity == Severity.WARNING and finding.fix is None
     assert "gets batch-first data" in finding.message
     assert any("assuming `PreNorm` passes it on unchanged" in line for line in finding.evidence), finding.evidence
+
+
+def test_a_dataloader_batch_given_to_a_sequence_first_module_is_an_error(one):
+    source = """\
+        import torch.nn as nn
+        from torch.utils.data import DataLoader
+
+        attn = nn.MultiheadAttention(64, 8)
+
+        def train(dataset):
+            for tokens, labels in DataLoader(dataset, batch_size=32, shuffle=True):
+                out, _ = attn(tokens, tokens, tokens)
+    """
+    finding = one(source)
+    assert_batch_first_error(finding, "DataLoader(dataset, batch_size=32, shuffle=True)")
+    assert any("default collate stacks the samples on a new first axis" in line for line in finding.evidence)

@@ -62,6 +62,7 @@ class Axis:
 
 
 UNKNOWN_AXIS = Axis()
+OPEN = Axis(Role.UNKNOWN, None, "...")  # a last axis standing for zero or more axes of unknown roles
 Shape = tuple[Axis, ...]
 
 
@@ -180,7 +181,10 @@ class Layout:
 
 def layout(shape: Shape | None) -> Layout | None:
     """Batch-first or sequence-first, from where the batch axis is (or, failing that, where the sequence is);
-    None when the roles are unknown or contradict each other (two batch axes, a batch axis last)."""
+    None when the roles are unknown or contradict each other (two batch axes, a batch axis last). A shape that
+    ends in OPEN (`(B, ...)`) is read as the 3-D tensor an attention module takes."""
+    if shape is not None and shape and shape[-1] is OPEN and len(shape) <= 3:
+        shape = shape[:-1] + unknown(4 - len(shape))
     if shape is None or len(shape) != 3:
         return None
     first, second, last = shape

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from mhalint import torchapi
 from mhalint.analysis import axes, dataflow, documented
-from mhalint.analysis.axes import Axis, Evidence, Role, Shape, Strength
+from mhalint.analysis.axes import OPEN, Axis, Evidence, Role, Shape, Strength
 from mhalint.analysis.names import role_of_size_name, roles_of_names
 from mhalint.analysis.calls import (PROJECT_PREFIX, arguments_for, call_target, callers, instance, project_function,
                                    returned, wrapping_chain)
@@ -24,7 +24,6 @@ from mhalint.analysis.values import resolve
 from mhalint.analysis.vocabulary import KEEPS_AXES, REORDER, SIZE_FACTORIES
 
 _MAX_DEPTH = 14
-OPEN = Axis(Role.UNKNOWN, None, "...")  # a last axis standing for zero or more axes of unknown roles
 
 _FIRST_ARG_KEEPS_AXES = {
     "torch.zeros_like", "torch.ones_like", "torch.empty_like", "torch.randn_like", "torch.relu", "torch.tanh",
@@ -47,6 +46,8 @@ _PADDING_MASK_PARAMETERS = {
     torchapi.DECODER: ("tgt_key_padding_mask", "memory_key_padding_mask"),
     torchapi.TRANSFORMER: ("src_key_padding_mask", "tgt_key_padding_mask", "memory_key_padding_mask"),
 }
+_DATA_LOADERS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
+_PASS_THROUGH_ITERATORS = {"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "iter"}  # yield what they get
 _CONCAT = {"torch.cat", "torch.concat", "torch.concatenate"}
 _PAD_SEQUENCE = "torch.nn.utils.rnn.pad_sequence"
 _EMBEDDING = "torch.nn.Embedding"
@@ -92,6 +93,11 @@ class ShapeReader:
             index = _literal_index(expr)
             if index is not None and isinstance(expr.value, cst.Call):
                 return self._element(expr.value, index, scope, use, depth)
+            if isinstance(expr.value, cst.Name) and _literal_key(expr):
+                batch = dataflow.reaching_one(self.ctx, self.ctx.bindings(expr.value.value, scope), use)
+                collated = self._collated(batch) if batch is not None else None
+                if collated is not None:  # batch["input_ids"], batch[0]: a leaf of the collated batch
+                    return collated
             return self.of(expr.value, scope, use, depth + 1) if _keeps_axes(expr) else None
         if isinstance(expr, cst.Attribute) and expr.attr.value in ("mT", "T"):
             inner = self.of(expr.value, scope, use, depth + 1)
@@ -120,6 +126,9 @@ class ShapeReader:
         unpacked = self._unpacking(name, scope, binding, use)
         if unpacked is not None:
             return unpacked
+        collated = self._collated(binding)
+        if collated is not None:
+            return collated
         if binding.kind == "param":
             for function, parameter, argument, caller in reversed(self._env):
                 if function is binding.scope and parameter == name:
@@ -303,6 +312,8 @@ class ShapeReader:
             return self._pad_sequence(call, scope)
         if name in _CONCAT and call.args:
             return self._concatenate(call, scope, use, depth)
+        if name == "torch.stack" and call.args:
+            return self._stack(call, scope, use, depth)
         if name in SIZE_FACTORIES:
             return self._factory(call, scope, use)
         if name in _FIRST_ARG_KEEPS_AXES and call.args:
@@ -650,6 +661,62 @@ class ShapeReader:
         return known[0].then(axes.concatenate(filled, dim.value if dim is not None else 0), call, self)
 
 
+    def _stack(self, call: cst.Call, scope, use, depth) -> Traced | None:
+        """`torch.stack(parts, dim)`: the parts' agreed axes with a new one at `dim` whose role is unknown (the
+        stacked things may be samples, or q, k and v, or the outputs of layers)."""
+        parts = call.args[0].value
+        if not isinstance(parts, cst.List | cst.Tuple) or not parts.elements:
+            return None
+        dim_arg = next((arg.value for arg in call.args[1:] if not arg.keyword or arg.keyword.value == "dim"), None)
+        dim = resolve(self.ctx, dim_arg, scope) if dim_arg is not None else None
+        if dim_arg is not None and (dim is None or not isinstance(dim.value, int)):
+            return None
+        traced = [self.of(part.value, scope, use, depth + 1) for part in parts.elements]
+        if any(t is None for t in traced) or len({axes.roles(t.shape) for t in traced}) != 1 \
+                or any(t.shape and t.shape[-1] is OPEN for t in traced):
+            return None
+        return traced[0].then(axes.unsqueeze(traced[0].shape, dim.value if dim is not None else 0), call, self)
+
+    # ---- batches from a DataLoader ----
+    def _collated(self, binding: Binding) -> Traced | None:
+        """A loop over a `DataLoader` with the default collate: each leaf of what it yields (the batch, its
+        tuple elements, its dict values) is the samples stacked on a new first axis, the batch."""
+        if not isinstance(binding.node, cst.For) or binding.kind not in ("for", "unpack"):
+            return None
+        loader, index = binding.value, binding.index
+        while isinstance(loader, cst.Call) and loader.args and not loader.args[0].keyword:
+            called = self.ctx.qualified_name(loader.func, binding.scope) or _builtin(self.ctx, loader.func,
+                                                                                       binding.scope)
+            if called == "enumerate" and index == 1:
+                loader, index = loader.args[0].value, None
+            elif called in _PASS_THROUGH_ITERATORS:
+                loader = loader.args[0].value
+            else:
+                break
+        built = self._loader(loader, binding.scope)
+        if built is None:
+            return None
+        reason = "a DataLoader's default collate stacks the samples on a new first axis"
+        evidence = self._evidence(self.ctx.code(built), self.ctx.line(built), reason, Strength.ESTABLISHED)
+        return Traced((Axis(Role.BATCH, evidence), OPEN))
+
+    def _loader(self, expr: cst.BaseExpression, scope: Scope) -> cst.Call | None:
+        """The `DataLoader(...)` call `expr` is, directly or through one assignment, when it batches with the
+        default collate (no `collate_fn`, and not `batch_size=None`)."""
+        if isinstance(expr, cst.Name):
+            bindings = self.ctx.bindings(expr.value, scope)
+            if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].value is None:
+                return None
+            expr, scope = bindings[0].value, bindings[0].scope
+        if not isinstance(expr, cst.Call) or self.ctx.qualified_name(expr.func, scope) not in _DATA_LOADERS:
+            return None
+        keywords = {arg.keyword.value: arg.value for arg in expr.args if arg.keyword is not None}
+        if any(arg.star for arg in expr.args) or "collate_fn" in keywords or (
+                isinstance(keywords.get("batch_size"), cst.Name) and keywords["batch_size"].value == "None"):
+            return None
+        return expr
+
+
 def _about(name: str, comment: str) -> str | None:
     """What a comment says about `name` in a clause that starts by naming it: `# x is batch, seq_len, channels`,
     `# x: (B, L, E); mask: (B, L)`."""
@@ -707,6 +774,19 @@ def _literal_index(expr: cst.Subscript) -> int | None:
     if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
         return None
     return _literal_int(expr.slice[0].slice.value)
+
+
+def _builtin(ctx: ModuleContext, func: cst.BaseExpression, scope: Scope) -> str | None:
+    """`enumerate`, `iter`: a builtin's name, when nothing in the module rebinds it."""
+    if isinstance(func, cst.Name) and not ctx.bindings(func.value, scope):
+        return func.value
+    return None
+
+
+def _literal_key(expr: cst.Subscript) -> bool:
+    """`x[0]`, `x["ids"]`: one literal key."""
+    return (len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index)
+            and isinstance(expr.slice[0].slice.value, cst.Integer | cst.SimpleString))
 
 
 def _keeps_axes(expr: cst.Subscript) -> bool:
