@@ -66,8 +66,8 @@ class Prefilter:
     def only_passed_as_values(self, source: bytes, syntax: ast.Module) -> bool:
         """True when every match in code lies in a name handed over as a value: a call's argument, an element of a
         list, tuple, set or dict, an operand of a comparison (`wrapper(F.scaled_dot_product_attention, ...)`,
-        `isinstance(m, nn.MultiheadAttention)`). mhalint resolves calls through imports, aliases, base classes
-        and instances built by calls, never through such values. `syntax` is CPython's tree of `source` (UTF-8:
+        `isinstance(m, nn.MultiheadAttention)`). mhalint resolves calls through imports, aliases, base classes,
+        instances built by calls and `functools.partial`, never through other such values. `syntax` is CPython's tree of `source` (UTF-8:
         ast columns count UTF-8 bytes)."""
         breaks = line_starts(source)
         points = []
@@ -110,7 +110,9 @@ def _passed_values(syntax: ast.Module, lines: list[int]) -> Iterator[tuple[tuple
         node = stack.pop()
         stack.extend(child for child in ast.iter_child_nodes(node) if _spans_a_line(child, lines))
         if isinstance(node, ast.Call):
-            candidates = [*node.args, *(keyword.value for keyword in node.keywords)]
+            # `partial(nn.MultiheadAttention, ...)` is a constructor mhalint follows, not a value handed over
+            first = 1 if _is_partial(node.func) else 0
+            candidates = [*node.args[first:], *(keyword.value for keyword in node.keywords)]
         elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             candidates = node.elts
         elif isinstance(node, ast.Dict):
@@ -124,6 +126,11 @@ def _passed_values(syntax: ast.Module, lines: list[int]) -> Iterator[tuple[tuple
                 value = value.value
             if isinstance(value, (ast.Name, ast.Attribute)):
                 yield (value.lineno, value.col_offset), (value.end_lineno, value.end_col_offset)
+
+
+def _is_partial(func: ast.AST) -> bool:
+    return (isinstance(func, ast.Name) and func.id == "partial") or (isinstance(func, ast.Attribute)
+                                                                     and func.attr == "partial")
 
 
 def _spans_a_line(node: ast.AST, lines: list[int]) -> bool:

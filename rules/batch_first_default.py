@@ -255,8 +255,9 @@ class BatchFirstDefault(Rule):
         if expr is None:
             if arguments.opaque:
                 return None  # **kwargs may carry batch_first
+            through = f" (nor the partial at line {self.context.line(built.partial)})" if built.partial else ""
             return _Setting(False, False, "batch_first is False", "is built without batch_first",
-                            [f"the constructor at line {line} has no batch_first argument (default False)"])
+                            [f"the constructor at line {line}{through} has no batch_first argument (default False)"])
         written = self.context.code(expr)
         if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
             return _Setting(expr.value == "True", True, f"batch_first={written}",

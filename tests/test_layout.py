@@ -14,6 +14,7 @@ import pytest
 
 from mhalint.engine import Checker
 from mhalint.finding import HEADLINE_LIMIT, Finding, Severity
+from mhalint.fixes import apply_fixes
 from mhalint.rule import load_rules
 from wrapped import MODEL_AROUND
 
@@ -1032,3 +1033,29 @@ def test_a_dataloader_batch_given_to_a_sequence_first_module_is_an_error(one):
     finding = one(source)
     assert_batch_first_error(finding, "DataLoader(dataset, batch_size=32, shuffle=True)")
     assert any("default collate stacks the samples on a new first axis" in line for line in finding.evidence)
+
+
+PARTIAL = """\
+    from functools import partial
+    import torch.nn as nn
+
+    Attn = partial(nn.MultiheadAttention, {fixed})
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = Attn(64, 8)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            return self.attn(x, x, x)[0]
+"""
+
+
+def test_a_module_built_through_functools_partial_reads_the_partial_s_arguments(check, one):
+    assert check(PARTIAL.format(fixed="batch_first=True")) == []
+    finding = one(PARTIAL.format(fixed="dropout=0.1"))
+    assert_batch_first_error(finding, "B, T, C = x.shape")
+    assert "(nor the partial at line 4) has no batch_first argument" in evidence_of(finding)
+    after, applied = apply_fixes(textwrap.dedent(PARTIAL.format(fixed="dropout=0.1")), [finding], unsafe=True)
+    assert applied == 1 and "self.attn = Attn(64, 8, batch_first=True)" in after

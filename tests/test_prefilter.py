@@ -120,6 +120,9 @@ def test_agrees_with_pythons_tokenizer(statements):
     ("def f(m: nn.MultiheadAttention):\n    pass\n", False),  # an annotation
     ("isinstance(m, nn.MultiheadAttention)\nmha = nn.MultiheadAttention(8, 2)\n", False),  # one use is enough
     ('x = "é"; ok = isinstance(m, nn.MultiheadAttention)\r\n', True),  # ast columns count UTF-8 bytes
+    ("Attn = partial(nn.MultiheadAttention, batch_first=True)\n", False),  # a constructor, followed
+    ("Attn = functools.partial(nn.TransformerEncoderLayer, 64)\n", False),
+    ("f = partial(run, nn.MultiheadAttention)\n", True),  # not the partial's callable: a value
 ])
 def test_names_only_passed_as_values(source, passed_only):
     prefilter = Prefilter(ALL_TRIGGERS)

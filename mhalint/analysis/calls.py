@@ -40,10 +40,15 @@ class Arguments:
 
 def bind(call: cst.Call, signature: torchapi.Signature, skip: int = 0) -> Arguments:
     """Map positional and keyword arguments to the signature's names; `skip` drops leading positionals (self)."""
+    return _bind(call.args, signature, skip)
+
+
+def _bind(args, signature: torchapi.Signature, skip: int) -> Arguments:
+    """`bind` over an argument list: a later keyword overrides an earlier one, as in a call of a partial."""
     by_name: dict[str, cst.Arg] = {}
     opaque = False
     position = -skip
-    for arg in call.args:
+    for arg in args:
         if arg.star:
             opaque = True
             if arg.star == "*":
@@ -66,10 +71,13 @@ class Construction:
     call: cst.Call
     scope: Scope
     via_super: bool = False
+    partial: cst.Call | None = None  # `Attn = functools.partial(nn.MultiheadAttention, ...)` that `call` calls
 
     @property
     def arguments(self) -> Arguments:
-        return bind(self.call, torchapi.CONSTRUCTORS[self.api], skip=1 if self._explicit_init else 0)
+        """The call's arguments, after those the partial it calls fixes (read in the call's scope)."""
+        args = (*self.partial.args[1:], *self.call.args) if self.partial is not None else self.call.args
+        return _bind(args, torchapi.CONSTRUCTORS[self.api], skip=1 if self._explicit_init else 0)
 
     @property
     def _explicit_init(self) -> bool:
@@ -85,6 +93,9 @@ def construction(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Constructi
         return Construction(name, call, scope)
     if name is not None and name.startswith(PROJECT_PREFIX) and name[len(PROJECT_PREFIX):] in ctx.classes:
         return Construction(name, call, scope)
+    partial = _partial(ctx, call.func, scope)
+    if partial is not None:
+        return Construction(ctx.qualified_name(partial.args[0].value, scope), call, scope, partial=partial)
     func = call.func
     if not (isinstance(func, cst.Attribute) and func.attr.value == "__init__"):
         return None
@@ -101,6 +112,18 @@ def construction(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Constructi
     if base in torchapi.CONSTRUCTORS:
         return Construction(base, call, scope, via_super=True)
     return None
+
+
+def _partial(ctx: ModuleContext, func: cst.BaseExpression, scope: Scope) -> cst.Call | None:
+    """The `functools.partial(<torch attention module>, ...)` a name is bound to, once, where it is called."""
+    if not isinstance(func, cst.Name):
+        return None
+    bindings = ctx.bindings(func.value, scope)
+    value = bindings[0].value if len(bindings) == 1 and bindings[0].kind == "assign" else None
+    if not (isinstance(value, cst.Call) and ctx.qualified_name(value.func, bindings[0].scope) == "functools.partial"
+            and value.args and value.args[0].keyword is None and not value.args[0].star):
+        return None
+    return value if ctx.qualified_name(value.args[0].value, bindings[0].scope) in torchapi.CONSTRUCTORS else None
 
 
 def _is_super_call(expr: cst.BaseExpression) -> bool:
@@ -456,10 +479,10 @@ def _container_bindings(ctx: ModuleContext, expr: cst.BaseExpression, scope: Sco
 
 def with_argument(call: cst.Call, existing: cst.Arg | None, keyword: str, value: str) -> cst.Call:
     """`call` with an argument set to the expression `value`: the existing argument (keyword or positional)
-    gets the new value in place; otherwise `keyword=value` is appended, keeping a trailing comma and the
-    call's line breaks as they are."""
+    gets the new value in place; otherwise (also when it is a partial's) `keyword=value` is appended, keeping a
+    trailing comma and the call's line breaks as they are."""
     expression = cst.parse_expression(value)
-    if existing is not None:
+    if existing is not None and any(arg is existing for arg in call.args):
         return call.with_changes(args=[arg.with_changes(value=expression) if arg is existing else arg
                                        for arg in call.args])
     new = cst.Arg(value=expression, keyword=cst.Name(keyword), equal=cst.AssignEqual(
