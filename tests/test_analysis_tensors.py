@@ -211,6 +211,19 @@ def test_an_einops_group_holding_the_batch_is_the_batch():
     assert roles(source) == (B, S, E)
 
 
+def test_einsum_gives_each_output_letter_the_role_its_operands_give_it():
+    source = """
+        def f(q, k):
+            B, L, E = q.shape
+            B, S, E = k.shape
+            sink(torch.einsum({spec!r}, q, k))
+    """
+    assert roles(source.format(spec="ble,bse->bls")) == (B, S, S)
+    assert roles(source.format(spec="ble,bse->lbs")) == (S, B, S)
+    assert traced(source.format(spec="...e,...e->...")) is None  # an ellipsis: nothing known
+    assert traced("def f(q, k):\n    sink(torch.einsum('ble,bse->bls', q, k))\n") is None  # operands unknown
+
+
 # ---- batches from a DataLoader -----------------------------------------------------------------------------------
 LOADER = """
     from torch.utils.data import DataLoader

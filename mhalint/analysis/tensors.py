@@ -314,6 +314,8 @@ class ShapeReader:
             return self._concatenate(call, scope, use, depth)
         if name == "torch.stack" and call.args:
             return self._stack(call, scope, use, depth)
+        if name == "torch.einsum" and len(call.args) >= 2:
+            return self._einsum(call, scope, use, depth)
         if name in SIZE_FACTORIES:
             return self._factory(call, scope, use)
         if name in _FIRST_ARG_KEEPS_AXES and call.args:
@@ -676,6 +678,35 @@ class ShapeReader:
                 or any(t.shape and t.shape[-1] is OPEN for t in traced):
             return None
         return traced[0].then(axes.unsqueeze(traced[0].shape, dim.value if dim is not None else 0), call, self)
+
+    def _einsum(self, call: cst.Call, scope, use, depth) -> Traced | None:
+        """`torch.einsum("bld,bsd->bls", q, k)`: each output letter takes the role its operands give it; letters
+        whose operands disagree, or that no operand shows, are unknown. An implicit output or `...` says nothing."""
+        spec = call.args[0].value
+        if not isinstance(spec, cst.SimpleString) or any(a.keyword or a.star for a in call.args):
+            return None
+        text = spec.evaluated_value.replace(" ", "") if isinstance(spec.evaluated_value, str) else ""
+        inputs, arrow, output = text.partition("->")
+        operands = inputs.split(",")
+        if not arrow or "." in text or len(operands) != len(call.args) - 1:
+            return None
+        found: dict[str, set[Axis]] = {}
+        first = None
+        for letters, arg in zip(operands, call.args[1:]):
+            traced = self.of(arg.value, scope, use, depth + 1)
+            if traced is None:
+                continue
+            first = first or traced
+            if len(traced.shape) != len(letters) or OPEN in traced.shape:
+                return None
+            for letter, axis in zip(letters, traced.shape):
+                if axis.known:
+                    found.setdefault(letter, set()).add(axis)
+        if first is None:
+            return None
+        result = tuple(next(iter(found[letter])) if len({a.role for a in found.get(letter, ())}) == 1
+                       else axes.UNKNOWN_AXIS for letter in output)
+        return first.then(result, call, self)
 
     # ---- batches from a DataLoader ----
     def _collated(self, binding: Binding) -> Traced | None:
