@@ -224,6 +224,17 @@ def test_einsum_gives_each_output_letter_the_role_its_operands_give_it():
     assert traced("def f(q, k):\n    sink(torch.einsum('ble,bse->bls', q, k))\n") is None  # operands unknown
 
 
+def test_repeat_interleave_along_an_axis_keeps_its_role_and_without_dim_flattens():
+    source = """
+        def f(x, h):
+            B, T, C = x.shape
+            sink(x.repeat_interleave({args}))
+    """
+    assert roles(source.format(args="h, dim=0")) == (B, S, E)
+    assert roles(source.format(args="h, 1")) == (B, S, E)
+    assert traced(source.format(args="h")) is None  # flattened
+
+
 # ---- batches from a DataLoader -----------------------------------------------------------------------------------
 LOADER = """
     from torch.utils.data import DataLoader

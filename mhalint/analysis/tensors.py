@@ -322,6 +322,8 @@ class ShapeReader:
             return self.of(call.args[0].value, scope, use, depth + 1)
         if isinstance(func, cst.Attribute):
             method = func.attr.value
+            if method == "repeat_interleave":
+                return self._repeat_interleave(call, scope, use, depth)
             if method in REORDER or method in ("view", "reshape", "flatten", "unsqueeze", "squeeze", "expand",
                                                 "repeat"):
                 inner = self.of(func.value, scope, use, depth + 1)
@@ -707,6 +709,21 @@ class ShapeReader:
         result = tuple(next(iter(found[letter])) if len({a.role for a in found.get(letter, ())}) == 1
                        else axes.UNKNOWN_AXIS for letter in output)
         return first.then(result, call, self)
+
+    def _repeat_interleave(self, call: cst.Call, scope, use, depth) -> Traced | None:
+        """`x.repeat_interleave(h, dim=d)`: axis d holds each of its entries h times in a row, so it keeps its
+        role (`(N*h, L, S)` from `(N, L, S)` is batch-major); without `dim` the result is flattened: unknown."""
+        inner = self.of(call.func.value, scope, use, depth + 1)
+        positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+        dim_arg = positional[1] if len(positional) > 1 else next(
+            (arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == "dim"), None)
+        dim = resolve(self.ctx, dim_arg, scope) if dim_arg is not None else None
+        if inner is None or dim is None or not isinstance(dim.value, int) or OPEN in inner.shape:
+            return None
+        position = dim.value + len(inner.shape) if dim.value < 0 else dim.value
+        if not 0 <= position < len(inner.shape):
+            return None
+        return inner.then(inner.shape, call, self)
 
     # ---- batches from a DataLoader ----
     def _collated(self, binding: Binding) -> Traced | None:
