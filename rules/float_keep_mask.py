@@ -5,16 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mhalint import torchapi
-from mhalint.analysis import dataflow
 from mhalint.analysis.calls import mask_arguments
 from mhalint.context import Scope
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.lazy import cst
-from mhalint.analysis.masks import BOOL, ZERO_ONE, Mask, MaskReader
+from mhalint.analysis.masks import ZERO_ONE, Mask, MaskReader
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.torchapi import IGNORE, KEEP
-from mhalint.analysis.values import resolve
-from mhalint.analysis.vocabulary import BOOLEAN_METHODS, FLOAT_DTYPES, INT_DTYPES, KEEP_NAME, SHAPE_ONLY, TO_FLOAT
 
 _ADDED = """
     {api} adds a floating-point mask to the attention scores, as all of torch's attention APIs do (torch 2.13
@@ -49,8 +46,6 @@ ZERO_ONE_MASK_MEANING_UNKNOWN = Message(
          "masked)",
     explanation=_ADDED)
 
-_MAX_DEPTH = 12
-_FACTORIES = {"torch.ones", "torch.zeros", "torch.ones_like", "torch.zeros_like", "torch.empty"}
 _MEANING = {KEEP: "1 = attend", IGNORE: "1 = ignore"}
 _READS = {IGNORE: "True = ignore", KEEP: "True = attend"}
 
@@ -167,135 +162,15 @@ class FloatKeepMask(Rule):
             if mask is not None:
                 self._report(node, target.api, parameter, convention, expr, mask)
 
-    # ---- is it a 0/1 float mask? ----
     def _zero_one(self, expr: cst.BaseExpression, scope: Scope, use: cst.CSTNode) -> Mask | None:
-        converted = self._converted(expr, scope, use, 0)
-        if converted is not None:
-            return converted
-        if self._boolean(expr, scope, use, 0):
-            return None  # `m == 0`, `m.bool()`: whatever `m` is, the argument is boolean
+        """The argument as a 0/1 float mask, with the construction that shows it; None for any other mask."""
         mask = self.masks.read(expr, scope, use)
-        if mask is not None and mask.kind == ZERO_ONE and mask.evidence:
-            if INT_DTYPES.search(mask.built_from or "") and not any("0/1 float" in e for e in mask.evidence):
-                return None  # an integer mask: torch raises for it, loudly
-            if mask.built_from and not any("0/1 float" in e for e in mask.evidence):
-                mask = replace(mask, evidence=mask.evidence + (
-                    f"`{mask.built_from}` has no dtype=torch.bool, so it holds 0/1 floats",))
-            return mask
-        return self._factory_written(expr, scope, use)
-
-    def _converted(self, expr, scope: Scope, use, depth: int) -> Mask | None:
-        """A boolean mask turned into 0/1 floats (`.float()`, `.to(q.dtype)`, `.type_as(q)`), followed from the
-        argument through names, `self.x`, indexing, shape-only methods and `1 - x`."""
-        if depth > _MAX_DEPTH:
-            return None
-        if isinstance(expr, cst.Subscript):
-            return self._converted(expr.value, scope, use, depth + 1)
-        if isinstance(expr, cst.Name):
-            binding = self._reaching(expr.value, scope, use)
-            if binding is None:
-                return None
-            found = self._converted(binding.value, binding.scope, binding.node, depth + 1)
-            return _with_origin(found, self.context.line(binding.node)) if found else None
-        bindings = self.context.attribute_bindings(expr, scope)
-        if bindings is not None:
-            if len(bindings) == 1 and bindings[0].value is not None and bindings[0].kind == "assign":
-                b = bindings[0]
-                found = self._converted(b.value, b.scope, b.node, depth + 1)
-                return _with_origin(found, self.context.line(b.node)) if found else None
-            return None
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Subtract):
-            one = resolve(self.context, expr.left, scope)
-            if one is None or one.value != 1:
-                return None
-            inner = self._converted(expr.right, scope, use, depth + 1)
-            if inner is None:
-                return None
-            polarity = {KEEP: IGNORE, IGNORE: KEEP}.get(inner.polarity)
-            return replace(inner, polarity=polarity, evidence=inner.evidence + (
-                f"`{self.context.code(expr)}` swaps the 0s and 1s (line {self.context.line(expr)})",))
-        if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
-            return None
-        method, receiver = expr.func.attr.value, expr.func.value
-        if method in SHAPE_ONLY:
-            return self._converted(receiver, scope, use, depth + 1)
-        if not _to_float(method, expr):
-            return None
-        inner = self.masks.read(receiver, scope, use)
-        boolean = inner is not None and inner.kind == BOOL or _boolean_syntax(receiver)
-        if not boolean:
-            return self._named_boolean(expr, receiver) if inner is None else None
-        polarity = inner.polarity if inner is not None and inner.kind == BOOL else None
-        line = self.context.line(expr)
-        conversion = "." + self.context.code(expr)[len(self.context.code(receiver)) + 1:].lstrip()
-        evidence = (inner.evidence if inner is not None and polarity is not None else ()) + (
-            f"`{conversion}` turns the boolean `{self.context.code(receiver)}` into 0/1 floats (line {line})",)
-        return Mask(ZERO_ONE, polarity, evidence, origin_line=line,
-                    weak=inner.weak if inner is not None and polarity is not None else False,
-                    built_from=inner.built_from if inner is not None and polarity is not None else None,
-                    built_polarity=inner.built_polarity if inner is not None and polarity is not None else None)
-
-    def _named_boolean(self, expr: cst.Call, receiver: cst.BaseExpression) -> Mask | None:
-        """`keep.float()` where nothing shows what `keep` holds but its name says a selection: a 0/1 float mask
-        only by the name, so at most a warning (weak, and no meaning)."""
-        if not (isinstance(receiver, cst.Name) and KEEP_NAME.match(receiver.value)):
-            return None
-        line = self.context.line(expr)
-        return Mask(ZERO_ONE, None, (f"`{self.context.code(expr)}` turns `{receiver.value}` into floats (line {line}); "
-                                     f"only its name says `{receiver.value}` is a boolean mask",),
-                    origin_line=line, weak=True)
-
-    def _boolean(self, expr, scope: Scope, use, depth: int) -> bool:
-        """Is the argument's value made by a boolean operation (a comparison, `~`, `.bool()`), followed through
-        local names, indexing and shape-only methods?"""
-        if depth > _MAX_DEPTH:
-            return False
-        if isinstance(expr, cst.Subscript):
-            return self._boolean(expr.value, scope, use, depth + 1)
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in SHAPE_ONLY:
-            return self._boolean(expr.func.value, scope, use, depth + 1)
-        if isinstance(expr, cst.Name):
-            binding = self._reaching(expr.value, scope, use)
-            return binding is not None and self._boolean(binding.value, binding.scope, binding.node, depth + 1)
-        return _boolean_syntax(expr)
-
-    def _factory_written(self, expr, scope: Scope, use) -> Mask | None:
-        """`m = torch.ones(...)` (or zeros) whose entries the function then sets to 0 or 1 (`m[i, n:] = 0`,
-        `m.fill_(1)`, `m.masked_fill_(c, 0)`): a 0/1 mask. Writes of -inf make an additive mask instead."""
-        name = _base_name(expr)
-        if name is None:
-            return None
-        binding = self._reaching(name, scope, use)
-        if binding is None or not isinstance(binding.value, cst.Call):
-            return None
-        factory = self.context.qualified_name(binding.value.func, binding.scope)
-        if factory not in _FACTORIES:
-            return None
-        dtype = next((self.context.code(a.value) for a in binding.value.args
-                      if a.keyword is not None and a.keyword.value == "dtype"), "")
-        if dtype and not FLOAT_DTYPES.search(dtype):
-            return None  # bool masks are right; integer ones raise
-        writes = _writes(self.context, binding.scope, name)
-        if not writes:
-            return None
-        values = []
-        for node, value in writes:
-            resolved = resolve(self.context, value, binding.scope) if value is not None else None
-            if resolved is None or resolved.value not in (0, 1):
-                return None  # -inf, a computed value: not a 0/1 mask
-            values.append((node, resolved.value))
-        line = self.context.line(binding.node)
-        filled = "1" if factory.startswith("torch.ones") else "0"
-        set_to = sorted({str(int(v)) for _, v in values})
-        where = ", ".join(str(self.context.line(n)) for n, _ in values)
-        evidence = (f"`{name} = {self.context.code(binding.value)}` at line {line} is filled with {filled}",
-                    f"entries are then set to {' and '.join(set_to)} (line{'s' if len(values) > 1 else ''} {where})")
-        return Mask(ZERO_ONE, None, evidence, origin_line=line)
-
-    def _reaching(self, name: str, scope: Scope, use: cst.CSTNode):
-        """The assignment of `name` that reaches `use`, if that is a plain assignment."""
-        binding = dataflow.reaching_one(self.context, self.context.bindings(name, scope), use)
-        return binding if binding is not None and binding.kind == "assign" and binding.value is not None else None
+        if mask is None or mask.kind != ZERO_ONE or not mask.evidence:
+            return None  # `torch.ones(L, L)` alone adds 1 everywhere: it shifts nothing
+        if mask.built_from and not any("0/1 float" in e for e in mask.evidence):
+            mask = replace(mask, evidence=mask.evidence + (
+                f"`{mask.built_from}` has no dtype=torch.bool, so it holds 0/1 floats",))
+        return mask
 
     # ---- the finding ----
     def _report(self, node, api, parameter, convention, expr, mask: Mask) -> None:
@@ -450,93 +325,3 @@ def _attend(torch, api, mask, n: int, length: int):
         keywords = {"key_padding_mask": mask}
     with torch.no_grad():
         return mha(x, x, x, need_weights=False, **keywords)[0]
-
-
-def _with_origin(mask: Mask, line: int) -> Mask:
-    return mask if mask.origin_line is not None else replace(mask, origin_line=line)
-
-
-def _to_float(method: str, call: cst.Call) -> bool:
-    if method in TO_FLOAT:
-        return True
-    if method in ("to", "type") and call.args:
-        first = call.args[0]
-        if first.keyword is not None and first.keyword.value != "dtype":
-            return False
-        return bool(FLOAT_DTYPES.search(cst.Module([]).code_for_node(first.value)))
-    return False
-
-
-def _boolean_syntax(expr: cst.BaseExpression) -> bool:
-    """Expressions whose value is boolean whatever their operands: comparisons, `~`, `.bool()`, `.eq()`..."""
-    if isinstance(expr, cst.Comparison):
-        return True
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
-        return _boolean_syntax(expr.expression)
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.BitAnd | cst.BitOr):
-        return _boolean_syntax(expr.left) or _boolean_syntax(expr.right)
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-        if expr.func.attr.value in BOOLEAN_METHODS:
-            return True
-        if expr.func.attr.value in SHAPE_ONLY:
-            return _boolean_syntax(expr.func.value)
-    if isinstance(expr, cst.Subscript):
-        return _boolean_syntax(expr.value)
-    return False
-
-
-def _base_name(expr) -> str | None:
-    """The variable an argument passes with only indexing and shape-only methods around it."""
-    while True:
-        if isinstance(expr, cst.Name):
-            return expr.value
-        if isinstance(expr, cst.Subscript):
-            expr = expr.value
-        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) \
-                and expr.func.attr.value in SHAPE_ONLY:
-            expr = expr.func.value
-        else:
-            return None
-
-
-def _writes(ctx, scope: Scope, name: str) -> list[tuple[cst.CSTNode, cst.BaseExpression | None]]:
-    """In-place writes to `name` in the scope, with the value written (None when it is not a plain value):
-    `name[...] = v`, `name.fill_(v)`, `name[...].fill_(v)`, `name.masked_fill_(c, v)`, `name[...].zero_()`."""
-
-    class _Collect(cst.CSTVisitor):
-        def __init__(self):
-            self.found: list[tuple[cst.CSTNode, cst.BaseExpression | None]] = []
-
-        def visit_FunctionDef(self, node):
-            return node is scope.node
-
-        def visit_ClassDef(self, node):
-            return False
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            for target in node.targets:
-                if isinstance(target.target, cst.Subscript) and _base_name(target.target.value) == name:
-                    self.found.append((node, node.value))
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            if _base_name(node.target) == name:
-                self.found.append((node, None))
-
-        def visit_Call(self, node: cst.Call) -> None:
-            func = node.func
-            if not (isinstance(func, cst.Attribute) and func.attr.value.endswith("_")
-                    and _base_name(func.value) == name):
-                return
-            method = func.attr.value
-            if method == "zero_":
-                self.found.append((node, cst.Integer("0")))
-            elif method == "fill_" and len(node.args) == 1:
-                self.found.append((node, node.args[0].value))
-            elif method == "masked_fill_" and len(node.args) == 2:
-                self.found.append((node, node.args[1].value))
-            elif method not in SHAPE_ONLY:
-                self.found.append((node, None))
-
-    collector = _Collect()
-    scope.node.visit(collector)
-    return collector.found

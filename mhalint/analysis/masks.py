@@ -19,15 +19,17 @@ from mhalint.context import ModuleContext, Scope
 from mhalint.lazy import cst
 from mhalint.torchapi import IGNORE, KEEP
 from mhalint.analysis.values import resolve
-from mhalint.analysis.vocabulary import (FLOAT_DTYPES, IGNORE_MASK_NAME, PAD_TOKEN, SHAPE_ONLY, TOKENIZER_MASK_NAME,
-                                         TO_FLOAT)
+from mhalint.analysis.vocabulary import (BOOLEAN_METHODS, FLOAT_DTYPES, IGNORE_MASK_NAME, INT_DTYPES, KEEP_NAME,
+                                         PAD_TOKEN, SHAPE_ONLY, TOKENIZER_MASK_NAME, TO_FLOAT)
 
-BOOL, ADDITIVE, ZERO_ONE = "bool", "additive", "0/1 float"
+BOOL, ADDITIVE, ZERO_ONE, INTEGER = "bool", "additive", "0/1 float", "integer"
+_FILLED = {"torch.ones": "filled with 1", "torch.ones_like": "filled with 1", "torch.zeros": "filled with 0",
+           "torch.zeros_like": "filled with 0", "torch.empty": "left uninitialised"}
 _MAX_DEPTH = 16
 
 @dataclass(frozen=True)
 class Mask:
-    kind: str | None  # BOOL, ADDITIVE, ZERO_ONE, or None when the dtype is unknown
+    kind: str | None  # BOOL, ADDITIVE, ZERO_ONE, INTEGER, or None when the dtype is unknown
     polarity: str | None  # IGNORE, KEEP, or None
     evidence: tuple[str, ...] = ()
     origin_line: int | None = None  # where the mask was built, when that is known
@@ -97,9 +99,11 @@ class MaskReader:
             return self._parameter(name, binding, depth) or self._by_use(name, scope, use) or self._by_name(name)
         if binding is None or binding.value is None or binding.kind != "assign":
             return self._by_use(name, scope, use) or self._by_name(name)
-        found = self.read(binding.value, binding.scope, binding.node, depth + 1)
+        found = self._written(name, binding, self.read(binding.value, binding.scope, binding.node, depth + 1))
         if found is None or found.polarity is None:
-            return self._by_use(name, scope, use) or self._by_name(name) or found
+            found = _guessed(found, self._by_use(name, scope, use) or self._by_name(name))
+            return replace(found, origin_line=self.ctx.line(binding.node)) \
+                if found is not None and found.origin_line is None and found.evidence else found
         if found.origin_line is None:
             found = replace(found, origin_line=self.ctx.line(binding.node))
         return replace(found, evidence=(f"`{name} = {self.ctx.code(binding.value)}` at line "
@@ -200,8 +204,8 @@ class MaskReader:
             one = resolve(self.ctx, expr.left, scope)
             if one is not None and one.value == 1:
                 inner = self.read(expr.right, scope, use, depth + 1)
-                if inner is not None and inner.polarity is not None:
-                    flipped = inner.flipped(self._at(f"inverted by `{self.ctx.code(expr)}`", expr))
+                if inner is not None and (inner.polarity is not None or inner.kind == ZERO_ONE):
+                    flipped = inner.flipped(self._at(f"`{self.ctx.code(expr)}` swaps the 0s and 1s", expr))
                     return replace(flipped, kind=ZERO_ONE)
         if isinstance(op, (cst.Multiply, cst.Add, cst.Subtract)) and _large_negative(self.ctx, expr, scope):
             return self._built(ADDITIVE, None, f"`{self.ctx.code(expr)}` is an additive float mask", expr)
@@ -233,7 +237,7 @@ class MaskReader:
             return self._factory(name.rsplit(".", 1)[1], call, scope)
         if name == "torch.logical_not" and call.args:
             inner = self.read(call.args[0].value, scope, use, depth + 1)
-            return inner.flipped(self._at(f"inverted by `{self.ctx.code(call)}`", call)) if inner else None
+            return inner.flipped(self._at(f"inverted by `{self.ctx.code(call)}`", call)) if inner else Mask(BOOL, None)
         if name == "torch.where":
             return self._where(call, scope)
         if method is None:
@@ -243,7 +247,7 @@ class MaskReader:
             return self._triangle(method, base, call, scope, use, depth, skip=0)
         if method in ("logical_not", "logical_not_"):
             inner = self.read(base, scope, use, depth + 1)
-            return inner.flipped(self._at(f"inverted by `.{method}()`", call)) if inner else None
+            return inner.flipped(self._at(f"inverted by `.{method}()`", call)) if inner else Mask(BOOL, None)
         if method in SHAPE_ONLY:
             return self.read(base, scope, use, depth + 1)
         if method in ("eq", "ne") and len(call.args) == 1:
@@ -259,6 +263,8 @@ class MaskReader:
         if method in ("logical_and", "logical_or") and len(call.args) == 1:
             return _combine(self.read(base, scope, use, depth + 1),
                             self.read(call.args[0].value, scope, use, depth + 1), method == "logical_and")
+        if method in BOOLEAN_METHODS:
+            return Mask(BOOL, None)  # `.gt(0)`, `.isnan()`: boolean whatever they test
         return self._returned(call, scope, depth)
 
     def _conversion(self, method, base, call: cst.Call, scope, use, depth) -> Mask | None:
@@ -271,17 +277,38 @@ class MaskReader:
         if not (to_bool or to_float):
             return inner  # .to(device) and friends keep the mask as it is
         if inner is None:
-            return Mask(BOOL, None) if to_bool else None
+            return Mask(BOOL, None) if to_bool else self._named_selection(base, call)
         if to_bool:
             if inner.kind == ADDITIVE:
                 return Mask(BOOL, IGNORE, inner.evidence + (self._at("`.bool()` is True where the additive mask is "
                                                                      "non-zero (masked)", call),),
                             inner.origin_line)
             return replace(inner, kind=BOOL)
-        if inner.kind in (BOOL, ZERO_ONE) and inner.polarity is not None:
-            return replace(inner, kind=ZERO_ONE, evidence=inner.evidence + (
+        if inner.kind == BOOL:
+            return self._to_zero_one(inner, base, call)
+        if inner.kind == ZERO_ONE and inner.polarity is not None:
+            return replace(inner, evidence=inner.evidence + (
                 self._at(f"`.{method}()` turns it into a 0/1 float mask", call),))
         return inner if inner.kind == ADDITIVE else None
+
+    def _to_zero_one(self, inner: Mask, base, call: cst.Call) -> Mask:
+        """A boolean mask turned into floats (`.float()`, `.to(q.dtype)`, `.type_as(q)`) holds 0s and 1s; its
+        construction's convention, when known, says what the 1s mean."""
+        line, receiver = self.ctx.line(call), self.ctx.code(base)
+        conversion = "." + self.ctx.code(call)[len(receiver) + 1:].lstrip()
+        turned = f"`{conversion}` turns the boolean `{receiver}` into 0/1 floats (line {line})"
+        if inner.polarity is None:
+            return Mask(ZERO_ONE, None, (turned,), origin_line=line)
+        return replace(inner, kind=ZERO_ONE, evidence=inner.evidence + (turned,), origin_line=line)
+
+    def _named_selection(self, base, call: cst.Call) -> Mask | None:
+        """`keep.float()` where nothing shows what `keep` holds but its name says a selection: a 0/1 float mask
+        by the name only (weak, and no meaning)."""
+        if not (isinstance(base, cst.Name) and KEEP_NAME.match(base.value)):
+            return None
+        line = self.ctx.line(call)
+        return Mask(ZERO_ONE, None, (f"`{self.ctx.code(call)}` turns `{base.value}` into floats (line {line}); only "
+                                     f"its name says `{base.value}` is a boolean mask",), origin_line=line, weak=True)
 
     def _triangle(self, which, base, call, scope, use, depth, skip) -> Mask | None:
         diagonal_expr = None
@@ -311,6 +338,8 @@ class MaskReader:
         dtype = next((self.ctx.code(a.value) for a in call.args if a.keyword and a.keyword.value == "dtype"), "")
         if re.search(r"\bbool\b", dtype):
             return Mask(BOOL, None, origin_line=self.ctx.line(call))
+        if INT_DTYPES.search(dtype):
+            return Mask(INTEGER, None, origin_line=self.ctx.line(call))  # torch raises for it, loudly
         if which in ("full", "full_like"):
             values = [a.value for a in call.args if a.keyword is None][1:2] + \
                      [a.value for a in call.args if a.keyword and a.keyword.value == "fill_value"]
@@ -322,6 +351,37 @@ class MaskReader:
             return Mask(ZERO_ONE, None, origin_line=self.ctx.line(call))
         # zeros: what it becomes depends on what is written into it later (-inf: additive; 1s: a 0/1 mask)
         return None
+
+    def _written(self, name: str, binding, found: Mask | None) -> Mask | None:
+        """`m = torch.ones(...)` (or zeros) whose entries the function then sets: to 0s and 1s (`m[i, n:] = 0`,
+        `m.fill_(1)`, `m.masked_fill_(c, 0)`) it is a 0/1 mask, to -inf an additive one; any other write makes
+        it unknown."""
+        value = binding.value
+        if not isinstance(value, cst.Call) or found is not None and found.kind in (BOOL, INTEGER):
+            return found
+        factory = self.ctx.qualified_name(value.func, binding.scope)
+        if factory not in _FILLED:
+            return found
+        writes = _writes(binding.scope, name)
+        if not writes:
+            return found
+        values, lines = set(), []
+        for node, written in writes:
+            if written is not None and _large_negative(self.ctx, written, binding.scope):
+                values.add("-inf")
+            else:
+                resolved = resolve(self.ctx, written, binding.scope) if written is not None else None
+                if resolved is None or resolved.value not in (0, 1):
+                    return None  # a computed value: nothing is known
+                values.add(str(int(resolved.value)))
+            lines.append(str(self.ctx.line(node)))
+        line = self.ctx.line(binding.node)
+        evidence = (f"`{name} = {self.ctx.code(value)}` at line {line} is {_FILLED[factory]}",
+                    f"entries are then set to {' and '.join(sorted(values))} "
+                    f"(line{'s' if len(lines) > 1 else ''} {', '.join(lines)})")
+        if "-inf" in values:
+            return Mask(ADDITIVE, None, evidence, origin_line=line) if values <= {"-inf", "0"} else None
+        return Mask(ZERO_ONE, None, evidence, origin_line=line)
 
     def _where(self, call: cst.Call, scope) -> Mask | None:
         values = [a.value for a in call.args[1:3]]
@@ -384,7 +444,19 @@ def _combine(left: Mask | None, right: Mask | None, is_and: bool) -> Mask | None
         return replace(known[0], kind=BOOL, evidence=known[0].evidence + known[1].evidence)
     if len(known) == 1 and known[0].polarity == (KEEP if is_and else IGNORE):
         return replace(known[0], kind=BOOL)
+    if any(m is not None and m.kind == BOOL for m in (left, right)):
+        return Mask(BOOL, None)  # `&` and `|` of a boolean mask give a boolean one
     return None
+
+
+def _guessed(found: Mask | None, guess: Mask | None) -> Mask | None:
+    """A construction's kind with the convention only a name or another use gives (so weak); the guess alone
+    when the construction says nothing. Additive and integer masks have no convention to guess."""
+    if guess is None or found is not None and found.kind in (ADDITIVE, INTEGER):
+        return found
+    if found is None or found.kind is None:
+        return guess
+    return replace(found, polarity=guess.polarity, weak=True, evidence=found.evidence + guess.evidence)
 
 
 def _large_negative(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> bool:
@@ -412,3 +484,46 @@ def _plain_name(expr) -> str | None:
 
 def _is_none(expr) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "None"
+
+
+def _writes(scope: Scope, name: str) -> list[tuple[cst.CSTNode, cst.BaseExpression | None]]:
+    """In-place writes to `name` in the scope, with the value written (None when it is not a plain value):
+    `name[...] = v`, `name.fill_(v)`, `name[...].fill_(v)`, `name.masked_fill_(c, v)`, `name[...].zero_()`."""
+
+    class _Collect(cst.CSTVisitor):
+        def __init__(self):
+            self.found: list[tuple[cst.CSTNode, cst.BaseExpression | None]] = []
+
+        def visit_FunctionDef(self, node):
+            return node is scope.node
+
+        def visit_ClassDef(self, node):
+            return False
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                if isinstance(target.target, cst.Subscript) and _plain_name(target.target.value) == name:
+                    self.found.append((node, node.value))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if _plain_name(node.target) == name:
+                self.found.append((node, None))
+
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value.endswith("_")
+                    and _plain_name(func.value) == name):
+                return
+            method = func.attr.value
+            if method == "zero_":
+                self.found.append((node, cst.Integer("0")))
+            elif method == "fill_" and len(node.args) == 1:
+                self.found.append((node, node.args[0].value))
+            elif method == "masked_fill_" and len(node.args) == 2:
+                self.found.append((node, node.args[1].value))
+            elif method not in SHAPE_ONLY:
+                self.found.append((node, None))
+
+    collector = _Collect()
+    scope.node.visit(collector)
+    return collector.found

@@ -31,7 +31,7 @@ BOOLEAN_METHODS = frozenset({"bool", "eq", "ne", "lt", "le", "gt", "ge", "logica
 # Methods that give a floating tensor whatever they get.
 TO_FLOAT = frozenset({"float", "half", "bfloat16", "double", "type_as"})
 FLOAT_DTYPES = re.compile(r"\b(float|float16|float32|float64|half|bfloat16|double)\b|\.dtype\b")
-INT_DTYPES = re.compile(r"dtype\s*=\s*torch\.(long|int|int8|int16|int32|int64|uint8|short)\b")
+INT_DTYPES = re.compile(r"\btorch\.(long|int|int8|int16|int32|int64|uint8|short)\b")
 # Factories whose positional arguments are all sizes, and `torch.full`, whose first argument is the size.
 SIZE_FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "empty", "randn", "rand"))
 FULL = "torch.full"

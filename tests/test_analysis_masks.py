@@ -1,0 +1,90 @@
+"""mhalint/analysis/masks.py: the mask reader on small programs, one construction per test, both ways: it finds
+the kind and convention where the construction shows them, and gives unknown (or a weak guess) where only a
+name would. Each snippet passes the mask under test to `sink(...)`."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from mhalint.analysis.masks import ADDITIVE, BOOL, INTEGER, ZERO_ONE, MaskReader
+from mhalint.context import ModuleContext
+from mhalint.lazy import cst
+from mhalint.torchapi import IGNORE, KEEP
+
+IMPORTS = "import torch\nimport torch.nn as nn\n"
+
+
+def read(source: str):
+    """What the reader finds for the argument of the last `sink(...)` call, with torch imported."""
+    source = IMPORTS + textwrap.dedent(source)
+    ctx = ModuleContext(cst.parse_module(source), "snippet.py", source)
+    call, scope = [(c, s) for c, s in ctx.calls() if isinstance(c.func, cst.Name) and c.func.value == "sink"][-1]
+    return MaskReader(ctx).read(call.args[0].value, scope, call)
+
+
+def meaning(source: str) -> tuple[str | None, str | None, bool] | None:
+    found = read(source)
+    return None if found is None else (found.kind, found.polarity, found.weak)
+
+
+# ---- kinds ------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("construction", ["(x > 0).float()", "x.gt(0).float()", "x.isnan().to(q.dtype)",
+                                          "((x > 0) & (y > 0)).type_as(q)", "torch.logical_not(x).half()"])
+def test_a_boolean_turned_into_floats_is_a_zero_one_mask_of_unknown_convention(construction):
+    found = read(f"def f(q, x, y):\n    sink({construction})\n")
+    assert (found.kind, found.polarity) == (ZERO_ONE, None)
+    assert "into 0/1 floats" in found.evidence[-1]
+
+
+def test_floats_of_an_unknown_tensor_are_not_a_mask():
+    assert read("def f(q, x):\n    sink(x.float())\n") is None
+    assert read("def f(q, x):\n    sink((~x).float())\n") is None  # `~` of an integer tensor is no boolean
+
+
+def test_the_convention_of_the_boolean_carries_into_its_floats():
+    assert meaning("def f(ids, pad_id):\n    m = ids != pad_id\n    sink(m.float())\n") == (ZERO_ONE, KEEP, False)
+    assert meaning("def f(ids, pad_id):\n    sink(1 - (ids != pad_id).float())\n") == (ZERO_ONE, IGNORE, False)
+
+
+def test_one_minus_a_zero_one_mask_of_unknown_convention_stays_zero_one():
+    found = read("def f(x):\n    sink(1 - (x > 0).float())\n")
+    assert (found.kind, found.polarity) == (ZERO_ONE, None) and "swaps the 0s and 1s" in found.evidence[-1]
+
+
+def test_a_selection_name_turned_into_floats_is_a_weak_zero_one_mask():
+    assert meaning("def f(keep):\n    sink(keep.float())\n") == (ZERO_ONE, None, True)
+    assert read("def f(scale):\n    sink(scale.float())\n") is None
+
+
+@pytest.mark.parametrize("writes, kind", [
+    ("m[:, n:] = 0", ZERO_ONE), ("m.masked_fill_(pad, 0)", ZERO_ONE), ("m[i].fill_(1)", ZERO_ONE),
+    ("m[:, n:] = float('-inf')", ADDITIVE), ("m.masked_fill_(pad, -1e9)", ADDITIVE),
+])
+def test_a_factory_written_in_place_takes_the_kind_of_what_is_written(writes, kind):
+    found = read(f"def f(x, n, i, pad):\n    m = torch.ones(4, 6)\n    {writes}\n    sink(m)\n")
+    assert found.kind == kind and found.evidence[0] == "`m = torch.ones(4, 6)` at line 4 is filled with 1"
+
+
+@pytest.mark.parametrize("writes", ["m[:, n:] = x", "m += x", "m.add_(x)", "m[:, n:] = 0.5"])
+def test_a_factory_written_with_computed_values_is_unknown(writes):
+    assert read(f"def f(x, n):\n    m = torch.zeros(4, 6)\n    {writes}\n    sink(m)\n") is None
+
+
+def test_a_factory_with_an_integer_or_boolean_dtype_keeps_that_kind():
+    assert read("def f(L):\n    sink(torch.ones(L, L, dtype=torch.long).triu(1))\n").kind == INTEGER
+    assert meaning("def f(L):\n    sink(torch.ones(L, L, dtype=torch.bool).triu(1))\n") == (BOOL, IGNORE, False)
+    assert read("def f(n):\n    m = torch.zeros(4, 6, dtype=torch.bool)\n    m[:, n:] = 1\n    sink(m)\n").kind == BOOL
+
+
+# ---- conventions guessed from a name ----------------------------------------------------------------------------
+def test_a_name_gives_a_weak_convention_and_the_construction_keeps_its_kind():
+    found = read("def f(x):\n    key_padding_mask = (x > 0).float()\n    sink(key_padding_mask)\n")
+    assert (found.kind, found.polarity, found.weak) == (ZERO_ONE, IGNORE, True)
+    assert meaning("def f(x):\n    key_padding_mask = x > 0\n    sink(key_padding_mask)\n") == (BOOL, IGNORE, True)
+
+
+def test_an_additive_mask_takes_no_convention_from_its_name():
+    found = read("def f(x):\n    key_padding_mask = x.masked_fill(x > 0, float('-inf'))\n    sink(key_padding_mask)\n")
+    assert (found.kind, found.polarity) == (ADDITIVE, None)
