@@ -7,17 +7,15 @@ from dataclasses import dataclass
 from mhalint import torchapi
 from mhalint.analysis import dataflow
 from mhalint.analysis.calls import (PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, call_target, callers, instance,
-                                   project_function, returned, wrapping_chain)
-from mhalint.context import Binding, Scope
+                                   wrapping_chain)
+from mhalint.context import Scope
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity, shorten
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.analysis.axes import Role, Strength
 from mhalint.analysis.names import is_head_count
-from mhalint.analysis.tensors import ShapeReader
+from mhalint.analysis.mask_axes import LIKELY, NEUTRAL, PER_SAMPLE, SHARED, MaskAxesReader
 from mhalint.analysis.values import constructor_values, resolve
-from mhalint.analysis.vocabulary import (BOOLEAN_METHODS, FULL, KEEPS_AXES, MATMUL, NEW_FACTORIES, PER_SAMPLE_NAME,
-                                         SHAPE_ONLY, SIZE_FACTORIES)
+from mhalint.analysis.vocabulary import KEEPS_AXES
 
 _WHY = """
     MultiheadAttention (and the Transformer classes, which hand their masks to it) reads a 3-D mask of shape
@@ -69,15 +67,7 @@ _MASK_PARAMETERS = {
 }
 _HEADS_PARAMETER = {torchapi.MHA: "num_heads", torchapi.TRANSFORMER: "nhead", torchapi.ENCODER_LAYER: "nhead",
                     torchapi.DECODER_LAYER: "nhead"}
-# Methods that change a mask's shape or dtype but not which sample each value belongs to.
-_SAME_SAMPLES = SHAPE_ONLY | KEEPS_AXES | BOOLEAN_METHODS | {"triu", "tril", "byte"}
-# Of those, the ones whose first argument is a tensor that also takes part.
-_BINARY = {"masked_fill", "masked_fill_", "logical_and", "logical_or", "eq", "ne", "lt", "gt", "le", "ge",
-           "add", "mul", "sub", "div", "add_", "mul_"}
 _MAX_DEPTH = 12
-
-# PER_SAMPLE: the code establishes a batch axis; LIKELY: only a name or an idiom says so (at most a warning).
-PER_SAMPLE, LIKELY, SHARED, UNKNOWN, NEUTRAL = "per-sample", "likely per-sample", "shared", "unknown", "neutral"
 
 
 @dataclass(frozen=True)
@@ -204,7 +194,7 @@ class MaskRepeatLayout(Rule):
 
     def __init__(self, context, emit):
         super().__init__(context, emit)
-        self.shapes = ShapeReader(context)
+        self.mask_axes = MaskAxesReader(context)
 
     # ---- the finding ----
     def visit_Call(self, node: cst.Call) -> None:
@@ -234,10 +224,10 @@ class MaskRepeatLayout(Rule):
             break
         if chosen is None:
             return
-        verdict, content_evidence = self._content(tiling.base, scope, tiling.node, 0)
-        if verdict in (SHARED, NEUTRAL):
+        content = self.mask_axes.read(tiling.base, scope, tiling.node)
+        if content.samples in (SHARED, NEUTRAL):
             return
-        self._report(tiling, chosen, verdict, content_evidence, why_heads, heads if heads is not None
+        self._report(tiling, chosen, content.samples, list(content.evidence), why_heads, heads if heads is not None
                      else chosen.heads)
 
     def _report(self, tiling: _Tiling, destination: _Destination, verdict: str, content: list[str],
@@ -548,177 +538,6 @@ class MaskRepeatLayout(Rule):
             return value if isinstance(value, int) and not isinstance(value, bool) else None
         return None
 
-    # ---- is the mask different for each sample? ----
-    def _content(self, expr: cst.BaseExpression, scope: Scope, use: cst.CSTNode, depth: int) -> tuple[str, list[str]]:
-        """(PER_SAMPLE | LIKELY | SHARED | UNKNOWN | NEUTRAL, evidence): whether the mask holds one mask per sample,
-        read from how it was built."""
-        ctx = self.context
-        if depth > _MAX_DEPTH:
-            return UNKNOWN, []
-        if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
-            return NEUTRAL, []
-        if isinstance(expr, cst.Name):
-            if expr.value in ("True", "False", "None") and not ctx.bindings(expr.value, scope):
-                return NEUTRAL, []
-            return self._content_name(expr.value, scope, use, depth)
-        if isinstance(expr, cst.Attribute):
-            bindings = ctx.attribute_bindings(expr, scope)
-            if bindings is not None:
-                if len(bindings) == 1 and bindings[0].value is not None:
-                    found = self._content(bindings[0].value, bindings[0].scope, bindings[0].node, depth + 1)
-                    if found[0] != UNKNOWN:
-                        return found
-            return self._by_name(expr.attr.value)
-        if isinstance(expr, cst.Subscript):
-            return self._content(expr.value, scope, use, depth + 1)
-        if isinstance(expr, cst.UnaryOperation):
-            return self._content(expr.expression, scope, use, depth + 1)
-        if isinstance(expr, cst.Comparison):
-            parts = [expr.left, *(c.comparator for c in expr.comparisons)]
-            return _combine([self._content(p, scope, use, depth + 1) for p in parts])
-        if isinstance(expr, cst.BinaryOperation):
-            parts = [self._content(p, scope, use, depth + 1) for p in (expr.left, expr.right)]
-            if isinstance(expr.operator, cst.MatrixMultiply):
-                return self._matmul(ctx.code(expr), expr, parts)
-            return _combine(parts)
-        if isinstance(expr, cst.IfExp):
-            return _combine([self._content(p, scope, use, depth + 1) for p in (expr.body, expr.orelse)])
-        if isinstance(expr, cst.Call):
-            return self._content_call(expr, scope, use, depth)
-        return UNKNOWN, []
-
-    def _content_call(self, call: cst.Call, scope: Scope, use, depth) -> tuple[str, list[str]]:
-        ctx = self.context
-        name = ctx.qualified_name(call.func, scope)
-        method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
-        positional = [a.value for a in call.args if a.keyword is None and not a.star]
-        if name == torchapi.GENERATE_SQUARE_SUBSEQUENT_MASK or method == "generate_square_subsequent_mask":
-            return SHARED, [f"`{shorten(ctx.code(call))}` is one (L, L) mask for all samples (line {ctx.line(call)})"]
-        if name in SIZE_FACTORIES or name == FULL:
-            return self._factory(call, positional, scope)
-        if method in NEW_FACTORIES:
-            return self._factory(call, positional, scope)
-        if name in MATMUL or method in ("matmul", "bmm"):
-            operands = positional if name in MATMUL else [call.func.value, *positional]
-            if name == "torch.einsum":
-                operands = operands[1:]
-            parts = [self._content(o, scope, use, depth + 1) for o in operands]
-            return self._matmul(ctx.code(call), call, parts)
-        if name in ("torch.triu", "torch.tril", "torch.logical_not", "torch.where", "torch.logical_and",
-                    "torch.logical_or", "torch.zeros_like", "torch.ones_like", "torch.full_like",
-                    "torch.empty_like", "torch.eq", "torch.ne"):
-            return _combine([self._content(p, scope, use, depth + 1) for p in positional])
-        if name in ("torch.cat", "torch.stack") and positional and isinstance(positional[0], (cst.List, cst.Tuple)):
-            return _combine([self._content(e.value, scope, use, depth + 1) for e in positional[0].elements])
-        if method in _SAME_SAMPLES:
-            parts = [self._content(call.func.value, scope, use, depth + 1)]
-            if method in _BINARY and positional:
-                parts.append(self._content(positional[0], scope, use, depth + 1))
-            return _combine(parts)
-        function = project_function(self.context, call, scope)
-        if function is not None:
-            values = returned(function)
-            if len(values) == 1:
-                return self._content(values[0], function, values[0], depth + 1)
-        return UNKNOWN, []
-
-    def _matmul(self, text: str, node, parts) -> tuple[str, list[str]]:
-        """A batched product of per-sample masks is per sample; of masks the code does not show, only likely."""
-        verdict, evidence = _combine(parts)
-        if verdict in (SHARED, NEUTRAL):
-            return verdict, evidence
-        step = (f"`{shorten(text)}` multiplies batched (N, L, 1) x (N, 1, S) tensors into one mask per sample "
-                f"(line {self.context.line(node)})")
-        return (PER_SAMPLE if verdict == PER_SAMPLE else LIKELY), evidence + [step]
-
-    def _factory(self, call: cst.Call, positional, scope) -> tuple[str, list[str]]:
-        ctx = self.context
-        if (isinstance(call.func, cst.Attribute) and call.func.attr.value == "new_full") or \
-                ctx.qualified_name(call.func, scope) == "torch.full":
-            sizes = positional[:1]
-        else:
-            sizes = positional
-        if len(sizes) == 1 and isinstance(sizes[0], (cst.List, cst.Tuple)):
-            sizes = [e.value for e in sizes[0].elements]
-        if any(a.star for a in call.args) or not sizes:
-            return UNKNOWN, []
-        text = shorten(ctx.code(call))
-        if len(sizes) == 2:
-            return SHARED, [f"`{text}` is a 2-D (L, S) mask (line {ctx.line(call)})"]
-        if len(sizes) >= 3:
-            axis = self.shapes.size_axis(sizes[0], scope, call)
-            if axis.role is Role.BATCH and axis.evidence is not None:
-                verdict = PER_SAMPLE if axis.evidence.strength is Strength.ESTABLISHED else LIKELY
-                return verdict, [f"`{text}` at line {ctx.line(call)} has one (L, S) slice per sample: its first "
-                                 f"dimension is the batch", shorten(axis.evidence.sentence(), 150)]
-        return UNKNOWN, []
-
-    def _content_name(self, name: str, scope: Scope, use: cst.CSTNode, depth: int) -> tuple[str, list[str]]:
-        ctx = self.context
-        bindings = ctx.bindings(name, scope)
-        binding = dataflow.reaching_one(ctx, bindings, use)
-        found: tuple[str, list[str]] = (UNKNOWN, [])
-        if binding is not None and binding.kind == "param":
-            found = self._content_parameter(name, binding, depth)
-        elif binding is not None and binding.value is not None and binding.kind in ("assign", "unpack"):
-            value = binding.value
-            if binding.kind == "unpack":
-                if not isinstance(value, (cst.Tuple, cst.List)) or binding.index is None \
-                        or binding.index >= len(value.elements):
-                    value = None
-                else:
-                    value = value.elements[binding.index].value
-            if value is not None:
-                verdict, evidence = self._content(value, binding.scope, binding.node, depth + 1)
-                if verdict in (PER_SAMPLE, LIKELY):
-                    step = f"`{name} = {shorten(ctx.code(value))}` at line {ctx.line(binding.node)}"
-                    if evidence and evidence[0].startswith(f"`{shorten(ctx.code(value))}` at line"):
-                        step = f"`{name}` = {evidence.pop(0)}"
-                    return verdict, [step, *evidence]
-                found = (verdict, evidence)
-        if found[0] in (UNKNOWN, LIKELY):
-            axis = self._batch_axis(name, scope, use)
-            found = axis if axis[0] == PER_SAMPLE or found[0] == UNKNOWN else found
-        if found[0] == UNKNOWN:
-            by_name = self._by_name(name)
-            if by_name[0] != UNKNOWN:
-                return by_name
-        return found
-
-    def _batch_axis(self, name: str, scope: Scope, use: cst.CSTNode) -> tuple[str, list[str]]:
-        """Per sample when the tensor's first axis holds the batch, as the shape reader establishes it."""
-        traced = self.shapes.of(cst.Name(name), scope, use)
-        first = traced.shape[0] if traced is not None and traced.shape else None
-        if first is None or first.role is not Role.BATCH or first.evidence is None:
-            return UNKNOWN, []
-        verdict = PER_SAMPLE if first.evidence.strength is Strength.ESTABLISHED else LIKELY
-        return verdict, [shorten(f"`{name}` has the batch on its first axis: {first.evidence.sentence()}", 150),
-                         *traced.sentences()]
-
-    def _content_parameter(self, name: str, binding: Binding, depth: int) -> tuple[str, list[str]]:
-        parts = []
-        for site in callers(self.context, binding.scope):
-            argument = site.arguments.get(name)
-            if argument is None:
-                argument = binding.value if site.arguments.absent(name) else None
-            if argument is None:
-                return UNKNOWN, []
-            verdict, evidence = self._content(argument, site.scope, site.call, depth + 1)
-            parts.append((verdict, [f"`{name}` receives `{shorten(self.context.code(argument))}` from the call at "
-                                    f"line {self.context.line(site.call)}", *evidence]))
-        if not parts:
-            return UNKNOWN, []
-        verdicts = {p[0] for p in parts}
-        if verdicts <= {PER_SAMPLE, LIKELY}:
-            return _combine(parts)
-        return _combine(parts) if not verdicts & {PER_SAMPLE, LIKELY} else (UNKNOWN, [])  # callers disagree
-
-    def _by_name(self, name: str) -> tuple[str, list[str]]:
-        if PER_SAMPLE_NAME.search(name):
-            return LIKELY, [f"`{name}` holds per-sample data by its name (padding, lengths or ids are one row "
-                                f"per sample)"]
-        return UNKNOWN, []
-
     # ---- syntax helpers ----
     def _parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self.context.parent(node)
@@ -803,18 +622,3 @@ def _leading_unsqueeze(expr: cst.BaseExpression) -> cst.BaseExpression | None:
                    and isinstance(s.slice.value, cst.Ellipsis)) for s in rest):
                 return expr.value
     return None
-
-
-def _combine(parts: list[tuple[str, list[str]]]) -> tuple[str, list[str]]:
-    """Per-sample if any part is (established before likely); shared if every part is shared or a constant;
-    unknown otherwise."""
-    for verdict in (PER_SAMPLE, LIKELY):
-        per = [p for p in parts if p[0] == verdict]
-        if per:
-            return verdict, per[0][1]
-    verdicts = {p[0] for p in parts}
-    if verdicts <= {SHARED, NEUTRAL}:
-        if SHARED in verdicts:
-            return SHARED, [e for p in parts if p[0] == SHARED for e in p[1]]
-        return NEUTRAL, []
-    return UNKNOWN, []

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import re
 
 from mhalint import torchapi
-from mhalint.analysis import dataflow
-from mhalint.analysis.calls import call_target, callers, project_function, returned
-from mhalint.context import Binding, Scope
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity, shorten
+from mhalint.analysis.calls import call_target
+from mhalint.analysis.mask_axes import LIKELY, PER_SAMPLE, MaskAxesReader
+from mhalint.analysis.masks import MaskReader
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.analysis.vocabulary import ATTENTION_MASK_NAME, FULL, KEEPS_AXES, PADDING_NAME, SIZE_FACTORIES
+from mhalint.analysis.vocabulary import ATTENTION_MASK_NAME, KEEPS_AXES, PADDING_NAME
 
 _READ_AS_PADDING = """
     `MultiheadAttention.forward(query, key, value, key_padding_mask, need_weights, attn_mask, ...)` reads its 4th
@@ -41,12 +40,6 @@ PASS_BY_KEYWORD = "pass it by keyword: `attn_mask={mask}`"
 MERGE_WITH_ATTN_MASK = ("pass it by keyword as `attn_mask=` in place of the attn_mask the call also gives (merge "
                         "the two)")
 KEYWORDS_FOR_LATER_ARGUMENTS = "pass it by keyword as `attn_mask=`, and the later positional arguments by keyword too"
-
-# What a construction shows, as its evidence line ends: "`<code>` at line <n> is <what>".
-_CAUSAL_MASK, _SQUARE_MASK = "an (L, L) causal mask", "a square (L, L) mask"
-_CONSTRUCTION = re.compile(rf" at line ([0-9]+) is ({re.escape(_CAUSAL_MASK)}|{re.escape(_SQUARE_MASK)})$")
-_MAX_DEPTH = 12
-
 
 class PositionalPaddingMask(Rule):
     """
@@ -125,6 +118,11 @@ class PositionalPaddingMask(Rule):
                 message="`causal_mask` is passed 4th positionally", severity=Severity.WARNING),
     )
 
+    def __init__(self, context, emit):
+        super().__init__(context, emit)
+        self.mask_axes = MaskAxesReader(context)
+        self.masks = MaskReader(context)
+
     def visit_Call(self, node: cst.Call) -> None:
         target = call_target(self.context, node, self.scope)
         if target is None or target.api != torchapi.MHA:
@@ -135,21 +133,20 @@ class PositionalPaddingMask(Rule):
         expr = arg.value
         if isinstance(expr, cst.Name) and expr.value == "None":
             return
-        verdict, evidence, kind = self._shape(expr, self.scope, node, 0)
-        if verdict == "padding":
-            return
-        if verdict == "attention":
-            severity = Severity.ERROR
-        else:
+        axes = self.mask_axes.read(expr, self.scope, node)
+        if axes.pair is None and axes.samples in (PER_SAMPLE, LIKELY):
+            return  # a per-sample (N, S) mask is what goes there
+        evidence = list(axes.evidence)
+        if axes.pair is None:
             name = _name_of(expr)
             if name is None or not ATTENTION_MASK_NAME.search(name) or PADDING_NAME.search(name):
                 return
-            severity = Severity.WARNING
             evidence = [f"the name `{name}` says it is an attention mask; its construction was not found, so it "
                         "may be a padding mask after all"]
-        self._report(node, arg, target, evidence, severity, kind)
+        mask = self.masks.read(expr, self.scope, node)
+        self._report(node, arg, target, evidence, axes.pair, mask.kind if mask is not None else None)
 
-    def _report(self, node: cst.Call, arg: cst.Arg, target, evidence: list[str], severity: Severity,
+    def _report(self, node: cst.Call, arg: cst.Arg, target, evidence: list[str], pair: tuple[str, int] | None,
                 kind: str | None) -> None:
         ctx = self.context
         written = ctx.code(arg.value)
@@ -167,122 +164,16 @@ class PositionalPaddingMask(Rule):
             how = MERGE_WITH_ATTN_MASK
         else:
             how = KEYWORDS_FOR_LATER_ARGUMENTS
-        built = severity == Severity.ERROR  # the construction shows it: the chain's last line of evidence names it
-        what, line = (_construction(evidence[-1]) if built and evidence else None) or ("an attention mask",
-                                                                                       ctx.line(arg.value))
+        built = pair is not None  # the construction shows query and key axes
+        what, line = pair or ("an attention mask", ctx.line(arg.value))
         self.report(
-            node, BUILT_AS_ATTENTION_MASK if built else NAMED_AS_ATTENTION_MASK, severity=severity,
+            node, BUILT_AS_ATTENTION_MASK if built else NAMED_AS_ATTENTION_MASK,
+            severity=Severity.ERROR if built else Severity.WARNING,
             evidence=evidence, fix=fix,
             arguments={"api": torchapi.MHA, "mask_kind": kind, "by_construction": built,
                        "passed_as": "key_padding_mask"},
             mask=f"`{written}`", api=torchapi.short_name(torchapi.MHA), how=how, what=what, line=line,
             name=_name_of(arg.value) or written)
-
-    # ---- what the argument is ----
-    def _shape(self, expr: cst.BaseExpression, scope: Scope, use: cst.CSTNode,
-               depth: int) -> tuple[str | None, list[str], str | None]:
-        """("attention" | "padding" | None, evidence, "additive" | "bool" | None) from how `expr` was built."""
-        ctx = self.context
-        if depth > _MAX_DEPTH:
-            return None, [], None
-        if isinstance(expr, cst.Name):
-            return self._name(expr.value, scope, use, depth)
-        if isinstance(expr, cst.Attribute):
-            bindings = ctx.attribute_bindings(expr, scope)
-            if bindings is not None:
-                if len(bindings) == 1 and bindings[0].value is not None:
-                    b = bindings[0]
-                    verdict, evidence, kind = self._shape(b.value, b.scope, b.node, depth + 1)
-                    if verdict is not None:
-                        return verdict, [f"`self.{expr.attr.value}` is set at line {ctx.line(b.node)}", *evidence], kind
-            return (("padding", [], None) if PADDING_NAME.search(expr.attr.value) else (None, [], None))
-        if isinstance(expr, cst.Subscript):
-            return self._shape(expr.value, scope, use, depth + 1)
-        if isinstance(expr, cst.UnaryOperation):
-            return self._shape(expr.expression, scope, use, depth + 1)
-        if isinstance(expr, cst.Comparison):
-            text = ctx.code(expr)
-            if re.search(r"pad|arange|len|token|ids?\b|input", text, re.IGNORECASE):  # per-token data: (N, S)
-                return "padding", [], "bool"
-            verdict, evidence, _ = self._shape(expr.left, scope, use, depth + 1)
-            return verdict, evidence, "bool"
-        if isinstance(expr, cst.Call):
-            return self._call(expr, scope, use, depth)
-        return None, [], None
-
-    def _call(self, call: cst.Call, scope: Scope, use, depth) -> tuple[str | None, list[str], str | None]:
-        ctx = self.context
-        name = ctx.qualified_name(call.func, scope)
-        method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
-        text, line = shorten(ctx.code(call)), ctx.line(call)
-        if name == torchapi.GENERATE_SQUARE_SUBSEQUENT_MASK or method == "generate_square_subsequent_mask":
-            return "attention", [f"`{text}` at line {line} is {_CAUSAL_MASK}"], "additive"
-        if name in ("torch.triu", "torch.tril") or method in ("triu", "tril"):
-            return "attention", [f"`{text}` at line {line} is {_CAUSAL_MASK}"], "bool"
-        positional = [a.value for a in call.args if a.keyword is None and not a.star]
-        if (name in SIZE_FACTORIES or name == FULL) and not any(a.star for a in call.args):
-            sizes = positional[:1] if name == "torch.full" else positional
-            if len(sizes) == 1 and isinstance(sizes[0], (cst.Tuple, cst.List)):
-                sizes = [e.value for e in sizes[0].elements]
-            if len(sizes) == 2 and ctx.code(sizes[0]) == ctx.code(sizes[1]):
-                return "attention", [f"`{text}` at line {line} is {_SQUARE_MASK}"], None
-            return None, [], None
-        if method in KEEPS_AXES:
-            verdict, evidence, kind = self._shape(call.func.value, scope, use, depth + 1)
-            if method in ("float", "half", "double", "bfloat16") and kind == "bool":
-                kind = "float"
-            if method == "bool":
-                kind = "bool"
-            if method in ("masked_fill", "masked_fill_") and verdict is None:
-                positional_mask = positional[:1]
-                if positional_mask:
-                    verdict, evidence, _ = self._shape(positional_mask[0], scope, use, depth + 1)
-                kind = "additive"
-            return verdict, evidence, kind
-        function = project_function(self.context, call, scope)
-        if function is not None:
-            values = returned(function)
-            if len(values) == 1:
-                return self._shape(values[0], function, values[0], depth + 1)
-        return None, [], None
-
-    def _name(self, name: str, scope: Scope, use: cst.CSTNode, depth: int):
-        ctx = self.context
-        bindings = ctx.bindings(name, scope)
-        binding = dataflow.reaching_one(self.context, bindings, use)
-        verdict, evidence, kind = None, [], None
-        if binding is not None and binding.kind == "param":
-            verdict, evidence, kind = self._parameter(name, binding, depth)
-        elif binding is not None and binding.kind == "assign" and binding.value is not None:
-            verdict, evidence, kind = self._shape(binding.value, binding.scope, binding.node, depth + 1)
-            if verdict == "attention":
-                first = evidence[0] if evidence else ""
-                if first.startswith(f"`{shorten(ctx.code(binding.value))}` at line"):
-                    evidence = [f"`{name}` = {first}", *evidence[1:]]
-                else:
-                    evidence = [f"`{name} = {shorten(ctx.code(binding.value))}` at line {ctx.line(binding.node)}",
-                                *evidence]
-        if verdict is None and PADDING_NAME.search(name):
-            return "padding", [], None
-        return verdict, evidence, kind
-
-    def _parameter(self, name: str, binding: Binding, depth: int):
-        """A parameter holds what the module's callers pass; they must all be attention masks."""
-        found = []
-        for site in callers(self.context, binding.scope):
-            argument = site.arguments.get(name)
-            if argument is None:
-                argument = binding.value if site.arguments.absent(name) else None
-            if argument is None or (isinstance(argument, cst.Name) and argument.value == "None"):
-                continue
-            verdict, evidence, kind = self._shape(argument, site.scope, site.call, depth + 1)
-            if verdict is None:
-                return None, [], None
-            found.append((verdict, [f"`{name}` receives `{shorten(self.context.code(argument))}` from the call at "
-                                    f"line {self.context.line(site.call)}", *evidence], kind))
-        if not found or any(f[0] != found[0][0] for f in found):
-            return None, [], None
-        return found[0]
 
     # ---- the runtime experiment ----
     @staticmethod
@@ -324,12 +215,6 @@ class PositionalPaddingMask(Rule):
             return CONFIRMED, found
         return NOT_CONFIRMED, (f"with N == L == {length} the mask as passed ({keyword}) gives the attn_mask= result "
                                f"(diff {difference:.1e}); with N=2: {error} ({sizes})")
-
-
-def _construction(evidence: str) -> tuple[str, int] | None:
-    """(what the construction shows, its line), read from the construction's line of evidence."""
-    found = _CONSTRUCTION.search(evidence)
-    return (found.group(2), int(found.group(1))) if found else None
 
 
 def _name_of(expr: cst.BaseExpression) -> str | None:

@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+from mhalint.analysis.mask_axes import CAUSAL, LIKELY, PER_SAMPLE, SHARED, SQUARE, UNKNOWN, MaskAxesReader
 from mhalint.analysis.masks import ADDITIVE, BOOL, INTEGER, ZERO_ONE, MaskReader
 from mhalint.context import ModuleContext
 from mhalint.lazy import cst
@@ -88,3 +89,52 @@ def test_a_name_gives_a_weak_convention_and_the_construction_keeps_its_kind():
 def test_an_additive_mask_takes_no_convention_from_its_name():
     found = read("def f(x):\n    key_padding_mask = x.masked_fill(x > 0, float('-inf'))\n    sink(key_padding_mask)\n")
     assert (found.kind, found.polarity) == (ADDITIVE, None)
+
+
+# ---- axes: a batch axis, and the query x key pair ----------------------------------------------------------------
+def axes(source: str):
+    source = IMPORTS + textwrap.dedent(source)
+    ctx = ModuleContext(cst.parse_module(source), "snippet.py", source)
+    call, scope = [(c, s) for c, s in ctx.calls() if isinstance(c.func, cst.Name) and c.func.value == "sink"][-1]
+    return MaskAxesReader(ctx).read(call.args[0].value, scope, call)
+
+
+@pytest.mark.parametrize("construction", ["torch.triu(x, diagonal=1)", "x.tril()", "torch.ones(L, L).triu(1)",
+                                          "nn.Transformer.generate_square_subsequent_mask(L)"])
+def test_a_triangle_shows_query_and_key_axes(construction):
+    found = axes(f"def f(x, L):\n    sink({construction})\n")
+    assert found.pair == (CAUSAL, 4) and found.evidence[-1].endswith(f"at line 4 is {CAUSAL}")
+
+
+def test_a_square_factory_is_a_pair_and_an_oblong_one_only_shared():
+    found = axes("def f(L):\n    sink(torch.zeros(L, L))\n")
+    assert (found.samples, found.pair) == (SHARED, (SQUARE, 4))
+    found = axes("def f(B, L):\n    sink(torch.zeros(B, L))\n")
+    assert (found.samples, found.pair) == (SHARED, None)
+
+
+def test_a_batch_axis_needs_provenance_and_a_name_makes_it_only_likely():
+    established = axes("def f(x):\n    B, L, _ = x.shape\n    sink(torch.zeros(B, L, L, dtype=torch.bool))\n")
+    assert established.samples == PER_SAMPLE and "first dimension is the batch" in established.evidence[0]
+    assert axes("def f(bsz, L):\n    sink(torch.zeros(bsz, L, L))\n").samples == LIKELY
+    assert axes("def f(ids, pad_id):\n    pad = ids == pad_id\n    sink(pad)\n").samples == LIKELY
+    assert axes("def f(n, L):\n    sink(torch.zeros(n, L, L))\n").samples == UNKNOWN
+
+
+def test_a_per_sample_mask_combined_with_a_causal_one_keeps_both():
+    found = axes("def f(pad, L):\n    causal = torch.ones(L, L, dtype=torch.bool).triu(1)\n"
+                 "    sink(causal[None] | pad[:, None, :])\n")
+    assert found.samples == LIKELY and found.pair == (CAUSAL, 4)
+
+
+def test_callers_that_pass_different_constructions_give_no_pair():
+    source = "def g(x, m):\n    sink(m)\n\ndef run(x, L, other):\n    g(x, torch.triu(x, 1))\n    g(x, {})\n"
+    assert axes(source.format("torch.triu(x, 1)")).pair == (CAUSAL, 7)
+    assert axes(source.format("other")).pair is None
+
+
+def test_an_attribute_set_once_is_followed_and_says_where():
+    found = axes("class M(nn.Module):\n    def __init__(self, L):\n        super().__init__()\n"
+                 "        self.future = torch.ones(L, L).triu(1)\n    def forward(self, x):\n"
+                 "        sink(self.future)\n")
+    assert found.pair == (CAUSAL, 6) and found.evidence[0] == "`self.future` is set at line 6"

@@ -299,3 +299,13 @@ def test_probe_does_not_confirm_a_fixed_site(torch):
 def test_probe_runs_through_the_cli_on_the_example(torch, probed_examples):
     result = probed_examples.of("mha010_positional_mask_bad.py")  # `check --probe` over the examples, once
     assert "probe confirmed" in result.output and "runs silently and differs" in result.output, result.output
+
+
+def test_the_positional_pass_under_check_is_no_evidence_of_a_padding_mask(lint):
+    """Passing a tensor by keyword as key_padding_mask says it is (N, S); passing it 4th by position is the very
+    thing in question, so a named attention mask there still gets its warning."""
+    source = ("from torch import nn\nattn = nn.MultiheadAttention(16, 4)\ndef f(x, causal_mask):\n"
+              "    return attn(x, x, x, {})[0]\n")
+    [finding] = lint(source.format("causal_mask"), "MHA010")
+    assert finding.severity == Severity.WARNING
+    assert lint(source.format("key_padding_mask=causal_mask"), "MHA010") == []
