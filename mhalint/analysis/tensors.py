@@ -143,8 +143,8 @@ class ShapeReader:
         return traced or commented or self._consumed(name, binding)
 
     def _consumed(self, name: str, binding: Binding) -> Traced | None:
-        """A tensor this binding also gives torch as a key padding mask (itself, a slice that keeps its axes or a
-        conversion) is (N, S): torch checks both sizes against the batch and the keys (docs/torch-facts.md,
+        """A tensor this binding also gives torch by keyword as a key padding mask (itself, a slice that keeps its
+        axes or a conversion) is (N, S): torch checks both sizes against the batch and the keys (docs/torch-facts.md,
         `mha-kpm-transposed-N-not-L`)."""
         reaching = self.ctx.bindings(name, binding.scope)
         for use in dataflow.loads(self.ctx, binding.scope).get(name, []):
@@ -155,8 +155,9 @@ class ShapeReader:
                 continue
             target = call_target(self.ctx, call, binding.scope)
             parameter = next((p for p, a in target.arguments.by_name.items() if a is arg), None) if target else None
-            if parameter is None or parameter not in _PADDING_MASK_PARAMETERS.get(target.api, ()):
-                continue
+            if parameter is None or parameter not in _PADDING_MASK_PARAMETERS.get(target.api, ()) \
+                    or arg.keyword is None:
+                continue  # passed by position, it may be an (L, L) mask misplaced there (MHA010's pitfall)
             reason = f"{torchapi.short_name(target.api)} checks that its {parameter} is (N, S)"
             evidence = self._evidence(self.ctx.code(arg), self.ctx.line(call), reason, Strength.ESTABLISHED)
             return Traced((Axis(Role.BATCH, evidence), Axis(Role.SEQUENCE, evidence)))
