@@ -653,18 +653,16 @@ class ShapeReader:
         parts = call.args[0].value
         if not isinstance(parts, cst.List | cst.Tuple):
             return None
-        dim_arg = next((arg.value for arg in call.args[1:] if not arg.keyword or arg.keyword.value == "dim"), None)
-        dim = resolve(self.ctx, dim_arg, scope) if dim_arg is not None else None
+        dim = self._dim(call, scope, 0)
         traced = [self.of(part.value, scope, use, depth + 1) for part in parts.elements]
         known = [t for t in traced if t is not None]
-        if not known or (dim_arg is not None and (dim is None or not isinstance(dim.value, int))):
+        if not known or dim is None:
             return None
         ranks = {len(t.shape) for t in known}
         if len(ranks) != 1 or any(t.shape and t.shape[-1] is OPEN for t in known):
             return None
         filled = [t.shape if t is not None else axes.unknown(len(known[0].shape)) for t in traced]
-        return known[0].then(axes.concatenate(filled, dim.value if dim is not None else 0), call, self)
-
+        return known[0].then(axes.concatenate(filled, dim), call, self)
 
     def _stack(self, call: cst.Call, scope, use, depth) -> Traced | None:
         """`torch.stack(parts, dim)`: the parts' agreed axes with a new one at `dim` whose role is unknown (the
@@ -672,15 +670,14 @@ class ShapeReader:
         parts = call.args[0].value
         if not isinstance(parts, cst.List | cst.Tuple) or not parts.elements:
             return None
-        dim_arg = next((arg.value for arg in call.args[1:] if not arg.keyword or arg.keyword.value == "dim"), None)
-        dim = resolve(self.ctx, dim_arg, scope) if dim_arg is not None else None
-        if dim_arg is not None and (dim is None or not isinstance(dim.value, int)):
+        dim = self._dim(call, scope, 0)
+        if dim is None:
             return None
         traced = [self.of(part.value, scope, use, depth + 1) for part in parts.elements]
         if any(t is None for t in traced) or len({axes.roles(t.shape) for t in traced}) != 1 \
                 or any(t.shape and t.shape[-1] is OPEN for t in traced):
             return None
-        return traced[0].then(axes.unsqueeze(traced[0].shape, dim.value if dim is not None else 0), call, self)
+        return traced[0].then(axes.unsqueeze(traced[0].shape, dim), call, self)
 
     def _einsum(self, call: cst.Call, scope, use, depth) -> Traced | None:
         """`torch.einsum("bld,bsd->bls", q, k)`: each output letter takes the role its operands give it; letters
@@ -715,16 +712,24 @@ class ShapeReader:
         """`x.repeat_interleave(h, dim=d)`: axis d holds each of its entries h times in a row, so it keeps its
         role (`(N*h, L, S)` from `(N, L, S)` is batch-major); without `dim` the result is flattened: unknown."""
         inner = self.of(call.func.value, scope, use, depth + 1)
-        positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
-        dim_arg = positional[1] if len(positional) > 1 else next(
-            (arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == "dim"), None)
-        dim = resolve(self.ctx, dim_arg, scope) if dim_arg is not None else None
-        if inner is None or dim is None or not isinstance(dim.value, int) or OPEN in inner.shape:
+        dim = self._dim(call, scope, None)
+        if inner is None or dim is None or OPEN in inner.shape:
             return None
-        position = dim.value + len(inner.shape) if dim.value < 0 else dim.value
+        position = dim + len(inner.shape) if dim < 0 else dim
         if not 0 <= position < len(inner.shape):
             return None
         return inner.then(inner.shape, call, self)
+
+    def _dim(self, call: cst.Call, scope: Scope, default: int | None) -> int | None:
+        """The call's `dim` (its second positional argument, or by keyword) as an int: `default` when it is not
+        given, None when it does not resolve to one."""
+        positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+        expr = positional[1] if len(positional) > 1 else next(
+            (arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == "dim"), None)
+        if expr is None:
+            return default
+        value = resolve(self.ctx, expr, scope)
+        return value.value if value is not None and type(value.value) is int else None
 
     # ---- batches from a DataLoader ----
     def _collated(self, binding: Binding) -> Traced | None:
