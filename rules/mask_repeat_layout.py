@@ -5,17 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mhalint import torchapi
-from mhalint.analysis import dataflow
-from mhalint.analysis.calls import (PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, call_target, callers, instance,
+from mhalint.analysis.calls import (PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, call_target, instance,
                                    wrapping_chain)
 from mhalint.context import Scope
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity, shorten
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.analysis.names import is_head_count
+from mhalint.analysis.forward import Arrival, Follower
 from mhalint.analysis.mask_axes import LIKELY, NEUTRAL, PER_SAMPLE, SHARED, MaskAxesReader
 from mhalint.analysis.values import constructor_values, resolve
-from mhalint.analysis.vocabulary import KEEPS_AXES
 
 _WHY = """
     MultiheadAttention (and the Transformer classes, which hand their masks to it) reads a 3-D mask of shape
@@ -67,7 +66,6 @@ _MASK_PARAMETERS = {
 }
 _HEADS_PARAMETER = {torchapi.MHA: "num_heads", torchapi.TRANSFORMER: "nhead", torchapi.ENCODER_LAYER: "nhead",
                     torchapi.DECODER_LAYER: "nhead"}
-_MAX_DEPTH = 12
 
 
 @dataclass(frozen=True)
@@ -195,6 +193,7 @@ class MaskRepeatLayout(Rule):
     def __init__(self, context, emit):
         super().__init__(context, emit)
         self.mask_axes = MaskAxesReader(context)
+        self.forward = Follower(context, self._destination)
 
     # ---- the finding ----
     def visit_Call(self, node: cst.Call) -> None:
@@ -202,7 +201,7 @@ class MaskRepeatLayout(Rule):
         if tiling is None:
             return
         scope = self.scope
-        destinations = self._follow(tiling.node, scope, (), 0, set())
+        destinations = self.forward.follow(tiling.node, scope)
         heads_text = self.context.code(tiling.heads)
         head_value = resolve(self.context, tiling.heads, scope)
         heads = head_value.value if head_value is not None and isinstance(head_value.value, int) \
@@ -348,95 +347,12 @@ class MaskRepeatLayout(Rule):
             return is_head_count(expr.value)
         return False
 
-    # ---- following the tiled mask forward to the call that uses it ----
-    def _follow(self, expr: cst.BaseExpression, scope: Scope, route: tuple[str, ...], depth: int,
-                seen: set) -> list[_Destination]:
-        """Where the value of `expr` (evaluated in `scope`) ends up as an attention mask argument."""
-        if depth > _MAX_DEPTH:
-            return []
-        top = self._carrier(expr)
-        parent = self._parent(top)
-        ctx = self.context
-        if isinstance(parent, cst.Arg) and parent.value is top:
-            call = self._parent(parent)
-            if isinstance(call, cst.Call) and any(a is parent for a in call.args):
-                return self._into_call(call, parent, scope, route, depth, seen)
-            return []
-        if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is top:
-            targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
-            found: list[_Destination] = []
-            for target in targets:
-                step = route + (f"assigned to `{ctx.code(target)}` at line {ctx.line(parent)}" if not route else
-                                f"`{ctx.code(target)} = {shorten(ctx.code(top))}` at line {ctx.line(parent)}",)
-                if isinstance(target, cst.Name):
-                    found += self._follow_name(target.value, parent, scope, step, depth, seen)
-                elif (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
-                      and target.value.value == scope.self_name):
-                    found += self._follow_attribute(target.attr.value, scope, step, depth, seen)
-            return found
-        if isinstance(parent, cst.Return) and isinstance(scope.node, cst.FunctionDef):
-            found = []
-            for site in callers(ctx, scope):
-                step = route + (f"returned by `{scope.name}()` to the call at line {ctx.line(site.call)}",)
-                found += self._follow(site.call, site.scope, step, depth + 1, seen)
-            return found
-        return []
-
-    def _carrier(self, expr: cst.BaseExpression) -> cst.BaseExpression:
-        """The outermost expression around `expr` that still holds its layout: `.to(device)`, `.bool()`, `~m`,
-        `m < 0.5`, `m | other`, `a if c else m`."""
-        current = expr
-        while True:
-            parent = self._parent(current)
-            if isinstance(parent, cst.Attribute) and parent.value is current and parent.attr.value in KEEPS_AXES:
-                call = self._parent(parent)
-                if isinstance(call, cst.Call) and call.func is parent:
-                    current = call
-                    continue
-                return current
-            if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.BitInvert):
-                current = parent
-            elif isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
-                current = parent if isinstance(parent, cst.Comparison) else self._parent(parent)
-            elif isinstance(parent, cst.BinaryOperation) and not isinstance(parent.operator, cst.MatrixMultiply):
-                current = parent
-            elif isinstance(parent, cst.IfExp) and parent.test is not current:
-                current = parent
-            else:
-                return current
-
-    def _follow_name(self, name: str, binder: cst.CSTNode, scope: Scope, route, depth, seen) -> list[_Destination]:
-        key = (id(binder), name)
-        if key in seen:
-            return []
-        seen.add(key)
-        found: list[_Destination] = []
-        bindings = self.context.bindings(name, scope)
-        mine = next((b for b in bindings if b.node is binder), None)
-        for use in dataflow.loads(self.context, scope).get(name, []):
-            if mine is not None and mine not in dataflow.reaching(self.context, bindings, use):
-                continue
-            found += self._follow(use, scope, route, depth + 1, seen)
-        return found
-
-    def _follow_attribute(self, attribute: str, scope: Scope, route, depth, seen) -> list[_Destination]:
-        klass = self.context.class_of(scope)
-        if klass is None or (id(klass), attribute) in seen:
-            return []
-        seen.add((id(klass), attribute))
-        found: list[_Destination] = []
-        for method in klass.methods.values():
-            self_name = method.self_name
-            for use in dataflow.loads(self.context, method).get(self_name, []) if self_name else []:
-                attr = self._parent(use)
-                if isinstance(attr, cst.Attribute) and attr.value is use and attr.attr.value == attribute \
-                        and not dataflow.is_store(self.context, attr):
-                    found += self._follow(attr, method, route, depth + 1, seen)
-        return found
-
-    def _into_call(self, call: cst.Call, arg: cst.Arg, scope: Scope, route, depth, seen) -> list[_Destination]:
-        ctx = self.context
-        target = call_target(ctx, call, scope)
+    # ---- where the tiled mask goes ----
+    def _destination(self, arrival: Arrival) -> list[_Destination] | None:
+        """At a torch attention call, the mask argument the tiled mask is given as (or none); at a
+        MultiheadAttention from another module, its attn_mask; else None: follow into the project's code."""
+        call, arg, scope, route = arrival.call, arrival.arg, arrival.scope, arrival.route
+        target = call_target(self.context, call, scope)
         if target is not None:
             parameter = next((p for p, a in target.arguments.by_name.items() if a is arg), None)
             if parameter not in _MASK_PARAMETERS.get(target.api, ()):
@@ -444,63 +360,7 @@ class MaskRepeatLayout(Rule):
             return [_Destination(call, scope, target.api, parameter, self._module_heads(call, scope, target),
                                  route)]
         foreign = self._foreign_attention(call, arg, scope, route)
-        if foreign is not None:
-            return [foreign]
-        how = "as " + (f"{arg.keyword.value}=" if arg.keyword is not None else "a positional argument")
-        found: list[_Destination] = []
-        for callee, label, guessed in self._callees(call, arg, scope):
-            params = callee.node.params
-            names = [p.name.value for p in (*params.posonly_params, *params.params)]
-            if callee.enclosing_class is not None and names:
-                names = names[1:]
-            bound = bind(call, torchapi.Signature(tuple(names)))
-            parameter = next((p for p, a in bound.by_name.items() if a is arg), None)
-            if parameter is None or parameter not in callee.params:
-                continue
-            note = " (the only class in this file whose forward takes it there)" if guessed else ""
-            step = route + (f"passed {how} to `{shorten(ctx.code(call.func))}(...)` at line {ctx.line(call)}, "
-                            f"parameter `{parameter}` of `{label}`{note}",)
-            found += self._follow_name(parameter, callee.params[parameter], callee, step, depth + 1, seen)
-        return found
-
-    def _callees(self, call: cst.Call, arg: cst.Arg, scope: Scope) -> list[tuple[Scope, str, bool]]:
-        """The project functions a call runs: a module function, `self.method`, or the forward of a module
-        instance; failing those, the one class in this file whose forward takes this argument by its name."""
-        ctx = self.context
-        func = call.func
-        name = ctx.qualified_name(func, scope)
-        if isinstance(func, cst.Name) and name == PROJECT_PREFIX + func.value and func.value in ctx.functions:
-            return [(ctx.functions[func.value], f"{func.value}()", False)]
-        klass = ctx.class_of(scope)
-        if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and klass is not None
-                and func.value.value == scope.self_name and func.attr.value in klass.methods
-                and func.attr.value not in klass.attributes):
-            return [(klass.methods[func.attr.value], f"{klass.name}.{func.attr.value}()", False)]
-        if name is not None and not name.startswith(PROJECT_PREFIX) and "." in name:
-            return []  # a library call (torch.cat, F.pad, ...)
-        built = instance(ctx, func, scope)
-        if built is not None and built.api.startswith(PROJECT_PREFIX):
-            cls = ctx.classes.get(built.api[len(PROJECT_PREFIX):])
-            forward = cls.methods.get("forward") if cls is not None else None
-            return [(forward, f"{cls.name}.forward()", False)] if forward is not None else []
-        if built is not None and built.api != UNKNOWN_CALLABLE:
-            return []
-        # An instance mhalint cannot trace (built by a helper from another file): match by parameter name.
-        wanted = arg.keyword.value if arg.keyword is not None else (
-            arg.value.value if isinstance(arg.value, cst.Name) else None)
-        if wanted is None or not isinstance(func, (cst.Name, cst.Attribute)):
-            return []
-        candidates = []
-        for cls in ctx.classes.values():
-            forward = cls.methods.get("forward")
-            if forward is None or forward is ctx.scope_of(self._function_of(call)):
-                continue
-            params = forward.node.params
-            names = [p.name.value for p in (*params.posonly_params, *params.params)][1:]
-            bound = bind(call, torchapi.Signature(tuple(names)))
-            if any(a is arg for p, a in bound.by_name.items() if p == wanted):
-                candidates.append((forward, f"{cls.name}.forward()", True))
-        return candidates if len(candidates) == 1 else []
+        return [foreign] if foreign is not None else None
 
     def _foreign_attention(self, call: cst.Call, arg: cst.Arg, scope: Scope, route) -> _Destination | None:
         """A `MultiheadAttention` class imported from another module (often a copy of torch's, e.g. DETR's):
@@ -537,16 +397,6 @@ class MaskRepeatLayout(Rule):
             value = values.get(parameter, torchapi.CONSTRUCTOR_DEFAULTS.get(built.api, {}).get(parameter))
             return value if isinstance(value, int) and not isinstance(value, bool) else None
         return None
-
-    # ---- syntax helpers ----
-    def _parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        return self.context.parent(node)
-
-    def _function_of(self, node: cst.CSTNode) -> cst.CSTNode:
-        current = node
-        while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
-            current = self._parent(current)
-        return current if current is not None else self.context.module
 
     # ---- the runtime experiment ----
     @staticmethod

@@ -73,3 +73,38 @@ def test_a_module_constant_read_in_a_function_is_its_last_value():
     ctx = ModuleContext(cst.parse_module(source), "snippet.py", source)
     [(call, scope)] = [(c, s) for c, s in ctx.calls() if ctx.code(c.func) == "sink"]
     assert [ctx.code(b.value) for b in reaching(ctx, ctx.bindings("LIMIT", scope), call)] == ["2"]
+
+
+# ---- following a value forward (analysis/forward.py) -----------------------------------------------------------
+def test_a_value_is_followed_forward_through_names_attributes_returns_and_project_calls():
+    from mhalint.analysis.forward import Follower
+
+    source = textwrap.dedent("""\
+        import torch.nn as nn
+
+        def build(x):
+            m = x.repeat(4, 1, 1)
+            return m.to(x.device)
+
+        class Block(nn.Module):
+            def __init__(self, x):
+                super().__init__()
+                self.mask = build(x)
+
+            def forward(self, y):
+                return self.run(y, self.mask)
+
+            def run(self, y, mask):
+                return sink(y, attn_mask=~mask)
+    """)
+    ctx = ModuleContext(cst.parse_module(source), "snippet.py", source)
+    repeat, scope = next((c, s) for c, s in ctx.calls()
+                         if isinstance(c.func, cst.Attribute) and c.func.attr.value == "repeat")
+    found = Follower(ctx, lambda arrival: [arrival] if ctx.code(arrival.call.func) == "sink" else None).follow(
+        repeat, scope)
+    [arrival] = found
+    assert arrival.arg.keyword.value == "attn_mask" and ctx.line(arrival.call) == 16
+    assert arrival.route[0] == "assigned to `m` at line 4"
+    assert any("returned by `build()`" in step for step in arrival.route)
+    assert any("parameter `mask` of `Block.run()`" in step for step in arrival.route)
+    assert Follower(ctx, lambda arrival: []).follow(repeat, scope) == []  # `self.run(...)` takes it first: the path ends there
