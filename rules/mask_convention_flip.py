@@ -30,6 +30,12 @@ FLIPPED_AFTER_INVERSION = Message(
     "{api} gets {parameter}={mask}, built at line {line} and inverted to {polarity}, but it reads {reads}",
     help="invert the mask where it is passed: {inverted} (or drop the earlier inversion)",
     explanation=_SILENTLY_INVERTED)
+DOCUMENTED_FLIPPED = Message(
+    "{api} gets {parameter}={mask}, documented at line {line} as {polarity}, but it reads {reads}",
+    help="invert the mask where it is passed: {inverted}",
+    explanation=_SILENTLY_INVERTED.rstrip() + """
+    Here the mask's convention is what the function's docstring states about its values.
+""")
 LOOKS_FLIPPED = Message(
     "{api} gets {parameter}={mask}, which looks like a {polarity} mask, but it reads {reads}",
     help="if the mask is {polarity}, invert it where it is passed: {inverted}",
@@ -48,8 +54,10 @@ class MaskConventionFlip(Rule):
     `tokens == pad_id`, `torch.triu(ones, diagonal=1).bool()`, a variable named `key_padding_mask`) given to
     `F.scaled_dot_product_attention`'s `attn_mask`, or a keep-mask (True = attend; e.g. `tokens != pad_id`,
     `torch.tril(ones).bool()`, `arange(L) < lengths`) given to a MultiheadAttention or Transformer mask argument.
-    The mask is followed from its construction to the call within the function (and `self.x` within the class);
-    the message names the line where it was built.
+    The mask is followed from its construction to the call within the function (and `self.x` within the class,
+    and a parameter to what the callers pass); the message names the line where it was built. A parameter whose
+    docstring states what its values mean ("1 for tokens that are not masked, 0 for masked", "a True value
+    indicates ... ignored") is in that convention.
 
     ## Why is this bad?
     The two APIs read a boolean mask in opposite directions (torch `nn/functional.py:6465` vs
@@ -103,6 +111,9 @@ class MaskConventionFlip(Rule):
               "    return F.scaled_dot_product_attention(q, k, v, attn_mask=m[:, None, None, :])\n"),
         Valid("from torch import nn\nattn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
               "def f(x, tokens):\n    return attn(x, x, x, key_padding_mask=tokens == 0)\n"),
+        Valid("import torch.nn.functional as F\ndef attend(q, k, v, keep):\n"
+              "    \"\"\"keep: (N, S) bool, True for tokens to attend to.\"\"\"\n"
+              "    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])\n"),
         Valid("def scaled_dot_product_attention(q, k, v, attn_mask): ...\ndef f(q, tokens):\n"
               "    return scaled_dot_product_attention(q, q, q, attn_mask=tokens == 0)\n"),
     )
@@ -129,6 +140,10 @@ class MaskConventionFlip(Rule):
                 "    keep = tokens != pad_id\n    pad = ~keep\n"
                 "    return F.scaled_dot_product_attention(q, q, q, attn_mask=pad.unsqueeze(1).unsqueeze(2))\n",
                 line=6, message="built at line 4 and inverted to True = ignore"),
+        Invalid("import torch.nn.functional as F\ndef attend(q, k, v, padding):\n"
+                "    \"\"\"padding: (N, S) bool, True at padding positions.\"\"\"\n"
+                "    return F.scaled_dot_product_attention(q, k, v, attn_mask=padding[:, None, None, :])\n",
+                line=4, message="documented at line 3 as True = ignore", severity=Severity.ERROR),
     )
 
     def __init__(self, context, emit):
@@ -155,7 +170,9 @@ class MaskConventionFlip(Rule):
             api=torchapi.short_name(api), parameter=parameter, mask=f"`{self.context.code(expr)}`",
             line=mask.origin_line, polarity=describe(mask.polarity), reads=_READS[convention],
             inverted=f"`{self.context.code(inverted)}`")
-        if mask.weak or mask.origin_line is None:  # a name or another use says the convention, or no line is known
+        if mask.documented:
+            self.report(node, DOCUMENTED_FLIPPED, severity=Severity.ERROR, **found)
+        elif mask.weak or mask.origin_line is None:  # a name or another use says the convention, or no line is known
             self.report(node, LOOKS_FLIPPED, severity=Severity.WARNING if mask.weak else Severity.ERROR, **found)
         else:
             self.report(node, FLIPPED_AFTER_INVERSION if inverted_after else FLIPPED_MASK, severity=Severity.ERROR,

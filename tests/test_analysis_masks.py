@@ -9,6 +9,7 @@ import textwrap
 import pytest
 
 from mhalint.analysis.mask_axes import CAUSAL, LIKELY, PER_SAMPLE, SHARED, SQUARE, UNKNOWN, MaskAxesReader
+from mhalint.analysis.documented import stated_convention
 from mhalint.analysis.masks import ADDITIVE, BOOL, INTEGER, ZERO_ONE, MaskReader
 from mhalint.context import ModuleContext
 from mhalint.lazy import cst
@@ -138,3 +139,22 @@ def test_an_attribute_set_once_is_followed_and_says_where():
                  "        self.future = torch.ones(L, L).triu(1)\n    def forward(self, x):\n"
                  "        sink(self.future)\n")
     assert found.pair == (CAUSAL, 6) and found.evidence[0] == "`self.future` is set at line 6"
+
+
+# ---- conventions stated in words (analysis/documented.py) --------------------------------------------------------
+@pytest.mark.parametrize("text, keeps", [
+    ("- 1 for tokens that are **not masked**,\n- 0 for tokens that are **masked**.", True),
+    ("For a binary mask, a ``True`` value indicates that the corresponding ``key`` value will be ignored.", False),
+    ("(B, S) bool, True = attend", True),
+    ("True at padding positions", False),
+    ("1 for real tokens, 0 for padding", True),
+    ("`False` marks positions that may not be attended", True),
+])
+def test_a_stated_convention_is_read(text, keeps):
+    assert stated_convention(text.splitlines())[0] is keeps
+
+
+@pytest.mark.parametrize("text", ["shape (N, 1) for padding", "1 for real tokens and 1 for padding",
+                                  "Mask values selected in [0, 1]", "the mask, True or False"])
+def test_no_convention_is_read_from_a_shape_a_contradiction_or_no_statement(text):
+    assert stated_convention(text.splitlines()) is None

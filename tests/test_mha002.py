@@ -407,6 +407,8 @@ INVALID_HEADLINES = [
                      "reads True as ignore"),
     (Severity.WARNING, "gets attn_mask=`key_padding_mask[:, None, None, :]`, which looks like a True = ignore mask"),
     (Severity.ERROR, "gets attn_mask=`pad.unsqueeze(1).unsqueeze(2)`, built at line 4 and inverted to True = ignore"),
+    (Severity.ERROR, "gets attn_mask=`padding[:, None, None, :]`, documented at line 3 as True = ignore, but it reads "
+                     "True as attend"),
 ]
 
 
@@ -509,3 +511,34 @@ def test_probe_of_an_assumed_mask_already_in_the_targets_convention_is_not_confi
     assert status == NOT_CONFIRMED, evidence
     assert evidence.startswith("with an assumed True = attend padding mask (lengths 6, 4, 3, 2), the mask as written "
                                "is already in F.scaled_dot_product_attention's convention")
+
+
+# ---- a convention stated in the docstring ------------------------------------------------------------------------
+HF_STYLE = """
+    import torch.nn.functional as F
+
+    def attend(q, k, v, attention_mask):
+        \"\"\"
+        Args:
+            attention_mask (`torch.BoolTensor` of shape `(batch_size, sequence_length)`):
+                Mask to avoid performing attention on padding token indices. Mask values selected in `[0, 1]`:
+                - 1 for tokens that are **not masked**,
+                - 0 for tokens that are **masked**.
+        \"\"\"
+        return F.scaled_dot_product_attention(q, k, v, attn_mask={mask})
+"""
+
+
+def test_a_docstring_that_states_the_values_gives_the_convention(check):
+    assert check(HF_STYLE.format(mask="attention_mask[:, None, None, :]")) == []  # 1 = attend: right for SDPA
+    [finding] = check(HF_STYLE.format(mask="~attention_mask[:, None, None, :]"))
+    assert finding.severity == Severity.ERROR and "documented at line 5 as True = ignore" in finding.message
+    assert "the docstring of `attend()` documents `attention_mask`" in finding.evidence[0]
+
+
+def test_a_docstring_that_contradicts_itself_or_says_nothing_gives_no_convention(check):
+    contradicting = HF_STYLE.replace("- 0 for tokens that are **masked**", "- 1 for padding")
+    assert check(contradicting.format(mask="~attention_mask[:, None, None, :]")) == []
+    silent = HF_STYLE.replace("- 1 for tokens that are **not masked**,", "").replace(
+        "- 0 for tokens that are **masked**.", "")
+    assert check(silent.format(mask="~attention_mask[:, None, None, :]")) == []

@@ -1,4 +1,5 @@
-"""Shapes that the code documents: docstrings (Google, numpy, Sphinx), shape comments, jaxtyping annotations.
+"""What the code documents: shapes in docstrings (Google, numpy, Sphinx), shape comments and jaxtyping
+annotations, and the meaning of a mask's values in a parameter's docstring entry.
 
 Each reader returns the axis names of one tensor, in order (`["B", "L", "E"]`), or None; `names.roles_of_names`
 says what they hold. Only a group of names counts, never a lone word, and a text that shows a conversion
@@ -50,13 +51,22 @@ def _split(group: str, least: int) -> list[str] | None:
 
 
 def in_docstring(docstring: str, parameter: str) -> tuple[list[str], str] | None:
-    """The names a docstring gives `parameter`, and the line that says so. A parameter's entry is the line that
-    starts with its name (`x (Tensor): ...`, `x : torch.Tensor`, `:param x: ...`) and the more indented lines
-    under it (numpy style puts the shape there)."""
+    """The names a docstring gives `parameter`, and the line that says so."""
+    for text in entry(docstring, parameter):
+        names = shape_in_text(text, least=2)
+        if names is not None:
+            return names, text.strip()
+    return None
+
+
+def entry(docstring: str, parameter: str) -> list[str]:
+    """A parameter's entry in a docstring: the line that starts with its name (`x (Tensor): ...`,
+    `x : torch.Tensor`, `:param x: ...`, after the name) and the more indented lines under it (numpy style puts
+    the shape there, Hugging Face the mask's values)."""
     lines = docstring.expandtabs().splitlines()
-    entry = re.compile(rf"^\s*(?::param\s+(?:\w+\s+)?|:type\s+)?{re.escape(parameter)}\b\s*(?:\(|:|-|$)")
+    start = re.compile(rf"^\s*(?::param\s+(?:\w+\s+)?|:type\s+)?{re.escape(parameter)}\b\s*(?:\(|:|-|$)")
     for number, line in enumerate(lines):
-        if not entry.match(line):
+        if not start.match(line):
             continue
         indent = len(line) - len(line.lstrip())
         block = [line.split(parameter, 1)[1]]
@@ -64,13 +74,35 @@ def in_docstring(docstring: str, parameter: str) -> tuple[list[str], str] | None
             if not following.strip() or len(following) - len(following.lstrip()) <= indent:
                 break
             block.append(following)
-        for text in block:
-            names = shape_in_text(text, least=2)
-            if names is not None:
-                return names, text.strip()
-    return None
+        return block
+    return []
 
 
+# A mask's values stated in words: "1 for tokens that are not masked", "a ``True`` value indicates that the
+# corresponding key will be ignored", "True = attend", "0 for padding".
+_STATEMENT = re.compile(r"(?<![\w.,(\[])[`'\"*]*(?P<value>1|true|0|false)[`'\"*]*"
+                        r"(?:\s*=\s*|\s+(?:values?\s+)?(?:for|means?|indicates?|marks?|at|where|denotes?|is|are)\b)"
+                        r"(?P<rest>(?:(?!\b(?:1|true|0|false)\b)[^.;\n]){0,80})", re.IGNORECASE)
+_MEANING = re.compile(r"(?P<keep>not\s+(?:be\s+)?masked|unmasked|non-?pad\w*)"
+                      r"|(?P<drop>not\s+(?:be\s+)?(?:attended|attend|used|kept|allowed)|ignored?|masked|pad\w*|"
+                      r"excluded|invalid|hidden|blocked)"
+                      r"|(?P<keep2>attend\w*|valid|real|kept|keep|visible|actual|allowed)", re.IGNORECASE)
+
+
+def stated_convention(lines: list[str]) -> tuple[bool, str] | None:
+    """(True when True/1 means take part, the sentence) from what a mask's documentation says its values mean;
+    None when it says nothing, or its statements disagree."""
+    found: set[bool] = set()
+    sentence = ""
+    for line in lines:
+        for statement in _STATEMENT.finditer(line):
+            meaning = _MEANING.search(statement["rest"])
+            if meaning is None:
+                continue
+            truthy = statement["value"].lower() in ("1", "true")
+            found.add(truthy == (meaning["drop"] is None))
+            sentence = sentence or line.strip()
+    return (found.pop(), sentence) if len(found) == 1 else None
 def sole_input(docstring: str) -> tuple[list[str], str] | None:
     """A class docstring's `Inputs:` (or `Input:`) section with exactly one entry that gives a shape: it documents
     the one tensor `forward` takes (`- **input** (batch, seq_len, ncols): rows`)."""

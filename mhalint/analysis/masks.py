@@ -13,9 +13,10 @@ import re
 from dataclasses import dataclass, replace
 
 from mhalint import torchapi
-from mhalint.analysis import dataflow
+from mhalint.analysis import dataflow, documented
 from mhalint.analysis.calls import callers, mask_arguments, project_function, returned
 from mhalint.context import ModuleContext, Scope
+from mhalint.finding import shorten
 from mhalint.lazy import cst
 from mhalint.torchapi import IGNORE, KEEP
 from mhalint.analysis.values import resolve
@@ -34,6 +35,7 @@ class Mask:
     evidence: tuple[str, ...] = ()
     origin_line: int | None = None  # where the mask was built, when that is known
     weak: bool = False  # the polarity rests on a name or another use, not on the mask's construction
+    documented: bool = False  # the polarity is what a docstring states, not a construction
     # The expression the mask was built by, and its polarity there (later `~` may flip it): lets the probe
     # rebuild the mask as the call receives it.
     built_from: str | None = None
@@ -96,7 +98,8 @@ class MaskReader:
 
     def _binding(self, name: str, scope: Scope, binding, use: cst.CSTNode, depth: int) -> Mask | None:
         if binding is not None and binding.kind == "param":
-            return self._parameter(name, binding, depth) or self._by_use(name, scope, use) or self._by_name(name)
+            return self._parameter(name, binding, depth) or self._documented(name, binding) \
+                or self._by_use(name, scope, use) or self._by_name(name)
         if binding is None or binding.value is None or binding.kind != "assign":
             return self._by_use(name, scope, use) or self._by_name(name)
         found = self._written(name, binding, self.read(binding.value, binding.scope, binding.node, depth + 1))
@@ -127,6 +130,23 @@ class MaskReader:
             found.append(replace(mask, evidence=(f"`{name}` receives `{self.ctx.code(argument)}` from the call at "
                                                  f"line {self.ctx.line(site.call)}",) + mask.evidence))
         return _agreed(found)
+
+    def _documented(self, name: str, binding) -> Mask | None:
+        """A parameter whose docstring entry states what its values mean ("1 for tokens that are not masked, 0 for
+        masked", "a True value indicates ... ignored"): that is its convention, by the function's own
+        documentation. Boolean only when the entry says so."""
+        function = binding.scope.node
+        docstring = function.get_docstring() if isinstance(function, cst.FunctionDef) else None
+        lines = documented.entry(docstring, name) if docstring else []
+        stated = documented.stated_convention(lines)
+        if stated is None:
+            return None
+        keeps, sentence = stated
+        line = self.ctx.line(function.body.body[0])
+        kind = BOOL if re.search(r"\bbool", " ".join(lines), re.IGNORECASE) else None
+        return Mask(kind, KEEP if keeps else IGNORE, (f"the docstring of `{function.name.value}()` documents "
+                                                      f"`{name}`: \"{shorten(sentence, 100)}\" (line {line})",),
+                    origin_line=line, documented=True)
 
     def _by_use(self, name: str, scope: Scope, use: cst.CSTNode) -> Mask | None:
         """A mask passed unchanged to nn.MultiheadAttention or a Transformer mask argument in the same function
