@@ -158,3 +158,10 @@ def test_a_stated_convention_is_read(text, keeps):
                                   "Mask values selected in [0, 1]", "the mask, True or False"])
 def test_no_convention_is_read_from_a_shape_a_contradiction_or_no_statement(text):
     assert stated_convention(text.splitlines()) is None
+
+
+def test_a_bare_factory_named_as_a_mask_is_only_the_name_s_guess():
+    """`torch.ones(N, S)` adds 1 everywhere: nothing shows it is a 0/1 mask until entries are set, so only the
+    name speaks, and MHA008 (which needs a construction) says nothing."""
+    found = read("def f(N, S):\n    key_padding_mask = torch.ones(N, S)\n    sink(key_padding_mask)\n")
+    assert (found.kind, found.polarity, found.weak) == (None, IGNORE, True)

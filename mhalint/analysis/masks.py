@@ -474,8 +474,8 @@ def _guessed(found: Mask | None, guess: Mask | None) -> Mask | None:
     when the construction says nothing. Additive and integer masks have no convention to guess."""
     if guess is None or found is not None and found.kind in (ADDITIVE, INTEGER):
         return found
-    if found is None or found.kind is None:
-        return guess
+    if found is None or found.kind is None or found.kind == ZERO_ONE and not found.evidence:
+        return guess  # a bare `torch.ones(...)` is 0/1 only until something is written into it
     return replace(found, polarity=guess.polarity, weak=True, evidence=found.evidence + guess.evidence)
 
 
