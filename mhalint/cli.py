@@ -325,6 +325,7 @@ def _print(findings, output_format: str | None, summary: str, rules, display) ->
 def rule(code: str | None, show_all: bool, output_format: str) -> None:
     """Explain rule CODE, or list all rules with --all."""
     from mhalint import ruledocs
+    from mhalint.engine import ENGINE_CODES
     from mhalint.rule import load_rules
 
     rules = load_rules()
@@ -338,6 +339,10 @@ def rule(code: str | None, show_all: bool, output_format: str) -> None:
                 click.echo(f"{rule_class.code}  {rule_class.name:<28} {rule_class.summary}")
         return
     rule_class = rules.get(code.upper())
+    if rule_class is None and code.upper() in ENGINE_CODES:
+        click.echo(json.dumps(ruledocs.engine_dict(code.upper()), indent=2) if output_format == "json"
+                   else ruledocs.engine_text(code.upper()))
+        return
     if rule_class is None:
         raise UsageError(f"unknown rule code {code!r}; `mhalint rule --all` lists them")
     click.echo(json.dumps(ruledocs.as_dict(rule_class), indent=2) if output_format == "json"

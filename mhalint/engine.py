@@ -29,7 +29,7 @@ from mhalint.finding import Finding, Severity
 from mhalint.lazy import cst
 from mhalint.notebook import Notebook, NotebookError
 from mhalint.prefilter import Prefilter
-from mhalint.rule import Rule
+from mhalint.rule import Rule, runtime_only
 from mhalint.source import decode
 from mhalint.walk import walk
 
@@ -41,6 +41,20 @@ ENGINE_CODES = {
     PARSE_ERROR: "could not parse this file",
     READ_ERROR: "could not read this file",
     INTERNAL_ERROR: "a rule failed on this file (internal error)",
+}
+# What `mhalint rule MHA900` prints for the engine's own codes: what happened, and what to do.
+ENGINE_EXPLANATIONS = {
+    PARSE_ERROR: ("The file is not valid Python for libcst (a syntax error, or syntax newer than libcst reads), so "
+                  "no rule could look at it. The report gives the line and the parser's message; the other files "
+                  "are still checked. Fix the syntax, or exclude the file (`--exclude`, `extend-exclude`), or "
+                  "hide the report with `--ignore MHA900`."),
+    READ_ERROR: ("The file could not be read: permission denied, a broken symlink, bytes that are not in its "
+                 "declared encoding, or a notebook that is not valid JSON. The report gives the reason; the other "
+                 "files are still checked. `--ignore MHA901` hides such reports."),
+    INTERNAL_ERROR: ("A rule raised an exception on this file: a bug in mhalint or in a plugin rule, never in the "
+                     "checked code. That file's other findings are kept, the run goes on, and the exit status is "
+                     "2. `--show-traceback` prints the traceback; please report it with the file (or a reduced "
+                     "copy)."),
 }
 
 
@@ -60,7 +74,7 @@ class Checker:
     """Runs a fixed set of rules over sources; reusable across files."""
 
     def __init__(self, rules: Sequence[type[Rule]]):
-        self.rules = list(rules)
+        self.rules = [rule for rule in rules if not runtime_only(rule)]  # only the runtime guard reports those
         self.prefilter = Prefilter(pattern for rule in self.rules for pattern in rule.triggers)
         self.skip_passed_values = not any(rule.acts_on_passed_values for rule in self.rules)
         self.project: Project | None = None  # the files of the check_paths run, for analyses across files

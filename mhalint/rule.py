@@ -95,7 +95,7 @@ class Rule:
     # such as "softmax" is one) matches within a line of its code, outside comments and strings (mhalint.prefilter).
     # A pattern should contain a literal word, which the prefilter finds fast. mhalint.torchapi has the ones for
     # torch's attention APIs.
-    triggers: ClassVar[tuple[str, ...]]
+    triggers: ClassVar[tuple[str, ...]] = ()
     # Whether the rule can act on a trigger that appears only as a value handed over: a call's argument, an element
     # of a list, tuple, set or dict, an operand of a comparison (`isinstance(m, nn.MultiheadAttention)`). When no
     # enabled rule can, a file whose triggers all appear that way is not parsed. Rules that resolve calls through
@@ -106,6 +106,18 @@ class Rule:
     # The runtime experiment: a staticmethod `probe(arguments, torch) -> (status, evidence)` run only inside
     # the probe process, from a finding's resolved arguments (never the user's code). None: no experiment.
     probe: ClassVar[Callable[[dict, object], tuple[str, str]] | None] = None
+    # The runtime check: a staticmethod `guard(call) -> list[Pending]` that mhalint's runtime guard runs in the
+    # user's process after each watched torch attention call. `call` is a mhalint.guard.apis.CallInfo (the API,
+    # its masks and flags per attention block, the mode, the inputs, the output or the error); each
+    # mhalint.guard.support.Pending is a flag and the report's message, written only when the flag is set. torch
+    # is imported by then: the hook imports it (and mhalint.guard.support) inside, never at the top of the rule
+    # file. None: no runtime check. A rule with a runtime check and no visitor methods is runtime-only: it needs
+    # no trigger words, and the static linter never reports it.
+    guard: ClassVar[Callable[[object], list] | None] = None
+    # Code the runtime guard watches, run by the guard's tests: a runtime Valid must give no report of the rule's
+    # code, a runtime Invalid one at its `line`, whose headline contains its `message`.
+    runtime_valid: ClassVar[tuple[Valid, ...]] = ()
+    runtime_invalid: ClassVar[tuple[Invalid, ...]] = ()
 
     def __init__(self, context: ModuleContext, emit: Callable[[Finding], None]):
         self.context = context
@@ -237,10 +249,16 @@ def load_rules() -> dict[str, type[Rule]]:
     return dict(sorted(rules.items()))
 
 
+def runtime_only(rule: type[Rule]) -> bool:
+    """A rule with a runtime check and no visitor: only the guard reports it."""
+    return getattr(rule, "guard", None) is not None and not any(
+        attribute.startswith(("visit_", "leave_")) for attribute in dir(rule))
+
+
 def _validate(name: str, value: str, rule: object) -> None:
     if not (isinstance(rule, type) and issubclass(rule, Rule)):
         raise PluginError(f"rule plugin {name} ({value}) is not a subclass of mhalint.rule.Rule")
-    for attribute in ("code", "name", "summary", "triggers"):
+    for attribute in ("code", "name", "summary") + (() if runtime_only(rule) else ("triggers",)):
         if not getattr(rule, attribute, None):
             raise PluginError(f"rule plugin {name} ({value}) does not set `{attribute}`")
     for pattern in rule.triggers:

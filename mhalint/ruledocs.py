@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from mhalint.engine import ENGINE_CODES, ENGINE_EXPLANATIONS
 from mhalint.finding import SAFE, UNSAFE
-from mhalint.rule import Rule
+from mhalint.rule import Rule, runtime_only
 
 TABLE_START, TABLE_END = "<!-- rules-table:start -->", "<!-- rules-table:end -->"
 
@@ -25,7 +26,8 @@ def as_dict(rule: type[Rule]) -> dict:
     return {"code": rule.code, "name": rule.name, "summary": rule.summary, "sections": rule.doc_sections(),
             "messages": {name: {"headline": m.headline, "help": m.help, "explanation": m.explanation}
                          for name, m in rule.messages().items()},
-            "fix": fix_availability(rule), "probe": rule.probe is not None}
+            "fix": fix_availability(rule), "probe": rule.probe is not None, "guard": rule.guard is not None,
+            "runtime_only": runtime_only(rule)}
 
 
 def fix_availability(rule: type[Rule]) -> str:
@@ -36,8 +38,18 @@ def fix_availability(rule: type[Rule]) -> str:
 
 
 def markdown_table(rules: Mapping[str, type[Rule]]) -> str:
-    rows = ["| code | name | what it flags | fix | probe |", "|---|---|---|---|---|"]
+    rows = ["| code | name | what it flags | fix | probe | guard |", "|---|---|---|---|---|---|"]
     for rule in rules.values():
         rows.append(f"| {rule.code} | {rule.name} | {rule.summary} | {fix_availability(rule)} | "
-                    f"{'yes' if rule.probe is not None else 'no'} |")
+                    f"{'yes' if rule.probe is not None else 'no'} | "
+                    f"{'only' if runtime_only(rule) else 'yes' if rule.guard is not None else 'no'} |")
     return "\n".join(rows)
+
+
+def engine_text(code: str) -> str:
+    """The engine's own codes (MHA900-902): reported like findings, documented like rules."""
+    return f"# {ENGINE_CODES[code]} ({code})\n\nReported by mhalint's engine, not by a rule.\n\n{ENGINE_EXPLANATIONS[code]}"
+
+
+def engine_dict(code: str) -> dict:
+    return {"code": code, "name": ENGINE_CODES[code], "engine": True, "explanation": ENGINE_EXPLANATIONS[code]}

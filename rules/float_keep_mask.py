@@ -151,6 +151,15 @@ class FloatKeepMask(Rule):
                 "    return F.scaled_dot_product_attention(q, k, v, m[:, None, None, :])\n", line=5,
                 message="attn_mask=`m[:, None, None, :]`, a 0/1 float mask built at line 4"),
     )
+    runtime_valid = (
+        Valid("import torch\nimport torch.nn.functional as F\nq = torch.randn(1, 2, 4, 8)\n"
+              "F.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(4, 4).tril().bool())\n"),
+    )
+    runtime_invalid = (
+        Invalid("import torch\nimport torch.nn.functional as F\nq = torch.randn(1, 2, 4, 8)\n"
+                "F.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(4, 4).tril())\n", line=4,
+                message="a float attn_mask of only 0s and 1s"),
+    )
 
     def __init__(self, context, emit):
         super().__init__(context, emit)
@@ -209,6 +218,22 @@ class FloatKeepMask(Rule):
             new = cst.Comparison(left=atom, comparisons=[cst.ComparisonTarget(
                 operator=cst.Equal(), comparator=cst.Integer("0"))])
         return new, self.context.module.code_for_node(new)
+
+    @staticmethod
+    def guard(call) -> list:
+        """MHA008: a floating-point mask whose values are only 0 and 1 (at least one 1)."""
+        import torch
+        from mhalint.guard import support as s
+        pending = []
+        seen: set[int] = set()
+        for name, mask, _ in s.masks(call):
+            if not s.plain(mask) or not mask.is_floating_point() or mask.numel() == 0 or id(mask) in seen:
+                continue
+            seen.add(id(mask))
+            low, high = torch.aminmax(mask)  # one pass; the exact test runs only when this range fits
+            flag = (low >= 0) & (high == 1)
+            pending.append(s.Pending(flag, lambda name=name, mask=mask: _float_keep_message(call, name, mask)))
+        return pending
 
     @staticmethod
     def probe(arguments: dict, torch) -> tuple[str, str]:
@@ -325,3 +350,25 @@ def _attend(torch, api, mask, n: int, length: int):
         keywords = {"key_padding_mask": mask}
     with torch.no_grad():
         return mha(x, x, x, need_weights=False, **keywords)[0]
+
+
+# ---- the runtime check (mhalint.guard) ----
+def _float_keep_message(call, name: str, mask) -> str | None:
+    from mhalint.guard import support as s
+    is_one = mask == 1
+    if not bool(((mask == 0) | is_one).all()):
+        return None  # values between 0 and 1: a soft (additive) bias, not a 0/1 mask
+    ones = int(is_one.sum())
+    if call.kind == "sdpa":
+        fix = ("if 1 means 'attend', pass mask.bool() (SDPA reads True as attend); or make it additive, "
+               "0 where attended and -inf where masked: torch.zeros_like(mask).masked_fill(mask == 0, float('-inf')).")
+    else:
+        fix = (f"if 1 means 'attend', pass mask == 0 ({call.api} reads a bool True as ignore); if 1 means "
+               "'ignore', pass mask.bool(); or make it additive, 0 where attended and -inf where masked.")
+    return s.message(
+        f"{call.api} got a float {name} of only 0s and 1s ({ones} ones among {mask.numel()} entries): added to the "
+        "scores, it masks nothing", fix,
+        f"The mask has shape {s.shape_of(mask)} ({s.dtype_of(mask)}). Float masks are added to the attention scores, so a 0/1 "
+        "mask masks nothing: it only adds +1 to some scores. torch 2.13 experiment: a 0/1 keep-mask given as a "
+        "padding mask left the output 0.676 from the correctly masked result and 0.325 from no mask at all "
+        "(docs/torch-facts.md#float-masks-are-additive).")

@@ -138,6 +138,17 @@ class IsCausalWithoutMask(Rule):
                 "    return F.multi_head_attention_forward(q, q, q, 8, 2, w, b, None, None, False, 0.0, ow, ob,\n"
                 "                                          is_causal=CAUSAL)\n", line=4),
     )
+    runtime_valid = (
+        Valid("import torch\nmha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()\n"
+              "x = torch.randn(2, 4, 8)\nmask = torch.nn.Transformer.generate_square_subsequent_mask(4)\n"
+              "with torch.no_grad():\n    mha(x, x, x, attn_mask=mask, is_causal=True, need_weights=False)\n"),
+    )
+    runtime_invalid = (
+        Invalid("import torch\nmha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()\n"
+                "x = torch.randn(2, 4, 8)\nwith torch.no_grad():\n"
+                "    mha(x, x, x, is_causal=True, need_weights=False)\n", line=5,
+                message="got is_causal=True and no attn_mask"),
+    )
 
     def visit_Call(self, node: cst.Call) -> None:
         target = call_target(self.context, node, self.scope)
@@ -182,6 +193,13 @@ class IsCausalWithoutMask(Rule):
             self.report(node, MEMORY_ALWAYS_RAISES, severity=Severity.WARNING, **found)
         else:
             self.report(node, SILENTLY_UNMASKED, severity=Severity.ERROR, **found)
+
+    @staticmethod
+    def guard(call) -> list:
+        """MHA003: is_causal=True (or src_/tgt_/memory_is_causal) without the mask it describes."""
+        from mhalint.guard import support as s
+        return [s.Pending(True, lambda block=block: _causal_message(call, block))
+                for block in call.blocks if block.causal and block.attn_mask is None]
 
     @staticmethod
     def probe(arguments: dict, torch) -> tuple[str, str]:
@@ -250,3 +268,49 @@ def _raises(action) -> str | None:
     except RuntimeError as error:
         return str(error).split(". ")[0].splitlines()[0].rstrip(".")
     return None
+
+
+# ---- the runtime check (mhalint.guard) ----
+# In a torch 2.13 experiment (E=16, 4 heads, L=6; docs/torch-facts.md#is-causal-hint): how far the silent output
+# was from the causal one.
+_CAUSAL_DISTANCE = {
+    "mha": "0.69", "encoder_layer": "1.35", "encoder": "2.04", "decoder_layer": "0.94", "decoder": "0.95",
+}
+
+
+def _causal_message(call, block) -> str:
+    from mhalint.guard import support as s
+    label = f" ({block.label})" if block.label else ""
+    called = f"{call.api}{label} got {block.causal_name}=True and no {block.attn_name}"
+    hint = ("For nn.MultiheadAttention and the Transformer classes is_causal is only a hint about the mask you pass; "
+            "it does not build one.")
+    distance = _CAUSAL_DISTANCE.get(call.kind)
+    if call.kind == "transformer" and block.causal_name == "tgt_is_causal":
+        distance = "0.88"
+    equal = "the output equals the unmasked output (" + (
+        f"torch 2.13 experiment: {distance} away from the causal one at E=16, 4 heads, L=6; " if distance else "") + \
+        "docs/torch-facts.md#is-causal-hint)"
+    error = call.error
+    if error is None:
+        headline = f"{called}: no error, so the fused inference path ignored the flag"
+        what = (f"This call ({call.mode_text()}) returned without error, which for this misuse means torch's fused "
+                f"inference path dropped the flag: every position attended to later positions, and {equal}. In "
+                "training mode the same call raises RuntimeError: Need attn_mask if specifying the is_causal hint.")
+    elif isinstance(error, RuntimeError) and "is_causal" in str(error):
+        headline = f"{called}: it raised RuntimeError: Need attn_mask if specifying the is_causal hint"
+        silent = ("cross-attention never takes the fast path, so this always raises" if block.causal_name ==
+                  "memory_is_causal" else "in eval + no_grad (batch_first=True, an even head count) the same call "
+                  f"is silently ignored instead: {equal}")
+        what = (f"This call ({call.mode_text()}) raised RuntimeError (Need attn_mask if specifying the is_causal "
+                f"hint) because it ran on the slow path; {silent}.")
+    else:
+        headline = f"{called}: the flag is only a hint, and this call raised {type(error).__name__}"
+        what = f"This call ({call.mode_text()}) raised {type(error).__name__}."
+    if call.kind in ("mha", "mha_fn"):
+        fix = ("pass the mask too, attn_mask=nn.Transformer.generate_square_subsequent_mask(L) (is_causal=True "
+               "may stay as the hint), or use F.scaled_dot_product_attention(q, k, v, is_causal=True), whose flag "
+               "does build the mask.")
+    else:
+        fix = (f"pass {block.attn_name}=nn.Transformer.generate_square_subsequent_mask(L) together with "
+               f"{block.causal_name}=True.")
+    return s.message(headline, fix, f"{hint} {what}")

@@ -145,6 +145,17 @@ class MaskConventionFlip(Rule):
                 "    return F.scaled_dot_product_attention(q, k, v, attn_mask=padding[:, None, None, :])\n",
                 line=4, message="documented at line 3 as True = ignore", severity=Severity.ERROR),
     )
+    runtime_valid = (
+        Valid("import torch\nimport torch.nn.functional as F\nq = torch.randn(1, 2, 4, 8)\n"
+              "future = torch.ones(4, 4, dtype=torch.bool).triu(1)\n"
+              "F.scaled_dot_product_attention(q, q, q, attn_mask=~future)\n"),
+    )
+    runtime_invalid = (
+        Invalid("import torch\nimport torch.nn.functional as F\nq = torch.randn(1, 2, 4, 8)\n"
+                "future = torch.ones(4, 4, dtype=torch.bool).triu(1)\n"
+                "F.scaled_dot_product_attention(q, q, q, attn_mask=future)\n", line=5,
+                message="True only above the diagonal"),
+    )
 
     def __init__(self, context, emit):
         super().__init__(context, emit)
@@ -177,6 +188,25 @@ class MaskConventionFlip(Rule):
         else:
             self.report(node, FLIPPED_AFTER_INVERSION if inverted_after else FLIPPED_MASK, severity=Severity.ERROR,
                         **found)
+
+    @staticmethod
+    def guard(call) -> list:
+        """MHA002: a bool causal mask in the other API's convention (only this unambiguous case is checked)."""
+        from mhalint.guard import support as s
+        pending = []
+        if call.sdpa is not None:
+            mask = call.sdpa["attn_mask"]
+            if _square_bool(mask, (2, 3, 4)):
+                flag = ~mask.diagonal(dim1=-2, dim2=-1).any()  # SDPA's causal keep-mask has a True diagonal
+                pending.append(s.Pending(flag, lambda: _flip_message(call, "attn_mask", mask, upper=True)))
+        for block in call.blocks:
+            mask = block.attn_mask
+            if _square_bool(mask, (2, 3)):
+                flag = mask.diagonal(dim1=-2, dim2=-1).all()  # MultiheadAttention's causal mask has a False diagonal
+                pending.append(s.Pending(flag,
+                                       lambda mask=mask, block=block: _flip_message(call, block.attn_name, mask,
+                                                                                    upper=False)))
+        return pending
 
     @staticmethod
     def probe(arguments: dict, torch) -> tuple[str, str]:
@@ -252,3 +282,51 @@ def _attend(torch, arguments: dict, mask, n: int, length: int):
     keyword = "key_padding_mask" if mask.shape == (n, length) and n != length else "attn_mask"
     with torch.no_grad():
         return mha(x, x, x, need_weights=False, **{keyword: mask})[0]
+
+
+# ---- the runtime check (mhalint.guard) ----
+_TRIANGLES: dict[tuple, object] = {}
+
+
+def _triangle(size: int, device, upper: bool):
+    """A cached (size, size) bool triangle: strictly upper (triu(1)) or lower with the diagonal (tril(0))."""
+    import torch
+    key = (size, str(device), upper)
+    ref = _TRIANGLES.get(key)
+    if ref is None:
+        if len(_TRIANGLES) > 16:
+            _TRIANGLES.clear()
+        ones = torch.ones(size, size, dtype=torch.bool, device=device)
+        ref = _TRIANGLES[key] = ones.triu(1) if upper else ones.tril(0)
+    return ref
+
+
+def _square_bool(mask, dims) -> bool:
+    import torch
+    from mhalint.guard import support as s
+    return s.plain(mask) and mask.dtype == torch.bool and mask.dim() in dims and mask.shape[-1] == mask.shape[-2] > 1
+
+
+def _flip_message(call, name: str, mask, upper: bool) -> str | None:
+    import torch
+    from mhalint.guard import support as s
+    ref = _triangle(mask.shape[-1], mask.device, upper)
+    if not torch.equal(mask, ref.expand(mask.shape)):
+        return None
+    if upper:
+        return s.message(
+            f"F.scaled_dot_product_attention got a bool {name} {s.shape_of(mask)} True only above the diagonal: a "
+            "True = ignore causal mask, but SDPA reads True as attend",
+            "pass ~mask, or drop the mask and pass is_causal=True.",
+            "In nn.MultiheadAttention's convention True means 'ignore', but SDPA reads True as 'attend': every query "
+            "attends only to later keys, and the last query to none (its output row comes out as zeros). torch 2.13 "
+            "experiment: the output was 1.97 from the causal result (docs/torch-facts.md#mask-convention).")
+    return s.message(
+        f"{call.api} got a bool {name} {s.shape_of(mask)} True on and below the diagonal: a True = attend causal mask, "
+        "but it reads True as ignore",
+        "pass ~mask, or nn.Transformer.generate_square_subsequent_mask(L).",
+        f"In F.scaled_dot_product_attention's convention True means 'attend', but {call.api} reads True as "
+        "'ignore': every position attends only to later positions and the last one to none, which is NaN on the "
+        "inference fast path and with need_weights=True (docs/torch-facts.md#fully-masked-rows). torch 2.13 "
+        "experiment: the same mix-up in the other direction was 1.97 from the causal result "
+        "(docs/torch-facts.md#mask-convention).")

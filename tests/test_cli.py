@@ -247,3 +247,20 @@ def test_python_dash_m_does_not_import_from_the_checked_directory(tmp_path: Path
     assert not marker.exists()
     assert completed.returncode == 1, completed.stderr
     assert "MHA001" in completed.stdout
+
+
+def test_rule_explains_runtime_only_rules_and_the_engine_codes():
+    from click.testing import CliRunner
+
+    from mhalint.cli import main
+
+    runner = CliRunner()
+    listed = runner.invoke(main, ["rule", "--all"]).output
+    assert "MHA101  fully-masked-rows" in listed and "MHA103  nan-output" in listed
+    runtime = runner.invoke(main, ["rule", "MHA101"])
+    assert runtime.exit_code == 0 and "## What it does" in runtime.output
+    engine = runner.invoke(main, ["rule", "mha900"])
+    assert engine.exit_code == 0 and engine.output.startswith("# could not parse this file (MHA900)")
+    assert "--ignore MHA900" in engine.output
+    unknown = runner.invoke(main, ["rule", "MHA999"])
+    assert unknown.exit_code == 2 and "unknown rule code" in unknown.output

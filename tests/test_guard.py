@@ -33,7 +33,7 @@ def _torch():
 def test_importing_mhalint_and_the_plugin_does_not_import_torch():
     code = ("import sys, mhalint, mhalint.guard, mhalint.guard.plugin, mhalint.engine\n"
             "assert callable(mhalint.guard) and mhalint.guard.AttentionGuardWarning\n"
-            "bad = [m for m in ('torch', 'mhalint.guard.core', 'mhalint.guard.checks') if m in sys.modules]\n"
+            "bad = [m for m in ('torch', 'mhalint.guard.core', 'mhalint.guard.support') if m in sys.modules]\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -278,8 +278,9 @@ def _summary(output: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_plugin_reports_each_check_at_the_users_line_and_never_changes_outputs(pytester, monkeypatch, tmp_path):
-    torch = _torch()
+def test_plugin_reports_each_check_at_the_users_line_and_never_changes_outputs(torch, pytester, monkeypatch, tmp_path):
+    # `torch` (a session fixture) is imported before pytester snapshots sys.modules: imported during the test,
+    # it would be dropped at teardown, and importing its C extension a second time fails.
     files = _write_project(pytester)
     outputs = {}
     for state, args in (("on", ["--mhalint-guard"]), ("off", [])):
@@ -329,8 +330,7 @@ def test_plugin_reports_each_check_at_the_users_line_and_never_changes_outputs(p
 
 
 @pytest.mark.slow
-def test_plugin_error_mode_fails_the_tests_with_a_pitfall(pytester, monkeypatch, tmp_path):
-    _torch()
+def test_plugin_error_mode_fails_the_tests_with_a_pitfall(torch, pytester, monkeypatch, tmp_path):
     _write_project(pytester)
     monkeypatch.setenv("MHALINT_GUARD_TEST_OUT", str(tmp_path))
     result = pytester.runpytest_subprocess("--mhalint-guard=error", "-p", "no:cacheprovider")
@@ -350,7 +350,7 @@ def test_plugin_is_off_by_default_and_then_imports_nothing(pytester):
 
 
         def test_nothing_was_imported():
-            loaded = [m for m in ("torch", "mhalint.guard.core", "mhalint.guard.checks") if m in sys.modules]
+            loaded = [m for m in ("torch", "mhalint.guard.core", "mhalint.guard.support") if m in sys.modules]
             assert not loaded, loaded
         """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
@@ -495,7 +495,7 @@ def test_error_mode_raises_after_the_call_and_keeps_torchs_own_errors():
 
 
 def test_warning_and_error_carry_code_site_and_message_and_pickle():
-    from mhalint.guard import CODES, AttentionGuardError, AttentionGuardWarning
+    from mhalint.guard import AttentionGuardError, AttentionGuardWarning, guard_codes
 
     for cls in (AttentionGuardWarning, AttentionGuardError):
         report = cls("MHA101", "model.py:12", "sample 1 has no key.")
@@ -506,7 +506,7 @@ def test_warning_and_error_carry_code_site_and_message_and_pickle():
 
     report = Report("MHA101", Site("model.py", 12), "nn.MultiheadAttention", "sample 1 has no key. A softmax\nFix: x")
     assert report.headline == "sample 1 has no key. A softmax"  # the first line, whole
-    assert set(CODES) == {"MHA002", "MHA003", "MHA006", "MHA008", "MHA101", "MHA102", "MHA103"}
+    assert set(guard_codes()) == {"MHA002", "MHA003", "MHA006", "MHA008", "MHA101", "MHA102", "MHA103"}
 
 
 def _pitfall_setting(torch):

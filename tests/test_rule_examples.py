@@ -1,10 +1,13 @@
-"""Every loaded rule's `valid` and `invalid` examples run as tests, so a rule's documentation cannot drift."""
+"""Every loaded rule's `valid` and `invalid` examples run as tests, so a rule's documentation cannot drift: the
+static ones through the linter, the runtime ones under the runtime guard."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
-from mhalint.rule import load_rules
+from mhalint.rule import load_rules, runtime_only
 
 RULES = load_rules()
 
@@ -16,10 +19,39 @@ def _examples(kind: str):
 
 
 def test_every_rule_has_examples():
-    assert set(RULES) >= {"MHA001", "MHA002", "MHA003", "MHA004"}
+    assert set(RULES) >= {"MHA001", "MHA002", "MHA003", "MHA004", "MHA101"}
     for code, rule in RULES.items():
-        assert rule.valid, f"{code} has no valid examples"
-        assert rule.invalid, f"{code} has no invalid examples"
+        if not runtime_only(rule):
+            assert rule.valid, f"{code} has no valid examples"
+            assert rule.invalid, f"{code} has no invalid examples"
+        if rule.guard is not None:
+            assert rule.runtime_valid, f"{code} has a runtime check and no runtime valid examples"
+            assert rule.runtime_invalid, f"{code} has a runtime check and no runtime invalid examples"
+
+
+def _guarded(torch, code: str, example) -> list:
+    """The guard's reports of `code` while the example runs (the example is this project's own code)."""
+    import mhalint
+
+    program = compile(example.code, f"<{code} runtime example>", "exec")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with mhalint.guard() as guard:
+            exec(program, {"__name__": "__main__"})  # noqa: S102
+    return [entry.report for entry in guard.reports() if entry.report.code == code]
+
+
+@pytest.mark.parametrize(("code", "example"), list(_examples("runtime_valid")))
+def test_runtime_valid_example_is_not_reported(torch, code, example):
+    assert _guarded(torch, code, example) == []
+
+
+@pytest.mark.parametrize(("code", "example"), list(_examples("runtime_invalid")))
+def test_runtime_invalid_example_is_reported_at_its_line(torch, code, example):
+    reports = _guarded(torch, code, example)
+    assert reports, f"{code} was not reported for:\n{example.code}"
+    assert reports[0].site.lineno == example.line
+    assert example.message in reports[0].headline, reports[0].headline
 
 
 @pytest.mark.parametrize(("code", "example"), list(_examples("valid")))

@@ -17,7 +17,8 @@ checked: the calls torch makes internally (a Transformer layer calling its Multi
 once, at the outermost torch call, and the reported site is the user's own file and line (the first frame outside
 torch and mhalint).
 
-Codes (the static rule's code where one exists; its documentation applies: `mhalint rule MHA003`):
+Each check is its rule's `guard` hook (mhalint.rule.Rule), in the rule's file: the guard runs the hooks of every
+rule mhalint loads, plugins included. Codes (`mhalint rule CODE` documents each; MHA101-103 are runtime-only):
 
 - MHA002 mask-convention-flip: a bool causal mask in the other API's convention. SDPA got a mask that is True
   exactly above the diagonal (MultiheadAttention's "True = ignore" causal mask, so every query attends only to
@@ -63,9 +64,9 @@ from __future__ import annotations
 import sys
 import types
 
-from .reports import CODES, AttentionGuardError, AttentionGuardWarning, Report, Site
+from .reports import AttentionGuardError, AttentionGuardWarning, Report, Site, guard_codes
 
-__all__ = ["CODES", "AttentionGuardError", "AttentionGuardWarning", "Guard", "Report", "Site", "guard"]
+__all__ = ["AttentionGuardError", "AttentionGuardWarning", "Guard", "Report", "Site", "guard", "guard_codes"]
 
 MODES = ("warn", "error")
 

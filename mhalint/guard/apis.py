@@ -1,5 +1,5 @@
 """What each wrapped entry point's arguments mean: one `describe_*` per entry point turns a call's real arguments
-into a `CallInfo` (its attention blocks, mode and inputs) that the checks in `checks.py` read.
+into a `CallInfo` (its attention blocks, mode and inputs) that the rules' runtime checks read.
 
 Parameter orders are torch 2.13's (docs/torch-facts.md#positional-order). Nothing here changes or copies an argument.
 """
@@ -46,8 +46,16 @@ class CallInfo:
     # Filled in after the call:
     error: BaseException | None = None
     output: Any = None
-    output_nan: bool = False
-    reported: set[str] = field(default_factory=set)
+    reported: set[str] = field(default_factory=set)  # the codes reported for this call so far, in code order
+    _output_nan: bool | None = field(default=None, repr=False)
+
+    @property
+    def output_nan(self) -> bool:
+        """Whether the output has NaN (read once, after the call)."""
+        if self._output_nan is None:
+            out = self.output
+            self._output_nan = plain(out) and out.is_floating_point() and bool(torch.isnan(out).any())
+        return self._output_nan
 
     def mode_text(self) -> str:
         parts = []

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 import mhalint
 
-from . import apis, checks
+from . import apis
 from .reports import AttentionGuardError, AttentionGuardWarning, Report, Site
 
 # -------------------------------------------------------------------------------------------- sessions
@@ -243,7 +243,7 @@ class _Bound(dict):
 
 
 def _guarded_call(target: _Target, original, site: Site, args, kwargs):
-    call = pending = None
+    call = None
     for session in list(_active):
         session.calls += 1
     _local.busy = True
@@ -252,14 +252,8 @@ def _guarded_call(target: _Target, original, site: Site, args, kwargs):
         bound.update(zip(target.names, args))
         bound.update(kwargs)
         call = target.describe(site, bound)
-        pending = []
-        with torch.no_grad():  # the checks' reads must not record autograd history
-            for check in (checks.causal_convention_flip, checks.causal_without_mask, checks.repeat_layout,
-                          checks.float_keep_mask, checks.fully_masked_rows, checks.sdpa_padding_broadcast):
-                pending += check(call)
     except Exception as error:  # a guard bug must never break the user's call
         _internal_error(target, error)
-        call = None
     finally:
         _local.busy = False
     try:
@@ -267,46 +261,54 @@ def _guarded_call(target: _Target, original, site: Site, args, kwargs):
     except Exception as error:
         if call is not None:
             call.error = error
-            reports = _finish(target, call, pending)
-            _deliver(reports, raised=error)
+            _deliver(_finish(target, call), raised=error)
         raise
     if call is not None:
-        output = result[call.output_index] if call.output_index is not None and isinstance(result, tuple) \
+        call.output = result[call.output_index] if call.output_index is not None and isinstance(result, tuple) \
             else result
-        call.output = output
-        reports = _finish(target, call, pending)
-        _deliver(reports)
+        _deliver(_finish(target, call))
     return result
 
 
-def _finish(target: _Target, call: apis.CallInfo, pending: list[checks.Pending]) -> list[Report]:
-    """Read every flag of the call at once, then write the messages of the flags that are set."""
+def _finish(target: _Target, call: apis.CallInfo) -> list[Report]:
+    """Run every rule's runtime check on the call, read their flags at once, then write the messages of the flags
+    that are set."""
     _local.busy = True
     try:
-        with torch.no_grad():
+        with torch.no_grad():  # the checks' reads must not record autograd history
+            pending = []
+            for code, name, check in _checks():
+                try:
+                    pending += [(code, name, item) for item in check(call)]
+                except Exception as error:  # one rule's bug (a plugin's, say) must not hide the others' reports
+                    _internal_error(target, error)
             return _reports(call, pending)
-    except Exception as error:
+    except Exception as error:  # a guard bug must never break the user's call
         _internal_error(target, error)
         return []
     finally:
         _local.busy = False
 
 
-def _reports(call: apis.CallInfo, pending: list[checks.Pending]) -> list[Report]:
-    if call.error is None:
-        pending = pending + checks.nan_output(call)
-    values = _read_flags([p.flag for p in pending])
-    for i, (p, value) in enumerate(zip(pending, values)):
-        if p.code == "MHA103" and value:
-            values[i] = call.output_nan = bool(torch.isnan(call.output).any())
+@functools.cache
+def _checks() -> tuple[tuple[str, str, object], ...]:
+    """(code, name, guard hook) of every loaded rule that has a runtime check, in code order; the rules are the
+    ones the static linter loads, plugins included."""
+    from mhalint.rule import load_rules
+
+    return tuple((code, rule.name, rule.guard) for code, rule in load_rules().items() if rule.guard is not None)
+
+
+def _reports(call: apis.CallInfo, pending: list) -> list[Report]:
+    values = _read_flags([item.flag for _, _, item in pending])
     reports = []
-    for p, value in sorted(zip(pending, values), key=lambda pair: pair[0].code):
+    for (code, name, item), value in zip(pending, values):  # in code order: a message may see what came before
         if not value:
             continue
-        message = p.message()
+        message = item.message()
         if message:
-            call.reported.add(p.code)
-            reports.append(Report(p.code, call.site, call.api, message))
+            call.reported.add(code)
+            reports.append(Report(code, call.site, call.api, message, name))
     return reports
 
 

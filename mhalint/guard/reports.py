@@ -6,20 +6,27 @@ name these classes without paying for the torch import.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
-# The codes the guard reports. Codes with a static rule reuse that rule's code (its documentation applies:
-# `mhalint rule MHA003`); MHA101+ are pitfalls that only the data at a call shows.
-CODES = {
-    "MHA002": "mask-convention-flip",
-    "MHA003": "is-causal-without-mask",
-    "MHA006": "mask-repeat-layout",
-    "MHA008": "float-keep-mask",
-    "MHA101": "fully-masked-rows",
-    "MHA102": "sdpa-padding-mask-broadcast",
-    "MHA103": "nan-output",
-}
+def guard_codes() -> dict[str, str]:
+    """The codes the guard reports, with their names: the loaded rules that have a runtime check (a `guard`
+    hook). Static rules' codes keep their documentation (`mhalint rule MHA003`); MHA101+ are runtime-only rules,
+    pitfalls that only the data at a call shows."""
+    return {code: rule.name for code, rule in _rules().items() if rule.guard is not None}
+
+
+def rule_name(code: str) -> str:
+    rule = _rules().get(code)
+    return rule.name if rule is not None else ""
+
+
+@functools.cache
+def _rules() -> dict:
+    from mhalint.rule import load_rules  # the rules import neither torch nor (until used) libcst
+
+    return load_rules()
 
 
 @dataclass(frozen=True)
@@ -51,10 +58,7 @@ class Report:
     site: Site
     api: str  # the entry point that was called: "nn.MultiheadAttention", "F.scaled_dot_product_attention", ...
     message: str
-
-    @property
-    def name(self) -> str:
-        return CODES.get(self.code, "")
+    name: str = ""  # the rule's name, e.g. "fully-masked-rows"
 
     @property
     def headline(self) -> str:
@@ -86,7 +90,7 @@ class AttentionGuardWarning(_Reported, UserWarning):
 
     @staticmethod
     def _text(code: str, site: str, message: str) -> str:
-        return f"{code} {CODES.get(code, '')}: {message}"
+        return f"{code} {rule_name(code)}: {message}"
 
 
 class AttentionGuardError(_Reported, Exception):
@@ -96,4 +100,4 @@ class AttentionGuardError(_Reported, Exception):
 
     @staticmethod
     def _text(code: str, site: str, message: str) -> str:
-        return f"{code} {CODES.get(code, '')} at {site}: {message}"
+        return f"{code} {rule_name(code)} at {site}: {message}"
