@@ -22,7 +22,8 @@ from mhalint.source import LINE_BREAK
 
 ENTRY_POINT_GROUP = "mhalint.rules"
 CODE_PATTERN = re.compile(r"^[A-Z]+[0-9]+$")
-DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety", "References")
+DOC_SECTIONS = ("What it does", "Why is this bad?", "Known problems", "Example", "Use instead", "Fix safety",
+                "References")
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,12 @@ class BatchFirstDefault(Rule):
     sample 0's output by 0.466 (0.0 with `batch_first=True`); `TransformerEncoderLayer` behaves the same (0.364)
     (docs/torch-facts.md#batch-first). The telltale sign is attention weights of shape `(L, N, N)`.
 
+    ## Known problems
+    The layout is followed through the run's files. Data that comes from outside them (another installed
+    package, a callback registered at run time) has unknown axes, so such a site stays a warning. A project
+    class mhalint cannot read is assumed to pass its input on unchanged, and then the finding is at most a
+    warning.
+
     ## Example
     ```python
     attn = nn.MultiheadAttention(embed_dim=64, num_heads=8)

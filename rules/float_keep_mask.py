@@ -70,6 +70,10 @@ class FloatKeepMask(Rule):
     (docs/torch-facts.md#float-masks-are-additive), a 0/1 keep-mask given as a padding mask left the output 0.676
     away from the correctly masked result and 0.325 from the result with no mask at all.
 
+    ## Known problems
+    A mask built by a function mhalint cannot read, or loaded from disk, is not seen. A `torch.ones`/`zeros`
+    tensor whose entries are set in another function is unknown.
+
     ## Example
     ```python
     causal = torch.tril(torch.ones(L, L))                    # 1 = may attend

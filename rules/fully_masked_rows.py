@@ -23,6 +23,12 @@ class FullyMaskedRows(Rule):
     the output is silently zero (docs/torch-facts.md#fully-masked-rows). Only the data shows it: no static rule
     can.
 
+    ## Known problems
+    Only calls the guard sees are checked. Calls under `torch.compile`, tracing or tensor subclasses are not,
+    nor SDPA imported by name before the guard started. For SDPA, rows that leave only part of a sample's
+    queries without keys are not reported, since that is the normal shape of a mask built from padded queries
+    and keys.
+
     ## Example
     ```python
     padding = torch.tensor([[False, False], [True, True]])     # sample 1 is all padding

@@ -71,6 +71,10 @@ class HeadsNotDividing(Rule):
     error surfaces only when the model is built, often deep in a configuration sweep; the message does not say
     which layer or which config value was wrong.
 
+    ## Known problems
+    Both sizes must resolve statically (a literal, a constant, a default, or what the file's callers pass).
+    Sizes read from a config at run time are not judged; torch raises for them when the module is built.
+
     ## Example
     ```python
     EMBED_DIM = 300  # GloVe vectors

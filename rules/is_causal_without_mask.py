@@ -81,6 +81,11 @@ class IsCausalWithoutMask(Rule):
     unmasked output (diff 6e-08) and was 0.69 away from the causal one for MultiheadAttention, 1.35 for
     TransformerEncoderLayer (docs/torch-facts.md#is-causal-hint).
 
+    ## Known problems
+    A flag passed through `**kwargs`, or read from a config object at run time, is not resolved, so the site is
+    not judged. A project's own attention class that forwards the flag to torch is followed only where its call
+    resolves to torch's API.
+
     ## Example
     ```python
     out, _ = self.attn(x, x, x, is_causal=True, need_weights=False)

@@ -67,6 +67,12 @@ class MaskConventionFlip(Rule):
     (docs/torch-facts.md#mask-convention). Float masks are additive in both APIs and need no inversion
     (docs/torch-facts.md#float-masks-are-additive); they are not flagged.
 
+    ## Known problems
+    Only constructions the mask reader knows give an error: comparisons with a padding id, triangles, `arange <
+    lengths`, a tokenizer mask compared with 0 or 1, a docstring that states the values. A mask built by a
+    function mhalint cannot read (another package, a helper with several returns) is judged by its name at most,
+    which gives a warning.
+
     ## Example
     ```python
     pad = tokens == PAD_ID                                  # True at padding

@@ -113,6 +113,11 @@ class MaskRepeatLayout(Rule):
     a name (`pad`, `lengths`, `bs`) or an idiom (`x.size(0)`, a batched `matmul`) says so, or nothing does, it is
     a warning.
 
+    ## Known problems
+    Only `.repeat(h, 1, 1)` and `unsqueeze(0).expand(h, ...).reshape(...)` tilings are recognised; a tiling
+    written with `torch.cat([m] * h)` or einops is not. A MultiheadAttention copied into another module is
+    assumed to read torch's layout, so that finding is a warning.
+
     ## Example
     ```python
     qmask, kmask = pad[:, :Lq].unsqueeze(2), pad[:, Lq:].unsqueeze(1)

@@ -17,6 +17,10 @@ class NanOutput(Rule):
     call is a common place for it to appear (overflow in float16 scores, +inf in an additive mask, NaN weights)
     (docs/torch-facts.md#nan-output).
 
+    ## Known problems
+    Only calls the guard sees are checked. The report says where to look, not why: overflow in low precision,
+    for one, is named as a possibility, not shown.
+
     ## Example
     ```python
     bias = torch.full((L, L), float("inf"))               # +inf, not -inf

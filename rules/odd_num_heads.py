@@ -69,6 +69,10 @@ class OddNumHeads(Rule):
     `add_zero_attn`; docs/torch-facts.md#fast-path-conditions) the finding is `info` and says why the head count
     does not matter there.
 
+    ## Known problems
+    The head count must resolve statically (a literal, a constant, a default, or what the file's callers pass).
+    A count read from a config at run time is not judged.
+
     ## Example
     ```python
     attn = nn.MultiheadAttention(embed_dim=320, num_heads=5, batch_first=True)

@@ -60,6 +60,10 @@ class PositionalPaddingMask(Rule):
     In a torch 2.13 experiment (docs/torch-facts.md#positional-order), the output was 1.04 away from the intended
     causal result.
 
+    ## Known problems
+    Only calls that resolve to torch's `nn.MultiheadAttention` are checked. A project or foreign attention class
+    with its own parameter order is not.
+
     ## Example
     ```python
     causal = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)

@@ -47,6 +47,10 @@ class SdpaCausalAndMask(Rule):
     is_causal=True`. So the same line silently combines both on one backend and crashes on another (CUDA was not
     tried), and a reader cannot tell whether the mask or the causal flag was meant.
 
+    ## Known problems
+    A flag read from a config object at run time is not resolved. What happens depends on the backend, so the
+    finding is a warning and does not say which one the user's device uses.
+
     ## Example
     ```python
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :], is_causal=True)

@@ -18,6 +18,11 @@ class SdpaPaddingBroadcast(Rule):
     the intended result at N = L = 4 and 4.144 at N = L = 10 in the torch 2.13 experiment
     (docs/torch-facts.md#sdpa-padding-broadcast).
 
+    ## Known problems
+    Only calls the guard sees are checked, and only when N == L (otherwise torch raises by itself). A genuine
+    (L, S) mask whose rows happen to look like per-sample padding, and are not ordered like a causal or prefix
+    mask, would be reported.
+
     ## Example
     ```python
     keep = lengths_to_mask(lengths)                       # (N, S), True at real tokens

@@ -55,6 +55,10 @@ class WeightsDiscarded(Rule):
     `need_weights=False` stays finite (docs/torch-facts.md#fully-masked-rows). The output itself is the same, so
     nothing ever shows the wasted work; torch's own docstring calls it "a significant performance degradation".
 
+    ## Known problems
+    A `need_weights` passed from a parameter is the caller's choice and is not flagged, even when every caller
+    discards the weights.
+
     ## Example
     ```python
     out = self.attn(x, x, x, key_padding_mask=pad)[0]
