@@ -53,6 +53,8 @@ SLACK = 3
 CODES = {
     "R1": ("MHA001",), "R2": ("MHA002", "MHA008"), "R3": ("MHA003", "MHA009"), "R4": ("MHA004",),
     "divisible": ("MHA005",), "mask_layout": ("MHA006",), "need_weights": ("MHA007",), "nan": (),
+    "dropout": ("MHA011",), "averaged_weights": ("MHA012",), "sdpa_layout": ("MHA013",),
+    "padding_mask_shape": ("MHA014",), "flex_mod": ("MHA015",),
 }
 
 
@@ -78,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     tiers: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)  # top severity -> verdicts
     misses, false_alarms, over = [], [], []
     for label in labels:
-        codes = tuple(c for c in CODES.get(label["rule"], ()) if c in rules)
+        codes = tuple(c for c in CODES.get(label["rule"], (label["rule"],)) if c in rules)  # or a code itself
         file = tree_of(label, options.root_dir) / label["path"]
         if file not in cache:
             cache[file] = checker.check_source(file.read_bytes(), str(file)) if file.exists() else None
@@ -107,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     _print_table(table)
     _print_rates(table)
     _print_tiers(tiers)
+    _print_unlabelled(labels, cache, rules, options.root_dir)
     for title, rows in (("Misses (not found, or a bug found below error)", misses), ("False alarms", false_alarms),
                         ("Risky sites called errors (the layout is handled there)", over)):
         print(f"\n{title} ({len(rows)}):")
@@ -157,6 +160,28 @@ def _print_tiers(tiers) -> None:
     for tier in ("error", "warning", "info", "none"):
         verdicts = tiers.get(tier, collections.Counter())
         print(f"  {tier:<8} " + "  ".join(f"{v}={verdicts[v]}" for v in ("bug", "risky", "ok", "unknown")))
+
+
+def _print_unlabelled(labels: list[dict], cache: dict, rules: dict, root_dir: Path) -> None:
+    """Per code, the findings (warning and above) in the labelled files that no label of that code covers: what a
+    rule says where nobody has looked yet, so that a new rule's noise shows before it has labels of its own."""
+    covered = collections.defaultdict(list)  # (file, code) -> labelled lines
+    for label in labels:
+        for code in CODES.get(label["rule"], (label["rule"],)):
+            covered[(label["repo"], label["path"], code)].append(label["line"])
+    files = {(label["repo"], label["path"]): tree_of(label, root_dir) / label["path"] for label in labels}
+    counts = collections.defaultdict(collections.Counter)
+    for (repo, path), file in files.items():
+        for finding in cache.get(file) or []:
+            if finding.severity >= Severity.WARNING and finding.code in rules and not any(
+                    abs(finding.line - line) <= SLACK for line in covered[(repo, path, finding.code)]):
+                counts[finding.code][str(finding.severity)] += 1
+    print("\nFindings in the labelled files that no label of their code covers (warning and above):")
+    for code in sorted(rules):
+        if counts[code]:
+            print(f"  {code}  error={counts[code]['error']}  warning={counts[code]['warning']}")
+    if not counts:
+        print("  none")
 
 
 if __name__ == "__main__":

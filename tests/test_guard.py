@@ -97,6 +97,18 @@ BAD_FILES = {
             out = F.scaled_dot_product_attention(q, q, q, attn_mask=causal)  # <- MHA002
             record("flipped_causal", out)
         """,
+    "test_dropout_in_eval.py": """
+        import torch
+        import torch.nn.functional as F
+
+
+        def test_sdpa_dropout_under_no_grad(record):
+            torch.manual_seed(0)
+            q = torch.randn(2, 4, 6, 8)
+            with torch.no_grad():
+                out = F.scaled_dot_product_attention(q, q, q, dropout_p=0.1)  # <- MHA011
+            record("dropout_in_eval", out)
+        """,
     "test_is_causal.py": """
         import pytest
         import torch
@@ -506,7 +518,7 @@ def test_warning_and_error_carry_code_site_and_message_and_pickle():
 
     report = Report("MHA101", Site("model.py", 12), "nn.MultiheadAttention", "sample 1 has no key. A softmax\nFix: x")
     assert report.headline == "sample 1 has no key. A softmax"  # the first line, whole
-    assert set(guard_codes()) == {"MHA002", "MHA003", "MHA006", "MHA008", "MHA101", "MHA102", "MHA103"}
+    assert set(guard_codes()) == {"MHA002", "MHA003", "MHA006", "MHA008", "MHA011", "MHA101", "MHA102", "MHA103"}
 
 
 def _pitfall_setting(torch):

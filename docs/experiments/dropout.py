@@ -1,8 +1,8 @@
 """Dropout: F.scaled_dot_product_attention applies dropout_p whatever the mode (it has no train/eval state);
 nn.MultiheadAttention applies its dropout only in training; F.multi_head_attention_forward defaults to
-training=True.
+training=True; how far apart two eval calls are, and which CPU kernel runs (MHA011's figures).
 
-docs/torch-facts.md#dropout. Deterministic (fixed seed), about 2 s.
+docs/torch-facts.md#dropout. Deterministic (fixed seeds), about 3 s.
 """
 
 import inspect
@@ -44,3 +44,28 @@ fact(A, "multi_head_attention_forward-training-default",
      inspect.signature(F.multi_head_attention_forward).parameters["training"].default)
 doc = " ".join(F.scaled_dot_product_attention.__doc__.split())
 fact(A, "sdpa-docstring-warning", re.search(r"This function always applies dropout.*?training mode\.", doc).group(0))
+
+# MHA011's figures: two identical eval calls at (2, 8, 64, 32), over 10 seeds; what the output is off the result
+# without dropout (relative L2); which CPU kernel runs with and without dropout; F.dropout's defaults.
+for p in (0.1, 0.5):
+    apart, off = [], []
+    for seed in range(10):
+        torch.manual_seed(seed)
+        q, k, v = (torch.randn(2, 8, 64, 32) for _ in range(3))
+        with torch.no_grad():
+            first, second = (F.scaled_dot_product_attention(q, k, v, dropout_p=p) for _ in range(2))
+            clean = F.scaled_dot_product_attention(q, k, v)
+        apart.append(diff(first, second))
+        off.append(float((first - clean).norm() / clean.norm()))
+    fact(A, f"sdpa-eval-p{p}-two-calls-differ-min-10-seeds", min(apart))
+    fact(A, f"sdpa-eval-p{p}-two-calls-differ-max-10-seeds", max(apart))
+    fact(A, f"sdpa-eval-p{p}-relative-l2-off-min-10-seeds", min(off))
+    fact(A, f"sdpa-eval-p{p}-relative-l2-off-max-10-seeds", max(off))
+for p in (0.0, 0.1):
+    with torch.no_grad(), torch.profiler.profile() as profiled:
+        F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+    kernels = sorted({e.name for e in profiled.events() if e.name.startswith("aten::_scaled_dot_product")})
+    fact(A, f"sdpa-cpu-kernel-dropout_p-{p}", kernels)
+dropout_defaults = inspect.signature(F.dropout).parameters
+fact(A, "F-dropout-p-default", dropout_defaults["p"].default)
+fact(A, "F-dropout-training-default", dropout_defaults["training"].default)

@@ -117,14 +117,16 @@ def describe_mha_fn(site: Site, b: dict) -> CallInfo:
     block = Block(b["attn_mask"], "attn_mask", b["key_padding_mask"], "key_padding_mask", n, length,
                   b["num_heads"], batched, b["is_causal"] is True, "is_causal")
     return CallInfo("F.multi_head_attention_forward", "mha_fn", site, [block],
-                    {"training": bool(b["training"]), "grad": _grad(), "need_weights": bool(b["need_weights"])},
+                    {"training": bool(b["training"]), "grad": _grad(), "need_weights": bool(b["need_weights"]),
+                     "dropout_p": b["dropout_p"]},
                     [("query", b["query"]), ("key", b["key"]), ("value", b["value"])], 0, batch_dim)
 
 
 def describe_sdpa(site: Site, b: dict) -> CallInfo:
     query = b["query"]
     batch_dim = 0 if plain(query) and query.dim() >= 3 else None
-    return CallInfo("F.scaled_dot_product_attention", "sdpa", site, [], {"grad": _grad()},
+    return CallInfo("F.scaled_dot_product_attention", "sdpa", site, [],
+                    {"grad": _grad(), "dropout_p": b["dropout_p"]},
                     [("query", query), ("key", b["key"]), ("value", b["value"])], None, batch_dim,
                     sdpa={"query": query, "key": b["key"], "attn_mask": b["attn_mask"],
                           "is_causal": b["is_causal"] is True})
