@@ -78,8 +78,9 @@ class AttentionDropoutInEval(Rule):
     MHA011` silences the line. Callers in other files are not read for a parameter: a parameter of a plain function
     that no caller in the file gives a value is not flagged.
     `F.dropout` on weights whose name does not say so is read only in files that another trigger (an attention
-    API) brings in. At run time the guard sees dropout while gradients are off (`no_grad`, `inference_mode`); a
-    module put in eval without `no_grad` is not seen.
+    API) brings in. At run time the guard sees dropout while gradients are off (`no_grad`, `inference_mode`) or when
+    the call is made in a method of a module in eval mode; a call from a plain function of an eval model with
+    gradients on is not seen.
 
     ## Example
     ```python
@@ -378,33 +379,44 @@ class AttentionDropoutInEval(Rule):
     @staticmethod
     def guard(call) -> list:
         """SDPA given dropout_p > 0, or F.multi_head_attention_forward dropping (training defaults to True), while
-        gradients are off (no_grad, inference_mode): evaluation with dropout on."""
+        gradients are off (no_grad, inference_mode) or from a method of an nn.Module in eval mode."""
         import mhalint.guard.support as s
 
         p = call.mode.get("dropout_p")
-        if not isinstance(p, int | float) or isinstance(p, bool) or p <= 0 or call.mode.get("grad", True):
+        if call.kind not in ("sdpa", "mha_fn") or not isinstance(p, int | float) or isinstance(p, bool) or p <= 0:
             return []
         if call.kind == "mha_fn" and not call.mode.get("training", True):
             return []
-        if call.kind not in ("sdpa", "mha_fn"):
+        owner = call.caller_module
+        if owner is not None and not owner.training:
+            when = f"in {type(owner).__name__}.eval() mode"
+        elif not call.mode.get("grad", True):
+            when = "while gradients were off (no_grad/inference_mode)"
+        else:
             return []
         fix = ("dropout_p=self.p if self.training else 0.0" if call.kind == "sdpa" else
                "pass training=self.training")
         return [s.Pending(True, lambda: s.message(
-            f"{call.api} dropped with dropout_p={p} while gradients were off (no_grad/inference_mode): "
-            "dropout stays on in eval",
-            fix, "the function has no train/eval state; two identical eval calls differ "
-                 "(docs/torch-facts.md#dropout)"))]
+            f"{call.api} dropped with dropout_p={p} {when}: dropout stays on in eval", fix,
+            "the function has no train/eval state; two identical eval calls differ (docs/torch-facts.md#dropout)"))]
 
     runtime_valid = (
         Valid("import torch\nimport torch.nn.functional as F\nq = torch.randn(1, 2, 4, 8)\n"
               "with torch.no_grad():\n    F.scaled_dot_product_attention(q, q, q, dropout_p=0.0)\n"
               "F.scaled_dot_product_attention(q, q, q, dropout_p=0.1)\n"),
+        Valid("import torch\nimport torch.nn.functional as F\nclass Attention(torch.nn.Module):\n"
+              "    def forward(self, q):\n        return F.scaled_dot_product_attention(\n"
+              "            q, q, q, dropout_p=0.1 if self.training else 0.0)\n"
+              "model = Attention()\nmodel(torch.randn(1, 2, 4, 8))\nmodel.eval()(torch.randn(1, 2, 4, 8))\n"),
     )
     runtime_invalid = (
         Invalid("import torch\nimport torch.nn.functional as F\nq = torch.randn(1, 2, 4, 8)\n"
                 "with torch.no_grad():\n    F.scaled_dot_product_attention(q, q, q, dropout_p=0.1)\n",
                 line=5, message="dropped with dropout_p=0.1 while gradients were off"),
+        Invalid("import torch\nimport torch.nn.functional as F\nclass Attention(torch.nn.Module):\n"
+                "    def forward(self, q):\n        return F.scaled_dot_product_attention(q, q, q, dropout_p=0.1)\n"
+                "Attention().eval()(torch.randn(1, 2, 4, 8))\n",
+                line=5, message="dropped with dropout_p=0.1 in Attention.eval() mode"),
     )
 
 

@@ -48,6 +48,13 @@ class CallInfo:
     output: Any = None
     reported: set[str] = field(default_factory=set)  # the codes reported for this call so far, in code order
     _output_nan: bool | None = field(default=None, repr=False)
+    frame: Any = field(default=None, repr=False)  # the user's frame that made the call, alive during the checks
+
+    @property
+    def caller_module(self):
+        """The nn.Module whose method made the call (`self` in the user's frame), or None: whose mode it runs in."""
+        owner = self.frame.f_locals.get("self") if self.frame is not None else None
+        return owner if isinstance(owner, torch.nn.Module) else None
 
     @property
     def output_nan(self) -> bool:

@@ -140,20 +140,20 @@ def _kind(code) -> int:
     return kind
 
 
-def _call_site(frame) -> Site | None:
-    """The user's own frame (first outside torch and mhalint) for a call made from `frame`; None for a call that
-    torch's attention stack makes internally."""
+def _call_site(frame):
+    """(the site, its frame) of the user's own frame (first outside torch and mhalint) for a call made from
+    `frame`; None for a call that torch's attention stack makes internally."""
     while frame is not None and _kind(frame.f_code) == _MACHINERY:
         frame = frame.f_back
     if frame is None:
-        return Site("<unknown>", 0)
+        return Site("<unknown>", 0), None
     if _kind(frame.f_code) == _INTERNAL:
         return None
     first = frame
     while frame is not None and _kind(frame.f_code) != _USER:
         frame = frame.f_back
     frame = frame or first
-    return Site(frame.f_code.co_filename, frame.f_lineno)
+    return Site(frame.f_code.co_filename, frame.f_lineno), frame
 
 
 # -------------------------------------------------------------------------------------------- wrappers
@@ -227,10 +227,10 @@ def _make_wrapper(target: _Target):
     def wrapper(*args, **kwargs):
         if not _active or getattr(_local, "busy", False) or _compiling():
             return original(*args, **kwargs)
-        site = _call_site(sys._getframe(1))
-        if site is None:
+        found = _call_site(sys._getframe(1))
+        if found is None:
             return original(*args, **kwargs)
-        return _guarded_call(target, original, site, args, kwargs)
+        return _guarded_call(target, original, *found, args, kwargs)
 
     return wrapper
 
@@ -242,7 +242,7 @@ class _Bound(dict):
         return None
 
 
-def _guarded_call(target: _Target, original, site: Site, args, kwargs):
+def _guarded_call(target: _Target, original, site: Site, frame, args, kwargs):
     call = None
     for session in list(_active):
         session.calls += 1
@@ -252,6 +252,7 @@ def _guarded_call(target: _Target, original, site: Site, args, kwargs):
         bound.update(zip(target.names, args))
         bound.update(kwargs)
         call = target.describe(site, bound)
+        call.frame = frame
     except Exception as error:  # a guard bug must never break the user's call
         _internal_error(target, error)
     finally:
