@@ -481,3 +481,30 @@ def test_only_the_assignment_that_reaches_counts():
             y = x
             sink(y)
     """) == (BATCH_FIRST, Strength.ESTABLISHED)
+
+
+def test_unbind_and_an_index_of_a_reshaped_tensor_drop_its_first_axis():
+    fused = """
+        def f(x, qkv_proj, num_heads):
+            B, N, C = x.shape
+            qkv = qkv_proj(x).reshape(B, N, 3, num_heads, C // num_heads).permute(2, 0, 3, 1, 4)
+            {read}
+        """
+    assert roles(fused.format(read="q, k, v = qkv.unbind(0)\n            sink(k)")) == (B, H, S, U)
+    assert roles(fused.format(read="sink(qkv[2])")) == (B, H, S, U)
+    assert roles(fused.format(read="q, k, v = qkv.unbind(dim)\n            sink(k)")) is None  # dim unknown
+    # a module's output indexed is a tuple's element, not a tensor's first slice
+    assert traced("attn = nn.MultiheadAttention(16, 4)\ndef f(x):\n    B, T, C = x.shape\n"
+                  "    out = attn(x, x, x)\n    sink(out[0])\n") is None
+
+
+def test_unpacking_a_tuple_of_tensors_reads_each_element():
+    source = """
+        def f(x, qkv_proj, num_heads):
+            B, N, C = x.shape
+            qkv = qkv_proj(x).reshape(B, N, 3, num_heads, C // num_heads).permute(2, 0, 3, 1, 4)
+            q, k, v = qkv[0], qkv[1], qkv[2]
+            sink(v)
+        """
+    assert roles(source) == (B, H, S, U)
+    assert traced("def f(x, y):\n    B, T, C = x.shape\n    a, b = y, x\n    sink(a)\n") is None

@@ -119,7 +119,7 @@ def test_stdin_with_a_display_name(project: Path):
 
 def test_stdin_fix_prints_the_fixed_source(project: Path):
     source = ("import torch.nn.functional as F\ndef f(q, tokens, pad_id):\n    pad = tokens == pad_id\n"
-              "    return F.scaled_dot_product_attention(q, q, q, attn_mask=pad)\n")
+              "    return F.scaled_dot_product_attention(q, q, q, attn_mask=pad[:, None, None, :])\n")
     result = mhalint("check", "-", "--fix", "--unsafe-fixes", cwd=project, stdin=source)
     assert result.stdout == source.replace("attn_mask=pad", "attn_mask=~pad")
     assert result.returncode == 0

@@ -9,7 +9,6 @@ import sys
 
 from _helpers import fact, outcome
 
-import torch
 from torch import nn
 
 A = "heads-dividing"

@@ -98,6 +98,8 @@ class ShapeReader:
                 collated = self._collated(batch) if batch is not None else None
                 if collated is not None:  # batch["input_ids"], batch[0]: a leaf of the collated batch
                     return collated
+            if index is not None and isinstance(expr.value, cst.Name):
+                return self._picked(expr, scope, use, depth)
             return self.of(expr.value, scope, use, depth + 1) if _keeps_axes(expr) else None
         if isinstance(expr, cst.Attribute) and expr.attr.value in ("mT", "T"):
             inner = self.of(expr.value, scope, use, depth + 1)
@@ -110,6 +112,19 @@ class ShapeReader:
         if bindings is not None and len(bindings) == 1 and bindings[0].value is not None:
             return self.of(bindings[0].value, bindings[0].scope, bindings[0].node, depth + 1)
         return None
+
+    def _picked(self, expr: cst.Subscript, scope: Scope, use: cst.CSTNode, depth: int) -> Traced | None:
+        """`qkv[0]` of a tensor a shape operation made (`qkv = x.reshape(...).permute(2, 0, 3, 1, 4)`): its first
+        axis dropped. Other values indexed this way may be tuples (a module's `(output, weights)`): unknown."""
+        binding = dataflow.reaching_one(self.ctx, self.ctx.bindings(expr.value.value, scope), use)
+        value = binding.value if binding is not None and binding.kind == "assign" else None
+        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value in REORDER | {"view", "reshape"}):
+            return None
+        inner = self.of(expr.value, scope, use, depth + 1)
+        if inner is None or not inner.shape or OPEN in inner.shape:
+            return None
+        return inner.then(axes.squeeze(inner.shape, 0), expr, self)
 
     def _evidence(self, code: str, line: int, reason: str, strength: Strength) -> Evidence:
         return Evidence(code, line, reason, strength, self.file)
@@ -135,6 +150,14 @@ class ShapeReader:
                     return self.of(argument, caller, argument, depth + 1)
             return self._parameter(name, binding, depth) or self._documented(name, binding) \
                 or self._consumed(name, binding)
+        if binding.kind == "unpack" and binding.index is not None and isinstance(binding.value, cst.Tuple):
+            element = _tuple_element(binding.value, binding.index)  # `q, k, v = qkv[0], qkv[1], qkv[2]`
+            return self.of(element, binding.scope, binding.node, depth + 1) if element is not None else None
+        if binding.kind == "unpack" and binding.index is not None and _unbind_dim(binding.value) is not None:
+            inner = self.of(binding.value.func.value, binding.scope, binding.node, depth + 1)
+            dim = _unbind_dim(binding.value)
+            return inner.then(axes.squeeze(inner.shape, dim), binding.value, self) \
+                if inner is not None and OPEN not in inner.shape else None
         if binding.kind != "assign" or binding.value is None:
             return None
         traced, commented = self.of(binding.value, binding.scope, binding.node, depth + 1), self._commented(binding)
@@ -814,6 +837,15 @@ def _agreed(found: list[Traced | None]) -> Traced | None:
     if len({axes.roles(traced.shape) for traced in found}) != 1:
         return None
     return found[0]
+
+
+def _unbind_dim(value) -> int | None:
+    """`d` of `x.unbind(d)` (0 when not given), None for anything else."""
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "unbind"):
+        return None
+    if any(arg.star for arg in value.args) or len(value.args) > 1:
+        return None
+    return _literal_int(value.args[0].value) if value.args else 0
 
 
 def _tuple_element(value: cst.BaseExpression, index: int) -> cst.BaseExpression | None:

@@ -1,0 +1,796 @@
+"""MHA015 flex-mod-convention: a flex_attention mask_mod or score_mod written in the wrong convention."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from mhalint.analysis.calls import PROJECT_PREFIX, returned
+from mhalint.analysis.values import resolve
+from mhalint.context import Scope
+from mhalint.finding import CONFIRMED, NOT_CONFIRMED, Severity
+from mhalint.lazy import cst
+from mhalint.rule import Invalid, Message, Rule, Valid
+from mhalint.walk import walk
+
+_FLEX_MODULE = "torch.nn.attention.flex_attention."
+FLEX_ATTENTION = _FLEX_MODULE + "flex_attention"
+_MASK_TAKERS = {"create_block_mask": "mask_mod", "create_mask": "mod_fn"}  # first parameter of each
+_COMBINERS = ("and_masks", "or_masks")
+_MAX_DEPTH = 8
+FACTS = "docs/torch-facts.md#flex-mod-convention"
+
+# Fields: `fn` the mask_mod's name (`causal` or `<lambda>`), `expr` the comparison as written, `q`/`kv` the
+# function's 3rd and 4th parameter names.
+ANTI_CAUSAL = Message(
+    "mask_mod `{fn}` keeps {expr}: flex_attention keeps the positions where a mask_mod is True, so each query sees "
+    "only later keys",
+    help="return `{q} >= {kv}` (True = attend): a mask_mod says which keys each query may see",
+    explanation="""
+        A flex_attention mask_mod returns True where attention is ALLOWED (create_block_mask's docstring: "which
+        attention connections are allowed (True) or masked out (False)"), the opposite of nn.MultiheadAttention's
+        bool masks. `{expr}` is the "True = hide the future" habit: it keeps exactly the keys after the query. In a
+        torch 2.13.0 experiment (CPU, eager; B=2, 4 heads, L=16, head size 16) `q_idx < kv_idx` was 3.50 away
+        from the causal output (3.0 to 4.2 over ten draws) and the last query row, which has no later key, came
+        out all zeros, with no error ({facts}).
+    """)
+REVERSED_CAUSAL = Message(
+    "mask_mod `{fn}` keeps {expr}: True keeps a key in flex_attention, so each query sees itself and later keys "
+    "only",
+    help="if a causal mask was meant, return `{q} >= {kv}`; a right-to-left mask can keep this with a noqa",
+    explanation="""
+        A flex_attention mask_mod returns True where attention is ALLOWED. `{expr}` keeps the query's own position
+        and every later one: the mirror image of a causal mask. Unless the model reads right to left, this is the
+        "True = hide" habit; in a torch 2.13.0 experiment (CPU, eager) `q_idx <= kv_idx` was 3.14 away from the
+        causal output, with no error ({facts}).
+    """)
+INVERTED_PADDING = Message(
+    "mask_mod `{fn}` keeps {expr}: flex_attention keeps the positions where a mask_mod is True, so only the "
+    "padding past `{lengths}` is attended",
+    help="return `{idx} < {lengths}` (True = a real token to attend to)",
+    explanation="""
+        A flex_attention mask_mod returns True where attention is ALLOWED. `{expr}` is True on the positions at
+        or past the sample's length, the padding: written in nn.MultiheadAttention's "True = padding" habit, it
+        hides every real token. In a torch 2.13.0 experiment (CPU, eager; lengths 16 and 10) the output was 2.12
+        away from the right one, and the full-length sample, which has no padding to attend to, came out all
+        zeros, with no error ({facts}).
+    """)
+BOOL_SCORE = Message(
+    "score_mod `{fn}` returns the comparison {expr}: flex_attention uses it as the score itself (0 or 1), so "
+    "q·k is dropped",
+    help="mask with a mask_mod and create_block_mask, or return `torch.where({expr}, {score}, -float(\"inf\"))`",
+    explanation="""
+        A score_mod returns the new attention score, a float. A bool is taken as the score 0.0 or 1.0: the
+        softmax then weighs the keys by that alone and the query-key product is gone. In a torch 2.13.0
+        experiment (CPU, eager) a score_mod returning `q_idx >= kv_idx` gave exactly softmax(tril of ones) @ v,
+        the same output for any query and key, 2.27 away from causal attention, with no error ({facts}).
+    """)
+DROPPED_SCORE = Message(
+    "score_mod `{fn}` returns {expr} without its score `{score}`: the attention no longer depends on the query "
+    "and key",
+    help="return `{score} + {expr}`: a score_mod modifies the score it is given",
+    explanation="""
+        A score_mod gets the scaled query-key score and returns the score flex_attention puts through the softmax.
+        A score_mod that returns only a bias replaces the score: the attention weights are softmax(bias) for every
+        input. In a torch 2.13.0 experiment (CPU, eager) `return bias[h][q_idx][kv_idx]` gave exactly
+        softmax(bias) @ v, the same output for other queries and keys, 1.68 away from `score + bias` ({facts}).
+    """)
+SCALED_AGAIN = Message(
+    "score_mod `{fn}` rescales the score by {expr}, but flex_attention's score is already scaled by "
+    "1/sqrt(E): {total}",
+    help="drop the rescale (flex_attention applies 1/sqrt(E) itself), or pass `scale=1.0` to flex_attention",
+    explanation="""
+        flex_attention multiplies q·k by `scale` (1/sqrt(E), E the query's head size, when `scale` is not given:
+        flex_attention.py:2392-2393) BEFORE it calls the score_mod, so a score_mod that divides by sqrt(head
+        size) again scales the scores twice. In a torch 2.13.0 experiment (CPU, eager; head size 16)
+        `score / math.sqrt(16)` gave exactly SDPA with scale 1/16 and was 1.15 away from the default output (up
+        to 1.55 over ten draws); with `scale=1.0` it matched the default ({facts}).
+    """)
+
+_LENGTH_NAME = re.compile(r"(^|_)(lens?|lengths?|seq_?lens?|seq_?lengths?|seqlens?|valid_?lens?|num_tokens|"
+                          r"n_tokens|ntokens|kv_lens?|kv_lengths?|q_lens?|context_lens?|input_lens?|"
+                          r"input_lengths?|doc_lens?)$", re.I)
+_NOT_LENGTH = re.compile(r"prefix|prompt|start|begin|offset|pos|window|chunk|block|cache", re.I)
+_HEAD_SIZE_NAME = re.compile(r"^_?(d|e|dk|d_k|d_head|dim_head|head_dim|headdim|head_size|hd|d_qk|qk_dim|"
+                             r"qk_head_dim|attention_head_size|dim_per_head|head_dim_qk|kv_channels|c)$", re.I)
+_SQRTS = {"math.sqrt", "torch.sqrt", "numpy.sqrt", "np.sqrt"}
+_MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "==": "==", "!=": "!="}
+_NEGATE = {"<": ">=", ">": "<=", "<=": ">", ">=": "<", "==": "!=", "!=": "=="}
+_OPS = {"LessThan": "<", "GreaterThan": ">", "LessThanEqual": "<=", "GreaterThanEqual": ">=", "Equal": "==",
+        "NotEqual": "!="}
+_BOOL_CALLS = {"torch.logical_and", "torch.logical_or", "torch.logical_not", "torch.logical_xor", "torch.eq",
+               "torch.ne", "torch.lt", "torch.le", "torch.gt", "torch.ge", "torch.isin"}
+
+
+@dataclass
+class _Mod:
+    """A function used as a mask_mod or score_mod: its node (a def or a lambda), the scope its body is read in,
+    its parameter names after those a functools.partial binds, and where it was handed to flex_attention."""
+
+    node: cst.FunctionDef | cst.Lambda
+    scope: Scope | None  # the def's own scope (None for a lambda)
+    outer: Scope  # where the lambda is written / the def is defined
+    params: list[str]
+    required: int  # how many of them have no default
+    name: str
+    via: str  # the sentence saying where it is passed
+
+
+class FlexModConvention(Rule):
+    """
+    ## What it does
+    Reads the functions handed to `torch.nn.attention.flex_attention` (`create_block_mask(fn, ...)`,
+    `create_mask(fn, ...)`, `and_masks(...)`, `flex_attention(q, k, v, score_mod=fn)` or `fn` as its 4th
+    positional argument), whether written as a `def`, a `lambda`, a `functools.partial`, a factory that returns an
+    inner `def`, or an alias (`flex = torch.compile(flex_attention)`). Their parameters are read by POSITION: a
+    mask_mod's 3rd parameter is the query index and its 4th the key index; a score_mod's 1st is the score. It flags:
+
+    - a mask_mod that keeps `q_idx < kv_idx` (or `kv_idx > q_idx`, `q_idx - kv_idx < 0`, `~(q_idx >= kv_idx)`),
+      alone or as a conjunct of `&` / `torch.logical_and`: anti-causal, an error; `q_idx <= kv_idx` (itself and
+      later keys) is a warning;
+    - a mask_mod that keeps `kv_idx >= lengths[b]` (or `q_idx >= ...`) where `lengths` is indexed by the batch
+      parameter and its name says it holds lengths: the padding is kept and the real tokens hidden (a warning:
+      what the tensor holds is read from its name);
+    - a score_mod that returns a comparison (a bool; an error), that never uses its score (returns only a bias;
+      an error), or that divides the score by `math.sqrt(X)` / multiplies it by `X ** -0.5` while the
+      flex_attention call leaves `scale` at its default (an error when `X` is named as a head size such as
+      `head_dim`, `D` or `q.size(-1)`; a warning for another name, which may be a temperature).
+
+    Conjuncts that cannot be read (a sliding window `q_idx - kv_idx <= W`, a document mask
+    `doc[q_idx] == doc[kv_idx]`, block causal `q_idx // 64 >= kv_idx // 64`) are left alone, as is anything under
+    `|` or `or_masks` (prefix LM, global tokens), where one part keeping later keys can be right.
+
+    ## Why is this bad?
+    A mask_mod returns True where attention is ALLOWED (create_block_mask's docstring), the opposite of
+    nn.MultiheadAttention's bool masks, so the "True = hide" habit silently inverts it: in a torch 2.13.0 experiment
+    (CPU, eager, docs/torch-facts.md#flex-mod-convention) `q_idx < kv_idx` was 3.50 away from causal attention and
+    gave all-zero rows for the last query; an inverted padding mask_mod was 2.12 away and zeroed the full-length
+    sample. A score_mod gets the score already multiplied by 1/sqrt(E): dividing by sqrt(head size) again gave
+    SDPA's result with scale 1/E (1.15 away from the default); returning only a bias or a bool made the output
+    independent of the query and key (1.68 and 2.27 away). None of these raises.
+
+    ## Known problems
+    The static check reads comparisons of the index parameters themselves; a mask_mod that calls a helper, reads a
+    lookup table or branches is not analysed. A mask_mod or score_mod that reaches flex_attention only through
+    another file, a config or a registry is not seen. flex_attention is not watched by mhalint's runtime guard
+    (it wraps the MultiheadAttention, SDPA and Transformer entry points), so there is no runtime check. A
+    right-to-left model that keeps `q_idx <= kv_idx` on purpose needs a noqa.
+
+    ## Example
+    ```python
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    def causal(b, h, q_idx, kv_idx):
+        return q_idx < kv_idx  # meant as "hide the future"
+
+    block_mask = create_block_mask(causal, None, None, T, T)
+    out = flex_attention(q, k, v, block_mask=block_mask)
+    ```
+
+    ## Use instead
+    ```python
+    def causal(b, h, q_idx, kv_idx):
+        return q_idx >= kv_idx  # True = attend
+    ```
+
+    ## Fix safety
+    Unsafe: a strict mirrored comparison (`q_idx < kv_idx`, `kv_idx > q_idx`, written with the function's own
+    parameters) is replaced by the causal one (`q_idx >= kv_idx`, `kv_idx <= q_idx`). That is the intended mask
+    when the author wrote the "True = hide" habit, but it changes the output, so `--fix` applies it only with
+    `--unsafe-fixes`. The other findings have no automatic fix.
+
+    ## References
+    - torch 2.13 `nn/attention/flex_attention.py:1838-1858` (create_block_mask: a mask_mod returns True where
+      attention is allowed), `2257-2275` (the score_mod signature) and `2392-2393` (the default scale
+      1/sqrt(E), applied before the score_mod)
+    - docs/torch-facts.md#flex-mod-convention
+    """
+
+    code = "MHA015"
+    name = "flex-mod-convention"
+    summary = "flex_attention mask_mod or score_mod written in the wrong convention (True = hide, bool or bias-only score)"
+    triggers = (r"\bflex_attention\b", r"\bcreate_block_mask\b", r"\bmask_mod\b", r"\bscore_mod\b")
+    acts_on_passed_values = True  # mask_mods and score_mods are handed over as values
+
+    _IMPORTS = "from torch.nn.attention.flex_attention import create_block_mask, flex_attention\n"
+    valid = (
+        Valid(_IMPORTS + "def causal(b, h, q_idx, kv_idx):\n    return q_idx >= kv_idx\n"
+              "def f(q, k, v, T):\n    return flex_attention(q, k, v, block_mask=create_block_mask(causal, None, "
+              "None, T, T))\n"),
+        Valid(_IMPORTS + "W = 256\ndef sliding(b, h, q_idx, kv_idx):\n"
+              "    return (q_idx >= kv_idx) & (q_idx - kv_idx <= W)\nm = create_block_mask(sliding, None, None, 8, 8)\n"),
+        Valid(_IMPORTS + "def f(q, k, v, lengths, T):\n    def pad(b, h, q_idx, kv_idx):\n"
+              "        return kv_idx < lengths[b]\n    m = create_block_mask(pad, None, None, T, T)\n"
+              "    return flex_attention(q, k, v, block_mask=m)\n"),
+        Valid(_IMPORTS + "def alibi(score, b, h, q_idx, kv_idx):\n    return score + (kv_idx - q_idx) * 0.5\n"
+              "def f(q, k, v):\n    return flex_attention(q, k, v, score_mod=alibi)\n"),
+        Valid(_IMPORTS + "import math\ndef rescale(score, b, h, q_idx, kv_idx):\n"
+              "    return score / math.sqrt(64)\n"
+              "def f(q, k, v):\n    return flex_attention(q, k, v, score_mod=rescale)\n"),
+        Valid(_IMPORTS + "import math\nD = 64\ndef rescale(score, b, h, q_idx, kv_idx):\n"
+              "    return score / math.sqrt(D)\n"
+              "def f(q, k, v):\n    return flex_attention(q, k, v, score_mod=rescale, scale=1.0)\n"),
+        Valid(_IMPORTS + "def causal(b, h, q_idx, kv_idx):\n    return q_idx < kv_idx  # noqa: MHA015\n"
+              "m = create_block_mask(causal, None, None, 8, 8)\n"),
+    )
+    invalid = (
+        Invalid(_IMPORTS + "def causal(b, h, q_idx, kv_idx):\n    return q_idx < kv_idx\n"
+                "m = create_block_mask(causal, None, None, 8, 8)\n",
+                line=3, message="mask_mod `causal` keeps `q_idx < kv_idx`", severity=Severity.ERROR),
+        Invalid(_IMPORTS + "def f(q, k, v, seq_lens, T):\n    keep = lambda b, h, qi, ki: ki >= seq_lens[b]\n"
+                "    m = create_block_mask(keep, None, None, T, T)\n    return flex_attention(q, k, v, block_mask=m)\n",
+                line=3, message="mask_mod `keep` keeps `ki >= seq_lens[b]`", severity=Severity.WARNING),
+        Invalid(_IMPORTS + "def causal(score, b, h, q_idx, kv_idx):\n    return q_idx >= kv_idx\n"
+                "def f(q, k, v):\n    return flex_attention(q, k, v, causal)\n",
+                line=3, message="returns the comparison", severity=Severity.ERROR),
+        Invalid(_IMPORTS + "def f(q, k, v, bias):\n    def rel(score, b, h, q_idx, kv_idx):\n"
+                "        return bias[h][q_idx][kv_idx]\n    return flex_attention(q, k, v, score_mod=rel)\n",
+                line=4, message="without its score `score`", severity=Severity.ERROR),
+        Invalid(_IMPORTS + "import math\nclass Attn:\n    def __init__(self, head_dim):\n"
+                "        self.head_dim = head_dim\n    def forward(self, q, k, v):\n"
+                "        def mod(score, b, h, q_idx, kv_idx):\n            return score / math.sqrt(self.head_dim)\n"
+                "        return flex_attention(q, k, v, score_mod=mod)\n",
+                line=8, message="rescales the score by", severity=Severity.ERROR),
+    )
+
+    # ---------------------------------------------------------------------------------------------- visiting
+    def __init__(self, context, emit):
+        super().__init__(context, emit)
+        self._done: set[int] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        ctx, scope = self.context, self.scope
+        name = ctx.qualified_name(node.func, scope) or ""
+        short = name[len(_FLEX_MODULE):] if name.startswith(_FLEX_MODULE) else ""
+        line = ctx.line(node) if short or self._is_flex(node.func, scope) else None
+        if short in _MASK_TAKERS:
+            arg = _argument(node, 0, _MASK_TAKERS[short])
+            if arg is not None:
+                for mod in self._mods(arg, scope, f"passed to {short} at line {line}"):
+                    if short == "create_block_mask" or (mod is not None and mod.required < 5):
+                        self._mask_mod(mod)  # create_mask also takes a score_mod (5 parameters)
+        elif short == "and_masks":
+            for arg in node.args:
+                if arg.keyword is None and not arg.star:
+                    for mod in self._mods(arg.value, scope, f"combined by and_masks at line {line}"):
+                        self._mask_mod(mod)
+        elif short == "flex_attention" or self._is_flex(node.func, scope):
+            score_mod = _argument(node, 3, "score_mod")
+            if score_mod is None or any(a.star for a in node.args):
+                return
+            scale = _argument(node, 5, "scale")
+            default_scale = scale is None or _is_none(ctx, scale, scope)
+            for mod in self._mods(score_mod, scope, f"passed to flex_attention as score_mod at line {line}"):
+                self._score_mod(mod, default_scale)
+
+    def _is_flex(self, func: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        """`flex = torch.compile(flex_attention, ...)` (a name or `self.x`), then `flex(...)`."""
+        ctx = self.context
+        if depth > 3:
+            return False
+        if isinstance(func, cst.Name):
+            bindings = ctx.bindings(func.value, scope)
+        elif isinstance(func, cst.Attribute):
+            bindings = ctx.attribute_bindings(func, scope) or []
+        else:
+            return False
+        if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].value is None:
+            return False
+        value, where = bindings[0].value, bindings[0].scope
+        if isinstance(value, cst.Call) and ctx.qualified_name(value.func, where) == "torch.compile" and value.args:
+            inner = value.args[0].value
+            return ctx.qualified_name(inner, where) == FLEX_ATTENTION or self._is_flex(inner, where, depth + 1)
+        return False
+
+    # ---------------------------------------------------------------------------------------------- resolving
+    def _mods(self, expr: cst.BaseExpression, scope: Scope, via: str, depth: int = 0, skip: int = 0,
+              bound: frozenset = frozenset()) -> list[_Mod]:
+        """The functions `expr` evaluates to, when the code shows them: a lambda, a def's name, `self.x`, a
+        functools.partial of one (its positional arguments `skip` leading parameters, its keywords `bound` ones),
+        or a call of a project function that returns one of these."""
+        ctx = self.context
+        if depth > _MAX_DEPTH:
+            return []
+        if isinstance(expr, cst.Lambda):
+            return [self._make(expr, None, scope, "<lambda>", via, skip, bound)]
+        if isinstance(expr, cst.Call):
+            name = ctx.qualified_name(expr.func, scope) or ""
+            if name == "functools.partial" and expr.args and not any(a.star for a in expr.args):
+                first, *rest = expr.args
+                positional = sum(1 for a in rest if a.keyword is None)
+                keywords = frozenset(a.keyword.value for a in rest if a.keyword is not None)
+                return self._mods(first.value, scope, via, depth + 1, skip + positional, bound | keywords)
+            function = self._project_function(expr, scope, name)
+            if function is None:
+                return []
+            results = returned(function)
+            if len(results) != 1:
+                return []
+            return self._mods(results[0], function, via, depth + 1, skip, bound)
+        if isinstance(expr, cst.Name):
+            bindings = ctx.bindings(expr.value, scope)
+        elif isinstance(expr, cst.Attribute):
+            method = self._method(expr, scope)
+            if method is not None:
+                static = any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
+                             for d in method.node.decorators)
+                return [self._make(method.node, method, method.parent, expr.attr.value, via,
+                                   skip + (0 if static else 1), bound)]
+            bindings = ctx.attribute_bindings(expr, scope) or []
+        else:
+            return []
+        if len(bindings) != 1:
+            return []
+        binding = bindings[0]
+        if binding.kind == "def" and isinstance(binding.node, cst.FunctionDef):
+            inner = ctx.scopes.get(binding.node)
+            return [self._make(binding.node, inner, binding.scope, binding.node.name.value, via, skip, bound)]
+        if binding.kind == "assign" and isinstance(binding.value, cst.Lambda):
+            return [self._make(binding.value, None, binding.scope, binding.name, via, skip, bound)]
+        if binding.kind == "assign" and binding.value is not None:
+            return self._mods(binding.value, binding.scope, via, depth + 1, skip, bound)
+        return []
+
+    def _method(self, expr: cst.Attribute, scope: Scope) -> Scope | None:
+        """`self.causal`, a method of the class around `scope` (not an attribute it assigns)."""
+        if not (isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name):
+            return None
+        klass = self.context.class_of(scope)
+        if klass is None or expr.attr.value in klass.attributes:
+            return None
+        method = klass.methods.get(expr.attr.value)
+        return method if method is not None and isinstance(method.node, cst.FunctionDef) else None
+
+    def _project_function(self, call: cst.Call, scope: Scope, name: str) -> Scope | None:
+        ctx = self.context
+        if name.startswith(PROJECT_PREFIX) and name[len(PROJECT_PREFIX):] in ctx.functions:
+            return ctx.functions[name[len(PROJECT_PREFIX):]]
+        func = call.func
+        if isinstance(func, cst.Name):
+            bindings = ctx.bindings(func.value, scope)
+            if len(bindings) == 1 and bindings[0].kind == "def":
+                return ctx.scopes.get(bindings[0].node)
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == scope.self_name:
+            klass = ctx.class_of(scope)
+            return klass.methods.get(func.attr.value) if klass is not None else None
+        return None
+
+    def _make(self, node, inner, outer, name, via, skip, bound) -> _Mod | None:
+        parameters = node.params
+        if parameters.star_arg is not None and isinstance(parameters.star_arg, cst.Param):
+            return None
+        params = [p for p in (*parameters.posonly_params, *parameters.params)][skip:]
+        params = [p for p in params if p.name.value not in bound]
+        required = sum(1 for p in params if p.default is None)
+        return _Mod(node, inner, outer, [p.name.value for p in params], required, name, via)
+
+    # ---------------------------------------------------------------------------------------------- mask_mod
+    def _first_time(self, mod: _Mod | None, kind: str) -> bool:
+        if mod is None or (id(mod.node), kind) in self._done:
+            return False
+        self._done.add((id(mod.node), kind))
+        return True
+
+    def _body(self, mod: _Mod) -> cst.BaseExpression | None:
+        if isinstance(mod.node, cst.Lambda):
+            return mod.node.body
+        results = [r for r in _returns(mod.node)]
+        return results[0] if len(results) == 1 else None
+
+    def _mask_mod(self, mod: _Mod | None) -> None:
+        if mod is None or not mod.required <= 4 <= len(mod.params) or not self._first_time(mod, "mask"):
+            return
+        body = self._body(mod)
+        if body is None:
+            return
+        batch, q, kv = mod.params[0], mod.params[2], mod.params[3]
+        for leaf, op, negated, anchor in _conjuncts(self.context, body, mod.outer, False, _Locals(mod)):
+            if (id(anchor), "leaf") in self._done:
+                continue
+            side = _index_comparison(leaf, op, q, kv)
+            if side is not None:
+                self._causal(mod, leaf, side, negated, anchor)
+                continue
+            padding = _padding_comparison(leaf, op, batch, q, kv)
+            if padding is not None:
+                self._padding(mod, leaf, *padding, anchor)
+
+    def _causal(self, mod: _Mod, leaf: cst.Comparison, op: str, negated: bool, anchor: cst.CSTNode) -> None:
+        """`op` is the effective comparison read as `q OP kv`."""
+        if op not in ("<", "<="):
+            return
+        self._done.add((id(anchor), "leaf"))
+        q, kv = mod.params[2], mod.params[3]
+        written = f"`~({_bare(self.context, leaf)})`" if negated else f"`{_bare(self.context, leaf)}`"
+        strict = op == "<"
+        evidence = [f"`{mod.name}` (line {self.context.line(mod.node)}) is {mod.via}",
+                    f"its 3rd parameter `{q}` is the query index and its 4th `{kv}` the key index",
+                    f"line {self.context.line(anchor)}: {written} is True for keys "
+                    f"{'after' if strict else 'at or after'} the query"]
+        fix = None
+        if strict and not negated and anchor is leaf:
+            fix = self._causal_fix(leaf, q, kv)
+        self.report(anchor, ANTI_CAUSAL if strict else REVERSED_CAUSAL,
+                    severity=Severity.ERROR if strict else Severity.WARNING, evidence=evidence, fix=fix,
+                    arguments={"kind": "causal", "op": op}, fn=mod.name, expr=written, q=q, kv=kv, facts=FACTS)
+
+    def _causal_fix(self, leaf: cst.Comparison, q: str, kv: str):
+        left, target = leaf.left, leaf.comparisons[0]
+        if not (isinstance(left, cst.Name) and isinstance(target.comparator, cst.Name)):
+            return None
+        new_op = cst.GreaterThanEqual if left.value == q else cst.LessThanEqual
+        operator = target.operator
+        new = leaf.with_changes(comparisons=[target.with_changes(operator=new_op(
+            whitespace_before=operator.whitespace_before, whitespace_after=operator.whitespace_after))])
+        text = f"{left.value} {'>=' if left.value == q else '<='} {target.comparator.value}"
+        return self.replacement(leaf, new, applicability="unsafe", title=f"keep `{text}` (True = attend)")
+
+    def _padding(self, mod: _Mod, leaf: cst.Comparison, index: str, lengths: cst.Subscript, op: str,
+                 anchor: cst.CSTNode) -> None:
+        if op not in (">=", ">"):
+            return
+        self._done.add((id(anchor), "leaf"))
+        code = self.context.code
+        which = "key" if index == mod.params[3] else "query"
+        evidence = [f"`{mod.name}` (line {self.context.line(mod.node)}) is {mod.via}",
+                    f"`{index}` is its {'4th' if which == 'key' else '3rd'} parameter, the {which} index, and "
+                    f"`{code(lengths)}` is indexed by its 1st, the batch index",
+                    f"line {self.context.line(anchor)}: `{_bare(self.context, leaf)}` is True past the length: on the padding "
+                    f"(what `{code(lengths.value)}` holds is read from its name)"]
+        self.report(anchor, INVERTED_PADDING, severity=Severity.WARNING, evidence=evidence,
+                    arguments={"kind": "padding", "side": which}, fn=mod.name, expr=f"`{_bare(self.context, leaf)}`",
+                    idx=index, lengths=code(lengths), facts=FACTS)
+
+    # ---------------------------------------------------------------------------------------------- score_mod
+    def _score_mod(self, mod: _Mod | None, default_scale: bool) -> None:
+        if mod is None or not mod.required <= 5 <= len(mod.params) or not self._first_time(mod, "score"):
+            return
+        score = mod.params[0]
+        code, line = self.context.code, self.context.line
+        where = f"`{mod.name}` (line {line(mod.node)}) is {mod.via}; its 1st parameter `{score}` is the score"
+        body = self._body(mod)
+        if body is None:
+            return
+        if _is_bool(self.context, body, mod.outer, _Locals(mod)):
+            self.report(body, BOOL_SCORE, severity=Severity.ERROR,
+                        evidence=[where, f"line {line(body)}: it returns `{code(body)}`, a bool"],
+                        arguments={"kind": "score_bool"}, fn=mod.name, expr=f"`{code(body)}`", score=score,
+                        facts=FACTS)
+            return
+        inside = mod.node.body
+        if not any(isinstance(n, cst.Name) and n.value == score for n in _all_nodes(inside)):
+            self.report(body, DROPPED_SCORE, severity=Severity.ERROR,
+                        evidence=[where, f"line {line(body)}: it returns `{code(body)}`; `{score}` is never read"],
+                        arguments={"kind": "score_dropped"}, fn=mod.name, expr=f"`{code(body)}`", score=score,
+                        facts=FACTS)
+            return
+        if not default_scale:
+            return
+        for node, divisor in _rescales(self.context, inside, score, mod):
+            head_size = _is_head_size(self.context, divisor)
+            total = (f"1/{_bare(self.context, divisor)} in all" if head_size
+                     else f"1/sqrt(E·{_bare(self.context, divisor)}) in all")
+            self.report(node, SCALED_AGAIN, severity=Severity.ERROR if head_size else Severity.WARNING,
+                        evidence=[where, f"line {line(node)}: `{code(node)}` rescales it by 1/sqrt({code(divisor)})",
+                                  "the flex_attention call leaves `scale` at its default, 1/sqrt(E) (E = the "
+                                  "query's head size), applied before the score_mod"],
+                        arguments={"kind": "score_sqrt"}, fn=mod.name, expr=f"1/sqrt({code(divisor)})", total=total,
+                        facts=FACTS)
+            return
+
+    @staticmethod
+    def probe(arguments: dict, torch) -> tuple[str, str]:
+        """Re-create the finding's mod in a small eager flex_attention run on the CPU and compare it with the
+        intended one (docs/torch-facts.md#flex-mod-convention)."""
+        import math
+        import warnings
+
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+        n, heads, length, size = 2, 4, 16, 16
+        generator = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(n, heads, length, size, generator=generator) for _ in range(3))
+        lengths = torch.tensor([length, 10])
+        bias = torch.randn(heads, length, length, generator=generator)
+        kind, op = arguments.get("kind"), arguments.get("op", "<")
+
+        def run(**kwargs):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "flex_attention called without torch.compile()"
+                return flex_attention(q, k, v, **kwargs)
+
+        def blocks(mask_mod, batch=None):
+            return create_block_mask(mask_mod, batch, None, length, length, device="cpu")
+
+        setup = f"CPU, eager flex_attention, B={n}, {heads} heads, L=S={length}, head size {size}"
+        if kind == "causal":
+            as_written = (lambda b, h, qi, ki: qi < ki) if op == "<" else (lambda b, h, qi, ki: qi <= ki)
+            given = run(block_mask=blocks(as_written))
+            right = run(block_mask=blocks(lambda b, h, qi, ki: qi >= ki))
+            zeros = [i for i in range(length) if bool((given[:, :, i] == 0).all())]
+            gap = float((given - right).abs().max())
+            rows = f"; query rows {zeros} are all zeros" if zeros else ""
+            what = f"a mask_mod keeping q_idx {op} kv_idx is {gap:.2f} away from q_idx >= kv_idx (causal){rows}"
+            return (CONFIRMED if gap > 1e-3 else NOT_CONFIRMED), f"{what} ({setup})"
+        if kind == "padding":
+            if arguments.get("side") == "query":
+                given = run(block_mask=blocks(lambda b, h, qi, ki: qi >= lengths[b], n))
+                right = run(block_mask=blocks(lambda b, h, qi, ki: qi < lengths[b], n))
+            else:
+                given = run(block_mask=blocks(lambda b, h, qi, ki: ki >= lengths[b], n))
+                right = run(block_mask=blocks(lambda b, h, qi, ki: ki < lengths[b], n))
+            gap = float((given - right).abs().max())
+            full = bool((given[0] == 0).all())
+            what = (f"the inverted padding mask_mod is {gap:.2f} away from the right one"
+                    + ("; the full-length sample is all zeros" if full else ""))
+            return (CONFIRMED if gap > 1e-3 else NOT_CONFIRMED), f"{what} ({setup}, lengths 16 and 10)"
+        default = run()
+        q2, k2 = torch.randn(2, n, heads, length, size, generator=generator)
+        if kind == "score_bool":
+            given = run(score_mod=lambda s, b, h, qi, ki: qi >= ki)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                other = flex_attention(q2, k2, v, score_mod=lambda s, b, h, qi, ki: qi >= ki)
+            gap = float((given - run(block_mask=blocks(lambda b, h, qi, ki: qi >= ki))).abs().max())
+            same = float((given - other).abs().max())
+            what = (f"a score_mod returning q_idx >= kv_idx is {gap:.2f} away from causal attention and gives the "
+                    f"same output for other queries and keys (max diff {same:.1e})")
+            return (CONFIRMED if gap > 1e-3 and same < 1e-5 else NOT_CONFIRMED), f"{what} ({setup})"
+        if kind == "score_dropped":
+            given = run(score_mod=lambda s, b, h, qi, ki: bias[h][qi][ki])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                other = flex_attention(q2, k2, v, score_mod=lambda s, b, h, qi, ki: bias[h][qi][ki])
+            gap = float((given - run(score_mod=lambda s, b, h, qi, ki: s + bias[h][qi][ki])).abs().max())
+            same = float((given - other).abs().max())
+            what = (f"a score_mod returning only bias[h][q_idx][kv_idx] is {gap:.2f} away from score + bias and gives "
+                    f"the same output for other queries and keys (max diff {same:.1e})")
+            return (CONFIRMED if gap > 1e-3 and same < 1e-5 else NOT_CONFIRMED), f"{what} ({setup})"
+        if kind == "score_sqrt":
+            given = run(score_mod=lambda s, b, h, qi, ki: s / math.sqrt(size))
+            gap = float((given - default).abs().max())
+            twice = float((given - torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=1 / size))
+                          .abs().max())
+            what = (f"score / sqrt({size}) is {gap:.2f} away from the default scale and equal to SDPA with scale "
+                    f"1/{size} (max diff {twice:.1e})")
+            return (CONFIRMED if gap > 1e-3 and twice < 1e-4 else NOT_CONFIRMED), f"{what} ({setup})"
+        return NOT_CONFIRMED, f"no experiment for {kind!r}"
+
+
+# -------------------------------------------------------------------------------------------------- helpers
+def _bare(ctx, node: cst.CSTNode) -> str:
+    """The code of an expression without its own parentheses."""
+    if getattr(node, "lpar", None):
+        node = node.with_changes(lpar=(), rpar=())
+    return ctx.module.code_for_node(node)
+
+
+def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return positional[position].value if len(positional) > position else None
+
+
+def _is_none(ctx, expr, scope) -> bool:
+    value = resolve(ctx, expr, scope)
+    return value is not None and value.value is None
+
+
+def _returns(function: cst.FunctionDef) -> list[cst.BaseExpression]:
+    found = []
+
+    def enter(node):
+        if isinstance(node, cst.Return) and node.value is not None:
+            found.append(node.value)
+        return node is function or not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda))
+    walk(function, enter, lambda node: None)
+    return found
+
+
+def _all_nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
+    found = []
+    walk(root, lambda node: found.append(node) or True, lambda node: None)
+    return found
+
+
+class _Locals:
+    """A def's local names assigned exactly once (`causal = q_idx >= kv_idx`), read as their values."""
+
+    def __init__(self, mod: _Mod):
+        self.values: dict[str, cst.BaseExpression] = {}
+        if mod.scope is None:
+            return
+        for name, bindings in mod.scope.bindings.items():
+            if name in mod.params or len(bindings) != 1:
+                continue
+            if bindings[0].kind == "assign" and bindings[0].value is not None:
+                self.values[name] = bindings[0].value
+
+    def read(self, expr: cst.BaseExpression) -> cst.BaseExpression:
+        seen = 0
+        while isinstance(expr, cst.Name) and expr.value in self.values and seen < _MAX_DEPTH:
+            expr, seen = self.values[expr.value], seen + 1
+        return expr
+
+
+def _conjuncts(ctx, expr, scope, negated: bool, local: _Locals, depth: int = 0):
+    """(comparison, effective operator read left to right, negated) for each comparison that must hold for the
+    mask_mod to keep a position: the expression itself, or a conjunct of `&` / `and` / torch.logical_and, with
+    `~` / `not` / torch.logical_not flipping (De Morgan through `|`). Anything else is not read. A link of a
+    chained comparison (`a <= b < c`) comes as a new node: the fourth item is the node to report at."""
+    expr = local.read(expr)
+    if depth > _MAX_DEPTH:
+        return
+    if isinstance(expr, cst.Comparison):
+        parts = [expr.left] + [c.comparator for c in expr.comparisons]
+        if len(expr.comparisons) == 1:
+            op = _OPS.get(type(expr.comparisons[0].operator).__name__)
+            if op is not None:
+                yield expr, (_NEGATE[op] if negated else op), negated, expr
+        elif not negated:  # a <= b < c: each link must hold
+            for left, link, right in zip(parts, expr.comparisons, parts[1:]):
+                op = _OPS.get(type(link.operator).__name__)
+                if op is not None:
+                    yield cst.Comparison(left, [link.with_changes(comparator=right)]), op, False, expr
+        return
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.BitInvert, cst.Not)):
+        yield from _conjuncts(ctx, expr.expression, scope, not negated, local, depth + 1)
+        return
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr)):
+        if isinstance(expr.operator, cst.BitAnd) == negated:
+            return  # a disjunction: either part may keep a position
+        yield from _conjuncts(ctx, expr.left, scope, negated, local, depth + 1)
+        yield from _conjuncts(ctx, expr.right, scope, negated, local, depth + 1)
+        return
+    if isinstance(expr, cst.BooleanOperation):
+        if isinstance(expr.operator, cst.And) == negated:
+            return
+        yield from _conjuncts(ctx, expr.left, scope, negated, local, depth + 1)
+        yield from _conjuncts(ctx, expr.right, scope, negated, local, depth + 1)
+        return
+    if isinstance(expr, cst.Call) and not any(a.keyword or a.star for a in expr.args):
+        name = ctx.qualified_name(expr.func, scope)
+        if name == "torch.logical_not" and len(expr.args) == 1:
+            yield from _conjuncts(ctx, expr.args[0].value, scope, not negated, local, depth + 1)
+        elif name == ("torch.logical_or" if negated else "torch.logical_and") and len(expr.args) == 2:
+            for arg in expr.args:
+                yield from _conjuncts(ctx, arg.value, scope, negated, local, depth + 1)
+
+
+def _terms(expr, sign: int, out: list) -> bool:
+    """Split a sum into signed terms; False when it is not a sum of plain terms."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)):
+        return _terms(expr.left, sign, out) and _terms(
+            expr.right, sign if isinstance(expr.operator, cst.Add) else -sign, out)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        return _terms(expr.expression, -sign, out)
+    out.append((sign, expr))
+    return True
+
+
+def _index_comparison(leaf: cst.Comparison, op: str, q: str, kv: str) -> str | None:
+    """The operator of `q OP kv` when the comparison is exactly that (also as `kv OP' q`, `q - kv OP 0`)."""
+    terms: list = []
+    if not (_terms(leaf.left, 1, terms) and _terms(leaf.comparisons[0].comparator, -1, terms)):
+        return None
+    coefficients = {q: 0, kv: 0}
+    for sign, term in terms:
+        if isinstance(term, cst.Name) and term.value in coefficients:
+            coefficients[term.value] += sign
+        elif isinstance(term, cst.Integer) and term.evaluated_value == 0:
+            continue
+        else:
+            return None  # an offset, a window, a scaled index: not the plain causal comparison
+    if (coefficients[q], coefficients[kv]) == (1, -1):
+        return op
+    if (coefficients[q], coefficients[kv]) == (-1, 1):
+        return _MIRROR[op]
+    return None
+
+
+def _padding_comparison(leaf: cst.Comparison, op: str, batch: str, q: str, kv: str):
+    """(index name, the lengths subscript, operator read as `index OP lengths[b]`) for `kv_idx >= lengths[b]`."""
+    left, right = leaf.left, leaf.comparisons[0].comparator
+    for index, other, oriented in ((left, right, op), (right, left, _MIRROR[op])):
+        if (isinstance(index, cst.Name) and index.value in (q, kv) and isinstance(other, cst.Subscript)
+                and len(other.slice) == 1 and isinstance(other.slice[0].slice, cst.Index)
+                and isinstance(other.slice[0].slice.value, cst.Name) and other.slice[0].slice.value.value == batch):
+            base = other.value
+            word = base.value if isinstance(base, cst.Name) else base.attr.value if isinstance(
+                base, cst.Attribute) else ""
+            if _LENGTH_NAME.search(word) and not _NOT_LENGTH.search(word):
+                return index.value, other, oriented
+    return None
+
+
+def _is_bool(ctx, expr, scope, local: _Locals, depth: int = 0) -> bool:
+    expr = local.read(expr)
+    if depth > _MAX_DEPTH:
+        return False
+    if isinstance(expr, cst.Comparison):
+        return all(_OPS.get(type(c.operator).__name__) for c in expr.comparisons)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Not, cst.BitInvert)):
+        return _is_bool(ctx, expr.expression, scope, local, depth + 1)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
+        return _is_bool(ctx, expr.left, scope, local, depth + 1) and _is_bool(ctx, expr.right, scope, local, depth + 1)
+    if isinstance(expr, cst.BooleanOperation):
+        return _is_bool(ctx, expr.left, scope, local, depth + 1) and _is_bool(ctx, expr.right, scope, local, depth + 1)
+    if isinstance(expr, cst.Call):
+        return ctx.qualified_name(expr.func, scope) in _BOOL_CALLS
+    return False
+
+
+def _sqrt_argument(ctx, expr, scope, inverse: bool):
+    """X when `expr` is sqrt(X) (inverse=False) or 1/sqrt(X) (inverse=True), X not a number literal."""
+    if isinstance(expr, cst.Call) and ctx.qualified_name(expr.func, scope) in _SQRTS and len(expr.args) == 1:
+        found = None if inverse else expr.args[0].value
+    elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Power):
+        exponent = resolve(ctx, expr.right, scope)
+        wanted = -0.5 if inverse else 0.5
+        found = expr.left if exponent is not None and exponent.value == wanted else None
+    elif inverse and isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide):
+        one = resolve(ctx, expr.left, scope)
+        found = _sqrt_argument(ctx, expr.right, scope, False) if one is not None and one.value == 1 else None
+    else:
+        found = None
+    if found is None or isinstance(found, (cst.Integer, cst.Float)):
+        return None
+    if isinstance(found, cst.Name) and resolve(ctx, found, scope) is not None and not _HEAD_SIZE_NAME.match(
+            found.value):
+        value = resolve(ctx, found, scope)
+        if isinstance(value.value, (int, float)) and value.value in (1, 2):
+            return None
+    return found
+
+
+def _rescales(ctx, body, score: str, mod: _Mod):
+    """(node, X) for each `score / sqrt(X)`, `score * X ** -0.5`, `score /= sqrt(X)`, ... in the function."""
+    scope = mod.scope or mod.outer
+    for node in _all_nodes(body):
+        if isinstance(node, cst.BinaryOperation):
+            pairs = [(node.left, node.right)]
+            if isinstance(node.operator, cst.Multiply):
+                pairs.append((node.right, node.left))
+            kind = node.operator
+        elif isinstance(node, cst.AugAssign):
+            pairs, kind = [(node.target, node.value)], node.operator
+        else:
+            continue
+        for operand, factor in pairs:
+            if not (isinstance(operand, cst.Name) and operand.value == score):
+                continue
+            if isinstance(kind, (cst.Divide, cst.DivideAssign)):
+                found = _sqrt_argument(ctx, _named(ctx, factor, scope), scope, False)
+            elif isinstance(kind, (cst.Multiply, cst.MultiplyAssign)):
+                found = _sqrt_argument(ctx, _named(ctx, factor, scope), scope, True)
+            else:
+                found = None
+            if found is not None:
+                yield node, found
+
+
+def _named(ctx, expr, scope):
+    """A name or `self.x` assigned once, read as its value (`scale = head_dim ** -0.5`)."""
+    if isinstance(expr, cst.Name):
+        bindings = ctx.bindings(expr.value, scope)
+    elif isinstance(expr, cst.Attribute):
+        bindings = ctx.attribute_bindings(expr, scope) or []
+    else:
+        return expr
+    if len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:
+        return bindings[0].value
+    return expr
+
+
+def _is_head_size(ctx, expr) -> bool:
+    if isinstance(expr, cst.Name):
+        return bool(_HEAD_SIZE_NAME.match(expr.value))
+    if isinstance(expr, cst.Attribute):
+        return bool(_HEAD_SIZE_NAME.match(expr.attr.value))
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "size":
+        return len(expr.args) == 1 and ctx.code(expr.args[0].value).replace(" ", "") == "-1"
+    if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape":
+        return ctx.code(expr.slice[0]).replace(" ", "").rstrip(",") == "-1"
+    return False
