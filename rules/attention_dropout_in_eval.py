@@ -75,8 +75,8 @@ class AttentionDropoutInEval(Rule):
     ## Known problems
     A value read from a config object at run time is unknown: the finding is then a warning. A guard written in a
     way the rule does not read (a flag named otherwise, set from `model.eval()` by a hook) is not seen; `# noqa:
-    MHA011` silences the line. Callers in other files are not read for a parameter: a parameter of a plain function
-    that no caller in the file gives a value is not flagged.
+    MHA011` silences the line. Callers in other files are not read for a parameter: a value of unknown size that is
+    not the module's own setting (a parameter no caller in the file fills with one, `ctx.dropout_p`) is not flagged.
     `F.dropout` on weights whose name does not say so is read only in files that another trigger (an attention
     API) brings in. At run time the guard sees dropout while gradients are off (`no_grad`, `inference_mode`) or when
     the call is made in a method of a module in eval mode; a call from a plain function of an eval model with
@@ -111,9 +111,11 @@ class AttentionDropoutInEval(Rule):
     code = "MHA011"
     name = "attention-dropout-in-eval"
     summary = "Attention dropout that no training flag gates: SDPA and the functional forms drop in eval too"
-    # F.dropout is everywhere: only a line that drops a tensor named like attention weights makes a file worth parsing.
+    # F.dropout is everywhere: only a line that calls it (`F.dropout`, `nn.functional.dropout`; not an nn.Dropout
+    # module's `self.dropout(...)`) on a tensor named like attention weights, without training= on that line, makes
+    # a file worth parsing.
     triggers = (torchapi.SDPA_TRIGGER, torchapi.MHA_FORWARD_FN_TRIGGER,
-                r"\bdropout\(\s*[A-Za-z_.]*(?:attn|[Aa]ttention|scores?|weights|probs)")
+                r"(?<!\bself)\.dropout\(\s*[A-Za-z_.]*(?:attn|[Aa]ttention|scores?|weights|probs)(?![^\n]*training)")
     acts_on_passed_values = False
 
     valid = (
@@ -176,7 +178,7 @@ class AttentionDropoutInEval(Rule):
         if self._gated(expr, self.scope) or self._gated_call(node):
             return
         reaches = self._non_zero(expr, self.scope)
-        if reaches is False or reaches is None and self._open_parameter(expr):
+        if reaches is False or reaches is None and not self._pattern(expr, self.scope):
             return
         code = self.context.code(expr)
         value = resolve(self.context, expr, self.scope)
@@ -239,7 +241,7 @@ class AttentionDropoutInEval(Rule):
             reaches, value = "F.dropout's default, 0.5", None
         else:
             reaches = self._non_zero(p_expr, self.scope)
-            if reaches is False:
+            if reaches is False or reaches is None and not self._pattern(p_expr, self.scope):
                 return
             value = resolve(self.context, p_expr, self.scope)
         evidence = [f"`{self.context.code(weights)}` {origin}" if origin else
@@ -318,10 +320,32 @@ class AttentionDropoutInEval(Rule):
                        for b in bindings)
         return False
 
-    def _open_parameter(self, expr: cst.BaseExpression) -> bool:
-        """A parameter that no caller in this file gives a value: what it is, and its gate, is the callers' job."""
-        bindings = self.context.bindings(expr.value, self.scope) if isinstance(expr, cst.Name) else []
-        return len(bindings) == 1 and bindings[0].kind == "param" and not callers(self.context, bindings[0].scope)
+    def _pattern(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        """Whether a value of unknown size is the module's own setting, read with no gate: a `self.` attribute
+        (`self.dropout`, `self.config.attention_dropout`), a local or a branch that holds one, or a parameter a
+        caller in this file fills with one. Anything else (a parameter no caller fills, `ctx.p`) is the callers'
+        business: unknown, and not reported."""
+        if depth > _MAX_DEPTH:
+            return False
+        if isinstance(expr, cst.Attribute):
+            root = expr
+            while isinstance(root, cst.Attribute):
+                root = root.value
+            return isinstance(root, cst.Name) and root.value == scope.self_name
+        if isinstance(expr, cst.IfExp):
+            return self._pattern(expr.body, scope, depth + 1) or self._pattern(expr.orelse, scope, depth + 1)
+        if not isinstance(expr, cst.Name):
+            return False
+        for binding in self.context.bindings(expr.value, scope):
+            if binding.kind == "param":
+                if any(site.arguments.get(expr.value) is not None
+                       and self._pattern(site.arguments.get(expr.value), site.scope, depth + 1)
+                       for site in callers(self.context, binding.scope)):
+                    return True
+            elif binding.value is not None and binding.value is not expr and self._pattern(
+                    binding.value, binding.scope, depth + 1):
+                return True
+        return False
 
     def _callers_gate(self, name: str, function: Scope, depth: int) -> bool:
         sites = callers(self.context, function)

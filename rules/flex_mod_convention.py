@@ -189,8 +189,12 @@ class FlexModConvention(Rule):
     code = "MHA015"
     name = "flex-mod-convention"
     summary = "flex_attention mask_mod or score_mod written in the wrong convention (True = hide, bool or bias-only score)"
-    triggers = (r"\bflex_attention\b", r"\bcreate_block_mask\b", r"\bmask_mod\b", r"\bscore_mod\b")
-    acts_on_passed_values = True  # mask_mods and score_mods are handed over as values
+    # What the rule reads is reached through these names (imported from torch.nn.attention.flex_attention, whose
+    # import line names flex_attention): `mask_mod` and `score_mod` alone are everywhere in torch's own compiler.
+    triggers = (r"\bflex_attention\b", r"\bcreate_block_mask\b", r"\bcreate_mask\b")
+    # A mask_mod is handed over as a value, but to create_block_mask or flex_attention, whose names are calls (or
+    # `score_mod=` keywords) in the same file: a file where every trigger is a passed value has nothing to read.
+    acts_on_passed_values = False
 
     _IMPORTS = "from torch.nn.attention.flex_attention import create_block_mask, flex_attention\n"
     valid = (

@@ -81,6 +81,17 @@ class ShapeReader:
         self._active: set[int] = set()  # the bindings being followed, against cycles through loops
 
     def of(self, expr: cst.BaseExpression | None, scope: Scope, use: cst.CSTNode, depth: int = 0) -> Traced | None:
+        """The roles of `expr`'s axes at `use`. A question asked from outside (depth 0, nothing being followed)
+        is answered once per module: several rules ask it of the same arguments."""
+        if depth or self._env or self._active or expr is None:
+            return self._of(expr, scope, use, depth)
+        memo = self.ctx.memo.setdefault("shapes", {})
+        key = (id(expr), id(scope), id(use), self.file)
+        if key not in memo:
+            memo[key] = (self._of(expr, scope, use, depth), expr, use)  # the nodes kept: their ids stay theirs
+        return memo[key][0]
+
+    def _of(self, expr: cst.BaseExpression | None, scope: Scope, use: cst.CSTNode, depth: int) -> Traced | None:
         if expr is None or depth > _MAX_DEPTH:
             return None
         if isinstance(expr, cst.Call):
