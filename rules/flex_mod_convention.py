@@ -140,6 +140,13 @@ class FlexModConvention(Rule):
     `doc[q_idx] == doc[kv_idx]`, block causal `q_idx // 64 >= kv_idx // 64`) are left alone, as is anything under
     `|` or `or_masks` (prefix LM, global tokens), where one part keeping later keys can be right.
 
+    At run time, under mhalint's guard (`mhalint.guard()`, `pytest --mhalint-guard`), each `flex_attention` call
+    is checked: its block_mask's mask_mod is evaluated over the call's samples, heads, queries and keys (as
+    `create_mask` does), and query rows with no allowed key are reported when they are real positions (a whole
+    sample or head with no key, or, for a square call, a row whose own position other queries attend to as a
+    key: the anti-causal mask's last row); the score_mod is called once on 0-dim tensors and reported when it
+    returns a bool tensor.
+
     ## Why is this bad?
     A mask_mod returns True where attention is ALLOWED (create_block_mask's docstring), the opposite of
     nn.MultiheadAttention's bool masks, so the "True = hide" habit silently inverts it: in a torch 2.13.0 experiment
@@ -152,9 +159,15 @@ class FlexModConvention(Rule):
     ## Known problems
     The static check reads comparisons of the index parameters themselves; a mask_mod that calls a helper, reads a
     lookup table or branches is not analysed. A mask_mod or score_mod that reaches flex_attention only through
-    another file, a config or a registry is not seen. flex_attention is not watched by mhalint's runtime guard
-    (it wraps the MultiheadAttention, SDPA and Transformer entry points), so there is no runtime check. A
-    right-to-left model that keeps `q_idx <= kv_idx` on purpose needs a noqa.
+    another file, a config or a registry is not seen. The runtime guard wraps the module attribute
+    `torch.nn.attention.flex_attention.flex_attention`: a module that ran `from torch.nn.attention.flex_attention
+    import flex_attention` before the guard started keeps the original function and its calls are not seen (the
+    pytest plugin starts before test files are imported); calls under `torch.compile` pass through unchecked. The
+    guard skips a mask_mod when samples x queries x keys exceeds 4,194,304 (and reads head 0 only when samples x
+    heads x queries x keys does), a mask_mod that raises on the guard's index tensors, and partly empty rows of a
+    non-square (L != S) call, where a padded query cannot be told from a real one; `q_idx <= kv_idx` leaves no
+    row empty and is not reported at run time. A right-to-left model that keeps `q_idx <= kv_idx` on purpose
+    needs a noqa.
 
     ## Example
     ```python
@@ -235,6 +248,28 @@ class FlexModConvention(Rule):
                 "        def mod(score, b, h, q_idx, kv_idx):\n            return score / math.sqrt(self.head_dim)\n"
                 "        return flex_attention(q, k, v, score_mod=mod)\n",
                 line=8, message="rescales the score by", severity=Severity.ERROR),
+    )
+    _RUNTIME = ("import torch\nfrom torch.nn.attention.flex_attention import create_block_mask, flex_attention\n"
+                "q = torch.randn(2, 4, 16, 8)\n")
+    runtime_valid = (
+        Valid(_RUNTIME + "def causal(b, h, q_idx, kv_idx):\n    return q_idx >= kv_idx\n"
+              "mask = create_block_mask(causal, None, None, 16, 16, device='cpu')\n"
+              "out = flex_attention(q, q, q, block_mask=mask)\n"),
+        Valid(_RUNTIME + "def attend(q, lengths):\n"
+              "    def padded(b, h, q_idx, kv_idx):\n        return (q_idx >= kv_idx) & (kv_idx < lengths[b])\n"
+              "    mask = create_block_mask(padded, 2, None, 16, 16, device='cpu')\n"
+              "    return flex_attention(q, q, q, score_mod=lambda s, b, h, qi, ki: s + (ki - qi) * 0.1, "
+              "block_mask=mask)\n"
+              "out = attend(q, torch.tensor([16, 9]))\n"),
+    )
+    runtime_invalid = (
+        Invalid(_RUNTIME + "def causal(b, h, q_idx, kv_idx):\n    return q_idx < kv_idx  # True = hide the future\n"
+                "mask = create_block_mask(causal, None, None, 16, 16, device='cpu')\n"
+                "out = flex_attention(q, q, q, block_mask=mask)\n",
+                line=7, message="leaves query rows [15] with no allowed key"),
+        Invalid(_RUNTIME + "def causal(score, b, h, q_idx, kv_idx):\n    return q_idx >= kv_idx\n"
+                "out = flex_attention(q, q, q, score_mod=causal)\n",
+                line=6, message="score_mod `causal` returned a bool tensor"),
     )
 
     # ---------------------------------------------------------------------------------------------- visiting
@@ -559,6 +594,154 @@ class FlexModConvention(Rule):
                     f"1/{size} (max diff {twice:.1e})")
             return (CONFIRMED if gap > 1e-3 and twice < 1e-4 else NOT_CONFIRMED), f"{what} ({setup})"
         return NOT_CONFIRMED, f"no experiment for {kind!r}"
+
+    @staticmethod
+    def guard(call) -> list:
+        """MHA015 at run time, on flex_attention calls: a block_mask whose mask_mod leaves real query rows with no
+        allowed key (flex_attention returns zeros there), and a score_mod that returns a bool tensor."""
+        if call.kind != "flex" or call.flex is None or call.error is not None:
+            return []
+        from mhalint.guard import support as s
+        query, key = call.flex["query"], call.flex["key"]
+        if not (s.plain(query) and s.plain(key) and query.dim() == 4 and key.dim() == 4):
+            return []
+        pending = []
+        empty = _flex_empty_rows(call, query, key)
+        if empty is not None:
+            pending.append(s.Pending(empty[0], lambda: _flex_empty_message(call, *empty[1:])))
+        returned_bool = _flex_bool_score(call.flex["score_mod"], query)
+        if returned_bool:
+            pending.append(s.Pending(True, lambda: _flex_bool_message(call)))
+        return pending
+
+
+# -------------------------------------------------------------------------------------------------- runtime
+# The guard evaluates a block_mask's mask_mod over (samples, heads, queries, keys) as create_mask does: at most this
+# many positions (head 0 alone when all the heads would be more); a larger call is not checked.
+FLEX_GUARD_LIMIT = 1 << 22
+
+
+def _flex_empty_rows(call, query, key):
+    """(flag, allowed, empty, reported, heads_read) for a block_mask's mask_mod, or None when it is not read.
+
+    `allowed` (N, H, L, S) is what the mask_mod keeps; `empty` (N, H, L) the query rows with no allowed key.
+    A row counts (`reported`) when its sample and head has no allowed key at all, or, for a square (L == S) call,
+    when the row's own position is a key that another query attends to: a real token, not a padded one (a padded
+    position is usually hidden both as a query and as a key, and its zero output is never read)."""
+    import warnings
+
+    import torch
+
+    block_mask = call.flex["block_mask"]
+    mask_mod = getattr(block_mask, "mask_mod", None)
+    if block_mask is None or not callable(mask_mod):
+        return None
+    try:
+        from torch.nn.attention.flex_attention import create_mask, noop_mask
+    except ImportError:
+        return None
+    if mask_mod is noop_mask:
+        return None
+    n, heads, length, keys = query.shape[0], query.shape[1], query.shape[-2], key.shape[-2]
+    if n * length * keys > FLEX_GUARD_LIMIT or length == 0 or keys == 0:
+        return None
+    read = heads if n * heads * length * keys <= FLEX_GUARD_LIMIT else 1
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            allowed = create_mask(mask_mod, n, read, length, keys, device=query.device)
+    except Exception:  # a mask_mod that needs what the guard cannot give it: unknown, no report
+        return None
+    if not isinstance(allowed, torch.Tensor) or allowed.dtype != torch.bool or tuple(allowed.shape) != (
+            n, read, length, keys):
+        return None
+    empty = ~allowed.any(-1)
+    reported = empty & empty.all(-1, keepdim=True)
+    if length == keys:
+        reported = reported | (empty & allowed.any(-2))
+    return reported.any(), allowed, empty, reported, read
+
+
+def _flex_name(function) -> str:
+    name = getattr(function, "__name__", None) or type(function).__name__
+    return name if isinstance(name, str) else "mask_mod"
+
+
+def _flex_empty_message(call, allowed, empty, reported, read) -> str:
+    import torch
+    from mhalint.guard import support as s
+
+    n, _, length, keys = allowed.shape
+    name = _flex_name(call.flex["block_mask"].mask_mod)
+    samples = reported.any(-1).any(-1).nonzero().flatten().tolist()
+    rows = reported.any(1).any(0).nonzero().flatten().tolist()
+    whole = reported.all(-1).any(-1).nonzero().flatten().tolist()  # samples with a head that has no key at all
+    heads = "head 0" if read == 1 else "every head" if bool((reported == reported[:, :1]).all()) else "some heads"
+    if whole and len(rows) == length:
+        headline = (f"flex_attention's mask_mod `{name}` leaves samples {s.ints(whole, 4)} with no allowed key at "
+                    f"all (True = allowed; {heads}): their output is all zeros")
+    else:
+        headline = (f"flex_attention's mask_mod `{name}` leaves query rows {s.ints(rows, 4)} with no allowed key "
+                    f"(True = allowed; samples {s.ints(samples, 4)}, {heads}): flex_attention returns zeros there")
+    out = call.output
+    zeros = ""
+    if s.plain(out) and out.dim() == 4 and tuple(out.shape[:1]) == (n,) and out.shape[2] == length:
+        b, h, q = reported.nonzero(as_tuple=True)
+        if out.shape[1] >= read and bool((out[b, h, q] == 0).all()):
+            zeros = " This call's output is exactly 0 on those rows."
+    habit = ""
+    later = torch.ones(length, keys, dtype=torch.bool, device=allowed.device).triu(1)
+    if length == keys and bool((allowed == later).all()):
+        habit = (" The mask_mod keeps exactly the keys after each query (q_idx < kv_idx): the \"True = hide the "
+                 "future\" habit of nn.MultiheadAttention masks.")
+    evaluated = (f"{name} was evaluated over {n} sample(s), {'head 0' if read == 1 else f'{read} heads'}, "
+                 f"{length} queries and {keys} keys, as create_mask does")
+    return s.message(
+        headline,
+        "a mask_mod returns True where a query MAY attend (causal: `q_idx >= kv_idx`); invert a mask_mod written "
+        "as True = hide.",
+        f"{evaluated}: query rows {s.ints(rows)} of samples {s.ints(samples)} keep no key "
+        f"({int(reported.sum())} (sample, head, query) rows in all).{zeros}{habit} flex_attention reads True as "
+        "allowed (create_block_mask's docstring) and gives a row with no allowed key an all-zero output, with no "
+        "error or NaN. In a torch 2.13.0 experiment (CPU, eager; B=2, 4 heads, L=S=16) `q_idx < kv_idx` was 3.50 "
+        f"away from causal attention and its last query row all zeros ({FACTS}).")
+
+
+def _flex_bool_score(score_mod, query) -> bool:
+    """Whether the score_mod returns a bool tensor, called once on 0-dim score and index tensors."""
+    if score_mod is None or not callable(score_mod):
+        return False
+    import contextlib
+
+    import torch
+    try:
+        from torch._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex as indexing
+    except ImportError:
+        indexing = contextlib.nullcontext
+    try:
+        dtype = query.dtype if query.is_floating_point() else torch.float32
+        score = torch.zeros((), dtype=dtype, device=query.device)
+        index = torch.zeros((), dtype=torch.int64, device=query.device)
+        with indexing():
+            result = score_mod(score, index, index, index, index)
+        return isinstance(result, torch.Tensor) and result.dtype == torch.bool
+    except Exception:  # a score_mod that needs what the guard cannot give it: unknown, no report
+        return False
+
+
+def _flex_bool_message(call) -> str:
+    from mhalint.guard import support as s
+
+    name = _flex_name(call.flex["score_mod"])
+    return s.message(
+        f"flex_attention's score_mod `{name}` returned a bool tensor: flex_attention uses it as the score (0 or 1), "
+        "so q·k is dropped",
+        "mask with a mask_mod (True = attend) and create_block_mask, or return torch.where(cond, score, "
+        "-float('inf')).",
+        f"{name}(score, b, h, q_idx, kv_idx) returned dtype bool when the guard called it once on 0-dim tensors. A "
+        "score_mod returns the new attention score; a bool becomes 0.0 or 1.0 and the softmax weighs the keys by "
+        "that alone. In a torch 2.13.0 experiment (CPU, eager) a score_mod returning `q_idx >= kv_idx` gave exactly "
+        f"softmax(tril(ones)) @ v for any query and key, 2.27 away from causal attention, with no error ({FACTS}).")
 
 
 # -------------------------------------------------------------------------------------------------- helpers

@@ -201,6 +201,22 @@ BAD_FILES = {
                 out = layer(x, src_key_padding_mask=padding)  # <- MHA101
             record("encoder_layer", out)
         """,
+    "test_flex_anti_causal.py": """
+        import torch
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+
+        def hide_the_future(b, h, q_idx, kv_idx):
+            return q_idx < kv_idx
+
+
+        def test_flex_mask_mod_in_the_true_is_hide_habit(record):
+            torch.manual_seed(0)
+            q = torch.randn(2, 4, 16, 8)
+            mask = create_block_mask(hide_the_future, None, None, 16, 16, device="cpu")
+            out = flex_attention(q, q, q, block_mask=mask)  # <- MHA015
+            record("flex_anti_causal", out)
+        """,
 }
 
 GOOD_FILE = """
@@ -518,7 +534,8 @@ def test_warning_and_error_carry_code_site_and_message_and_pickle():
 
     report = Report("MHA101", Site("model.py", 12), "nn.MultiheadAttention", "sample 1 has no key. A softmax\nFix: x")
     assert report.headline == "sample 1 has no key. A softmax"  # the first line, whole
-    assert set(guard_codes()) == {"MHA002", "MHA003", "MHA006", "MHA008", "MHA011", "MHA101", "MHA102", "MHA103"}
+    assert set(guard_codes()) == {"MHA002", "MHA003", "MHA006", "MHA008", "MHA011", "MHA015", "MHA101", "MHA102",
+                                  "MHA103"}
 
 
 def _pitfall_setting(torch):

@@ -297,3 +297,190 @@ def test_probe_confirms_each_kind(torch, arguments):
 def test_probe_runs_through_the_cli_on_the_example(torch, probed_examples):
     result = probed_examples.of("mha015_flex_mod_convention_bad.py")
     assert "probe confirmed" in result.output and "3.50 away" in result.output, result.output
+
+
+# ---- the runtime guard: flex_attention calls ---------------------------------------------------------------------
+def _flex(torch):
+    return pytest.importorskip("torch.nn.attention.flex_attention")
+
+
+def _qkv(torch, n=2, heads=4, length=16, keys=None, size=8, kv_heads=None):
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randn(n, heads, length, size, generator=generator)
+    k, v = (torch.randn(n, kv_heads or heads, keys or length, size, generator=generator) for _ in range(2))
+    return q, k, v
+
+
+def _guarded_flex(torch, mode="warn", **kwargs):
+    """(the guard's MHA015 reports, the guarded output, the unguarded output) of one flex_attention call made
+    through the module attribute, as code imported after the guard started calls it."""
+    import warnings
+
+    import mhalint
+    flex = _flex(torch)
+    q, k, v = kwargs.pop("qkv", None) or _qkv(torch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = flex.flex_attention(q, k, v, **kwargs)
+        with mhalint.guard(mode) as guard:
+            guarded = flex.flex_attention(q, k, v, **kwargs)  # the reported line
+    return [e.report for e in guard.reports() if e.report.code == CODE], guarded, plain, guard
+
+
+def _block(torch, mask_mod, n=None, length=16, keys=None):
+    return _flex(torch).create_block_mask(mask_mod, n, None, length, keys or length, device="cpu")
+
+
+def test_guard_reports_the_anti_causal_block_mask_at_the_call_and_changes_nothing(torch):
+    reports, guarded, plain, guard = _guarded_flex(torch, block_mask=_block(torch, lambda b, h, q, kv: q < kv))
+    assert len(reports) == 1 and guard.calls == 1
+    report = reports[0]
+    assert report.site.filename == __file__ and report.api == "flex_attention"
+    assert "leaves query rows [15] with no allowed key (True = allowed; samples [0, 1], every head)" in \
+        report.headline, report.headline
+    assert len(report.headline) <= HEADLINE_LIMIT
+    assert "exactly 0 on those rows" in report.message and "q_idx < kv_idx" in report.message
+    assert "docs/torch-facts.md#flex-mod-convention" in report.message and "3.50" in report.message
+    assert torch.equal(guarded, plain) and bool((plain[:, :, 15] == 0).all())
+
+
+def _correct_mods(torch):
+    lengths = torch.tensor([16, 9])
+    start = torch.tensor([0, 5])  # left padding: sample 1's real tokens start at 5
+    doc = torch.tensor([0] * 6 + [1] * 7 + [2] * 3)
+    docs = torch.tensor([[0] * 10 + [1] * 6, [0] * 4 + [1] * 9 + [-1] * 3])  # -1: padding, hidden both ways
+    mods = {
+        "causal": lambda b, h, q, kv: q >= kv,
+        "sliding window": lambda b, h, q, kv: (q >= kv) & (q - kv <= 4),
+        "document": lambda b, h, q, kv: doc[q] == doc[kv],
+        "causal document": lambda b, h, q, kv: (doc[q] == doc[kv]) & (q >= kv),
+        "key padding": lambda b, h, q, kv: kv < lengths[b],
+        "causal key padding": lambda b, h, q, kv: (q >= kv) & (kv < lengths[b]),
+        "query and key padding": lambda b, h, q, kv: (q < lengths[b]) & (kv < lengths[b]),
+        "left-padded causal": lambda b, h, q, kv: (q >= kv) & (kv >= start[b]),
+        "padded documents": lambda b, h, q, kv: (docs[b, q] == docs[b, kv]) & (docs[b, q] >= 0),
+        "prefix lm": lambda b, h, q, kv: (q >= kv) | (kv < 4),
+        "reversed causal": lambda b, h, q, kv: q <= kv,  # flagged statically; no row is empty at run time
+        "alibi heads": lambda b, h, q, kv: (q >= kv) & (q - kv <= 2 + 4 * h),
+    }
+    return mods
+
+
+CORRECT_MASKS = ["causal", "sliding window", "document", "causal document", "key padding", "causal key padding",
+                 "query and key padding", "left-padded causal", "padded documents", "prefix lm", "reversed causal",
+                 "alibi heads"]
+
+
+@pytest.mark.parametrize("name", CORRECT_MASKS)
+def test_guard_is_silent_on_correct_block_masks_and_changes_nothing(torch, name):
+    mods = _correct_mods(torch)
+    assert sorted(mods) == sorted(CORRECT_MASKS)
+    mask_mod = mods[name]
+    block_mask = _block(torch, mask_mod, n=2)
+    reports, guarded, plain, guard = _guarded_flex(torch, block_mask=block_mask)
+    assert reports == [] and guard.calls == 1
+    assert torch.equal(guarded, plain)
+    # silent because the mask was read and judged, not because it could not be read
+    from mhalint.guard.apis import describe_flex
+    from mhalint.guard.reports import Site
+    from mhalint.rules.flex_mod_convention import _flex_empty_rows
+
+    q, k, v = _qkv(torch)
+    call = describe_flex(Site("x.py", 1), {"query": q, "key": k, "value": v, "block_mask": block_mask,
+                                           "score_mod": None, "scale": None, "enable_gqa": False})
+    read = _flex_empty_rows(call, q, k)
+    assert read is not None and not bool(read[0]) and read[-1] == 4
+
+
+def test_guard_is_silent_without_a_block_mask_with_gqa_and_with_a_correct_score_mod(torch):
+    for kwargs in ({}, {"score_mod": lambda s, b, h, q, kv: s + (kv - q) * 0.1},
+                   {"score_mod": lambda s, b, h, q, kv: torch.where(q >= kv, s, -float("inf"))},
+                   {"qkv": _qkv(torch, kv_heads=2), "enable_gqa": True,
+                    "block_mask": _block(torch, lambda b, h, q, kv: q >= kv)},
+                   {"return_lse": True, "block_mask": _block(torch, lambda b, h, q, kv: q >= kv)}):
+        reports, guarded, plain, guard = _guarded_flex(torch, **kwargs)
+        assert reports == [] and guard.calls == 1, kwargs
+        if isinstance(plain, tuple):
+            assert all(torch.equal(a, b) for a, b in zip(guarded, plain))
+        else:
+            assert torch.equal(guarded, plain)
+
+
+def test_guard_reports_a_sample_left_with_no_key_and_a_strictly_causal_first_row(torch):
+    lengths = torch.tensor([16, 10])
+    inverted = _block(torch, lambda b, h, q, kv: kv >= lengths[b], n=2)
+    reports, guarded, plain, _ = _guarded_flex(torch, block_mask=inverted)
+    assert len(reports) == 1 and "leaves samples [0] with no allowed key at all" in reports[0].headline
+    assert torch.equal(guarded, plain) and bool((plain[0] == 0).all())
+    reports, _, _, _ = _guarded_flex(torch, block_mask=_block(torch, lambda b, h, q, kv: q > kv))
+    assert len(reports) == 1 and "query rows [0] with no allowed key" in reports[0].headline
+    # Cross-attention shape (L != S): a query with no key at all in some sample is reported, a partly empty one
+    # (a padded query cannot be told from a real one there) is not.
+    qkv = _qkv(torch, keys=8)
+    q_lengths = torch.tensor([16, 11])
+    partial = _block(torch, lambda b, h, q, kv: q < q_lengths[b], n=2, keys=8)
+    assert _guarded_flex(torch, qkv=qkv, block_mask=partial)[0] == []
+    nothing = _block(torch, lambda b, h, q, kv: (kv < 0) | (b == 0), n=2, keys=8)
+    reports = _guarded_flex(torch, qkv=qkv, block_mask=nothing)[0]
+    assert len(reports) == 1 and "samples [1] with no allowed key at all" in reports[0].headline
+
+
+def test_guard_reports_a_bool_score_mod_and_not_a_float_one(torch):
+    def causal(score, b, h, q_idx, kv_idx):
+        return q_idx >= kv_idx
+
+    reports, guarded, plain, _ = _guarded_flex(torch, score_mod=causal)
+    assert len(reports) == 1 and "score_mod `causal` returned a bool tensor" in reports[0].headline
+    assert "2.27" in reports[0].message and torch.equal(guarded, plain)
+    table = torch.randn(4, 16, 16)
+    reports, _, _, _ = _guarded_flex(torch, score_mod=lambda s, b, h, q, kv: s + table[h, q, kv])
+    assert reports == []
+
+
+def test_guard_reads_head_0_only_and_then_skips_above_its_size_limit(torch, monkeypatch):
+    from mhalint.rule import load_rules
+
+    hook = load_rules()[CODE].guard
+    anti = _block(torch, lambda b, h, q, kv: q < kv)
+    # 2 samples x 16 x 16 = 512 positions; with 4 heads 2048
+    monkeypatch.setitem(hook.__globals__, "FLEX_GUARD_LIMIT", 1024)
+    reports = _guarded_flex(torch, block_mask=anti)[0]
+    assert len(reports) == 1 and "head 0)" in reports[0].headline and "1 heads" not in reports[0].message
+    monkeypatch.setitem(hook.__globals__, "FLEX_GUARD_LIMIT", 511)
+    reports, guarded, plain, guard = _guarded_flex(torch, block_mask=anti)
+    assert reports == [] and guard.calls == 1 and torch.equal(guarded, plain)
+
+
+def test_guard_error_mode_raises_after_the_call_and_keeps_torchs_errors(torch):
+    from mhalint.guard import AttentionGuardError
+
+    with pytest.raises(AttentionGuardError, match="MHA015"):
+        _guarded_flex(torch, "error", block_mask=_block(torch, lambda b, h, q, kv: q < kv))
+
+    def broken(score, b, h, q_idx, kv_idx):
+        raise ValueError("my score_mod")
+
+    with pytest.raises(Exception, match="my score_mod"):
+        _guarded_flex(torch, "error", score_mod=broken)
+
+
+def test_guard_sees_names_imported_while_active_not_before_and_passes_compiled_calls(torch):
+    import warnings
+
+    import mhalint
+    flex = _flex(torch)
+    before = flex.flex_attention
+    anti = _block(torch, lambda b, h, q, kv: q < kv)
+    q, k, v = _qkv(torch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with mhalint.guard() as guard:
+            assert flex.flex_attention is not before
+            from torch.nn.attention.flex_attention import flex_attention as imported_now
+            imported_now(q, k, v, block_mask=anti)
+            before(q, k, v, block_mask=anti)  # bound before the guard started: not seen (Known problems)
+            compiled = torch.compile(imported_now, backend="eager", fullgraph=True)
+            out = compiled(q, k, v, block_mask=anti)  # passes straight through under dynamo
+        assert flex.flex_attention is before
+    assert guard.calls == 1 and [e.count for e in guard.reports()] == [1]
+    assert torch.equal(out, before(q, k, v, block_mask=anti))

@@ -8,9 +8,10 @@ or, for a whole test suite, the pytest plugin: `pytest --mhalint-guard` (warning
 run) or `pytest --mhalint-guard=error` (the offending test fails).
 
 While a guard is active, these torch entry points are wrapped (and restored on exit, also after an exception):
-`nn.MultiheadAttention.forward`, `F.scaled_dot_product_attention`, `F.multi_head_attention_forward`, and `forward`
-of `nn.TransformerEncoderLayer`, `nn.TransformerDecoderLayer`, `nn.TransformerEncoder`, `nn.TransformerDecoder`
-and `nn.Transformer`. A wrapper reads the call's masks, flags and mode, runs the original call unchanged, and reads
+`nn.MultiheadAttention.forward`, `F.scaled_dot_product_attention`, `F.multi_head_attention_forward`,
+`torch.nn.attention.flex_attention.flex_attention` (where torch has it), and `forward` of
+`nn.TransformerEncoderLayer`, `nn.TransformerDecoderLayer`, `nn.TransformerEncoder`, `nn.TransformerDecoder` and
+`nn.Transformer`. A wrapper reads the call's masks, flags and mode, runs the original call unchanged, and reads
 whether the output has NaN; it never changes an argument or a result. Only calls made from outside torch are
 checked: the calls torch makes internally (a Transformer layer calling its MultiheadAttention, which calls
 `F.multi_head_attention_forward`, which calls SDPA) are passed straight through, so each problem is reported
@@ -35,6 +36,11 @@ rule mhalint loads, plugins included. Codes (`mhalint rule CODE` documents each;
   by every sample reads the same in both layouts and is never reported.
 - MHA008 float-keep-mask: a floating-point mask whose values are only 0 and 1 (with at least one 1). Float masks
   are added to the scores, so it masks nothing.
+- MHA011 attention-dropout-in-eval: SDPA given `dropout_p > 0` (or `F.multi_head_attention_forward` left at its
+  default `training=True`) while gradients are off, or called from a method of a module in eval mode.
+- MHA015 flex-mod-convention: a flex_attention block mask whose mask_mod leaves query rows of real tokens with no
+  key (flex_attention returns zeros there; `q_idx < kv_idx` empties the last row), or a score_mod that returns a
+  bool.
 - MHA101 fully-masked-rows: query rows with no key left to attend to (bool key_padding_mask row all True, bool
   MultiheadAttention mask row all True, SDPA bool row all False, float row all -inf; for MultiheadAttention and
   the Transformer classes the key_padding_mask and attn_mask are combined). The report names the samples and
@@ -53,8 +59,9 @@ counted. In `error` mode an `AttentionGuardError` is raised after the call inste
 (e.g. `is_causal` without a mask in training), that exception is re-raised unchanged, with the report added as
 a note.
 
-Limits: modules that did `from torch.nn.functional import scaled_dot_product_attention` before the guard started
-keep the original builtin, and their SDPA calls are not seen (call it as `F.scaled_dot_product_attention`);
+Limits: modules that did `from torch.nn.functional import scaled_dot_product_attention` (or imported
+`flex_attention` by name) before the guard started keep the original function, and their calls are not seen (call
+it as `F.scaled_dot_product_attention`);
 calls under `torch.compile`, `torch.jit` tracing/scripting, FX tracing and tensor subclasses are passed through
 unchecked; the wrappers are process-wide while any guard is active, so calls from other threads are checked too.
 """

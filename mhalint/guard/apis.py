@@ -34,7 +34,7 @@ class Block:
 @dataclass
 class CallInfo:
     api: str  # what the user called, e.g. "nn.MultiheadAttention"
-    kind: str  # "mha", "mha_fn", "sdpa", "encoder_layer", "encoder", "decoder_layer", "decoder", "transformer"
+    kind: str  # "mha", "mha_fn", "sdpa", "flex", "encoder_layer", "encoder", "decoder_layer", "decoder", "transformer"
     site: Site
     blocks: list[Block] = field(default_factory=list)
     mode: dict[str, Any] = field(default_factory=dict)  # training, grad enabled, need_weights, ...
@@ -42,6 +42,7 @@ class CallInfo:
     output_index: int | None = None  # the output tensor is result[output_index] (None: the result itself)
     batch_dim: int | None = None  # the output's batch dimension, None when unbatched
     sdpa: dict[str, Any] | None = None  # query, key, attn_mask, is_causal for F.scaled_dot_product_attention
+    flex: dict[str, Any] | None = None  # query, key, value, block_mask, score_mod, scale, enable_gqa for flex_attention
     module: Any = None  # the module called, for modules
     # Filled in after the call:
     error: BaseException | None = None
@@ -137,6 +138,18 @@ def describe_sdpa(site: Site, b: dict) -> CallInfo:
                     [("query", query), ("key", b["key"]), ("value", b["value"])], None, batch_dim,
                     sdpa={"query": query, "key": b["key"], "attn_mask": b["attn_mask"],
                           "is_causal": b["is_causal"] is True})
+
+
+def describe_flex(site: Site, b: dict) -> CallInfo:
+    """torch.nn.attention.flex_attention.flex_attention(query, key, value, score_mod, block_mask, scale, enable_gqa,
+    return_lse, kernel_options, *, return_aux): (B, H, L, E) inputs; the output is the result, or its first item
+    when lse or aux outputs are asked for."""
+    query = b["query"]
+    batch_dim = 0 if plain(query) and query.dim() == 4 else None
+    return CallInfo("flex_attention", "flex", site, [], {"grad": _grad()},
+                    [("query", query), ("key", b["key"]), ("value", b["value"])], 0, batch_dim,
+                    flex={"query": query, "key": b["key"], "value": b["value"], "block_mask": b["block_mask"],
+                          "score_mod": b["score_mod"], "scale": b["scale"], "enable_gqa": b["enable_gqa"] is True})
 
 
 def describe_encoder_layer(site: Site, b: dict) -> CallInfo:

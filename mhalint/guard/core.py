@@ -193,7 +193,28 @@ def _targets() -> list[_Target]:
     targets.append(_Target(F, "multi_head_attention_forward", apis.describe_mha_fn,
                            *_signature(F.multi_head_attention_forward)))
     targets.append(_Target(F, "scaled_dot_product_attention", apis.describe_sdpa, _SDPA_NAMES, _SDPA_DEFAULTS))
+    flex = _flex_module()
+    if flex is not None:
+        # The module attribute, which `from torch.nn.attention.flex_attention import flex_attention` reads: a name
+        # bound that way before the guard started keeps the original function and is not seen.
+        targets.append(_Target(flex, "flex_attention", apis.describe_flex, *_signature(flex.flex_attention)))
     return targets
+
+
+def _flex_module():
+    """torch.nn.attention.flex_attention (imported here: about 10 ms), or None in a torch without it."""
+    try:
+        import torch.nn.attention.flex_attention as flex
+    except Exception:  # an older torch, or a build without it
+        return None
+    function = getattr(flex, "flex_attention", None)
+    if not callable(function):
+        return None
+    try:
+        _signature(function)
+    except (TypeError, ValueError):
+        return None
+    return flex
 
 
 _installed: list[_Target] = []
