@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from mhalint import torchapi
-from mhalint.analysis.calls import call_target, callers, with_argument
+from mhalint.analysis.calls import bind, call_target, callers, with_argument
 from mhalint.analysis.values import resolve
 from mhalint.context import Scope
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, Severity
@@ -14,6 +14,7 @@ from mhalint.rule import Invalid, Message, Rule, Valid
 
 UNSAFE = "unsafe"
 DROPOUT = "torch.nn.functional.dropout"
+_DROPOUT_SIGNATURE = torchapi.Signature(("input", "p", "training", "inplace"))
 SOFTMAX = {"torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax"}
 # A name that says the value depends on the mode: `self.training`, `training`, `is_train`, `deterministic`,
 # `self.eval_mode`, `inference`. An expression or definition that mentions one is taken as gated.
@@ -175,7 +176,7 @@ class AttentionDropoutInEval(Rule):
             return
         if target.api == torchapi.MHA_FORWARD_FN and not target.arguments.absent("training"):
             return  # given training=...: torch gates the dropout itself
-        if self._gated(expr, self.scope) or self._gated_call(node):
+        if self._gated(expr, self.scope) or self._under_mode(node):
             return
         reaches = self._non_zero(expr, self.scope)
         if reaches is False or reaches is None and not self._pattern(expr, self.scope):
@@ -224,18 +225,15 @@ class AttentionDropoutInEval(Rule):
 
     # ---- F.dropout on attention weights ----
     def _weights_dropout(self, node: cst.Call) -> None:
-        args = [arg for arg in node.args if arg.keyword is None]
-        keywords = {arg.keyword.value: arg.value for arg in node.args if arg.keyword is not None}
-        if any(arg.star for arg in node.args) or len(args) >= 3 or "training" in keywords or not args and (
-                "input" not in keywords):
+        arguments = bind(node, _DROPOUT_SIGNATURE)
+        weights, p_expr = arguments.get("input"), arguments.get("p")
+        if arguments.opaque or arguments.get("training") is not None or weights is None:
             return
-        weights = args[0].value if args else keywords["input"]
-        p_expr = args[1].value if len(args) > 1 else keywords.get("p")
         if self._gated(weights, self.scope) or p_expr is not None and self._gated(p_expr, self.scope) or (
-                self._gated_call(node)):
+                self._under_mode(node)):
             return
-        origin = self._softmax_origin(weights, self.scope)
-        if origin is None and not _WEIGHTS_NAME.search(self.context.code(weights)):
+        softmax = self._softmax(weights, self.scope)
+        if softmax is None and not _WEIGHTS_NAME.search(self.context.code(weights)):
             return
         if p_expr is None:
             reaches, value = "F.dropout's default, 0.5", None
@@ -244,7 +242,8 @@ class AttentionDropoutInEval(Rule):
             if reaches is False or reaches is None and not self._pattern(p_expr, self.scope):
                 return
             value = resolve(self.context, p_expr, self.scope)
-        evidence = [f"`{self.context.code(weights)}` {origin}" if origin else
+        line = self.context.line(softmax) if softmax is not None else None
+        evidence = [f"`{self.context.code(weights)}` is the softmax at line {line}" if softmax is not None else
                     f"`{self.context.code(weights)}` is named like attention weights (its origin is not read)"]
         evidence.append(f"p is {reaches}" if reaches else f"p=`{self.context.code(p_expr)}` is not known here")
         me = self.scope.self_name
@@ -252,31 +251,27 @@ class AttentionDropoutInEval(Rule):
         if me is not None and self._in_module():
             fix = self.replacement(node, with_argument(node, None, "training", f"{me}.training"),
                                    applicability=UNSAFE, title=f"pass training={me}.training")
-        severity = Severity.ERROR if origin and reaches else Severity.WARNING
+        severity = Severity.ERROR if softmax is not None and reaches else Severity.WARNING
         self.report(node, WEIGHTS_DROPOUT, severity=severity, evidence=evidence, fix=fix,
                     arguments={"api": DROPOUT, "dropout_p": value.value if value is not None else
                                (0.5 if p_expr is None else None)},
                     weights=self.context.code(weights),
-                    origin=f" (softmax at line {origin.rsplit(' ', 1)[-1]})" if origin else "", **FIGURES)
+                    origin=f" (softmax at line {line})" if softmax is not None else "", **FIGURES)
 
-    def _softmax_origin(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> str | None:
-        """"is the softmax at line N" when `expr` is, or is a name bound to, a softmax over scores."""
+    def _softmax(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> cst.Call | None:
+        """The softmax call `expr` is, or that a name it reads is bound to (a method `x.softmax(...)` of any
+        tensor, or torch's function)."""
         if depth > _MAX_DEPTH:
             return None
         if isinstance(expr, cst.Call):
-            func = expr.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "softmax" and (
-                    self.context.qualified_name(func, scope) in SOFTMAX or
-                    self.context.qualified_name(func, scope) is None):
-                return f"is the softmax at line {self.context.line(expr)}"
-            if self.context.qualified_name(func, scope) in SOFTMAX:
-                return f"is the softmax at line {self.context.line(expr)}"
-            return None
+            name = self.context.qualified_name(expr.func, scope)
+            method = isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "softmax" and name is None
+            return expr if method or name in SOFTMAX else None
         if isinstance(expr, cst.Name):
             for binding in self.context.bindings(expr.value, scope):
                 if binding.kind == "assign" and binding.value is not None and binding.value is not expr:
-                    found = self._softmax_origin(binding.value, binding.scope, depth + 1)
-                    if found:
+                    found = self._softmax(binding.value, binding.scope, depth + 1)
+                    if found is not None:
                         return found
         return None
 
@@ -363,9 +358,6 @@ class AttentionDropoutInEval(Rule):
                 return True
             parent = self.context.parent(parent)
         return False
-
-    def _gated_call(self, node: cst.Call) -> bool:
-        return self._under_mode(node)
 
     @staticmethod
     def probe(arguments: dict, torch) -> tuple[str, str]:

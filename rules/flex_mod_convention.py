@@ -11,7 +11,7 @@ from mhalint.context import Scope
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.walk import walk
+from mhalint.walk import own_nodes, walk
 
 _FLEX_MODULE = "torch.nn.attention.flex_attention."
 FLEX_ATTENTION = _FLEX_MODULE + "flex_attention"
@@ -413,7 +413,7 @@ class FlexModConvention(Rule):
     def _body(self, mod: _Mod) -> cst.BaseExpression | None:
         if isinstance(mod.node, cst.Lambda):
             return mod.node.body
-        results = [r for r in _returns(mod.node)]
+        results = [node.value for node in own_nodes(mod.node, (cst.Return,)) if node.value is not None]
         return results[0] if len(results) == 1 else None
 
     def _mask_mod(self, mod: _Mod | None) -> None:
@@ -763,17 +763,6 @@ def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression
 def _is_none(ctx, expr, scope) -> bool:
     value = resolve(ctx, expr, scope)
     return value is not None and value.value is None
-
-
-def _returns(function: cst.FunctionDef) -> list[cst.BaseExpression]:
-    found = []
-
-    def enter(node):
-        if isinstance(node, cst.Return) and node.value is not None:
-            found.append(node.value)
-        return node is function or not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda))
-    walk(function, enter, lambda node: None)
-    return found
 
 
 def _all_nodes(root: cst.CSTNode) -> list[cst.CSTNode]:

@@ -9,7 +9,7 @@ from mhalint.analysis import dataflow
 from mhalint.analysis.axes import OPEN, Axis, Role, Strength
 from mhalint.analysis.calls import call_target
 from mhalint.analysis.names import is_head_count
-from mhalint.analysis.tensors import ShapeReader, Traced
+from mhalint.analysis.tensors import ShapeReader, Traced, literal_int
 from mhalint.analysis.values import resolve
 from mhalint.analysis.vocabulary import KEEPS_AXES
 from mhalint.context import Scope
@@ -389,23 +389,14 @@ def _reorders(expr) -> bool:
     for arg in expr.args:
         item = arg.value
         if isinstance(item, cst.Tuple | cst.List):
-            values.extend(_int(e.value) for e in item.elements)
+            values.extend(literal_int(e.value) for e in item.elements)
         else:
-            values.append(_int(item))
+            values.append(literal_int(item))
     if expr.func.attr.value in ("transpose", "swapaxes", "swapdims"):
         return sorted(values) == [1, 2] if None not in values else False
     if expr.func.attr.value == "permute":
         return values == [0, 2, 1, 3]
     return False
-
-
-def _int(expr) -> int | None:
-    if isinstance(expr, cst.Integer):
-        return int(expr.value)
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus) \
-            and isinstance(expr.expression, cst.Integer):
-        return -int(expr.expression.value)
-    return None
 
 
 def _sizes(call: cst.Call) -> list[cst.BaseExpression] | None:

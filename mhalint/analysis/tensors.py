@@ -518,7 +518,7 @@ class ShapeReader:
         if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Slice):
             whole = self._size_items(expr.value, scope, use, depth + 1)
             bounds = expr.slice[0].slice
-            lower, upper = (_literal_int(b) if b is not None else None for b in (bounds.lower, bounds.upper))
+            lower, upper = (literal_int(b) if b is not None else None for b in (bounds.lower, bounds.upper))
             if whole is None or bounds.step is not None or (bounds.lower is not None and lower is None) \
                     or (bounds.upper is not None and upper is None):
                 return None
@@ -856,7 +856,7 @@ def _unbind_dim(value) -> int | None:
         return None
     if any(arg.star for arg in value.args) or len(value.args) > 1:
         return None
-    return _literal_int(value.args[0].value) if value.args else 0
+    return literal_int(value.args[0].value) if value.args else 0
 
 
 def _tuple_element(value: cst.BaseExpression, index: int) -> cst.BaseExpression | None:
@@ -870,7 +870,7 @@ def _literal_index(expr: cst.Subscript) -> int | None:
     """`i` of `x[i]` for a literal integer."""
     if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
         return None
-    return _literal_int(expr.slice[0].slice.value)
+    return literal_int(expr.slice[0].slice.value)
 
 
 def _builtin(ctx: ModuleContext, func: cst.BaseExpression, scope: Scope) -> str | None:
@@ -916,16 +916,17 @@ def _measured_axis(size: cst.BaseExpression) -> tuple[cst.BaseExpression | None,
     """(`x`, 1) for `x.size(1)`, `x.shape[1]`, `x.size(-1)`."""
     if isinstance(size, cst.Call) and isinstance(size.func, cst.Attribute) and size.func.attr.value == "size" \
             and len(size.args) == 1:
-        index = _literal_int(size.args[0].value)
+        index = literal_int(size.args[0].value)
         return (size.func.value, index) if index is not None else (None, 0)
     if isinstance(size, cst.Subscript) and isinstance(size.value, cst.Attribute) and size.value.attr.value == "shape" \
             and len(size.slice) == 1 and isinstance(size.slice[0].slice, cst.Index):
-        index = _literal_int(size.slice[0].slice.value)
+        index = literal_int(size.slice[0].slice.value)
         return (size.value.value, index) if index is not None else (None, 0)
     return None, 0
 
 
-def _literal_int(expr: cst.BaseExpression) -> int | None:
+def literal_int(expr: cst.BaseExpression) -> int | None:
+    """The value of an integer literal, `3` or `-1`; None for anything else."""
     if isinstance(expr, cst.Integer):
         return int(expr.value)
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus) and \
