@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -160,3 +162,90 @@ def test_file_changed_on_disk_between_read_and_write_is_not_overwritten(tmp_path
     with pytest.raises(fixes.FixError, match="changed on disk"):
         source.write(source.text.replace("attn_mask=pad", "attn_mask=~pad"))
     assert path.read_text().endswith("# edited meanwhile\n")
+
+
+# ---- issue 16: fixes at one place, and the call's own layout (through the real command line, in a subprocess) ----
+def mhalint(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mhalint", "check", "--no-cache", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+BUFFER_MASK_DISCARDED_WEIGHTS = (
+    "import torch\n"
+    "import torch.nn as nn\n"
+    "\n"
+    "\n"
+    "class Block(nn.Module):\n"
+    "    def __init__(self, n):\n"
+    "        super().__init__()\n"
+    "        self.attn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+    "        self.register_buffer(\"mask\", torch.tril(torch.ones(n, n)))\n"
+    "\n"
+    "    def forward(self, x):\n"
+    "        return self.attn(x, x, x, attn_mask=self.mask)[0]\n"
+)
+
+
+def test_two_fixes_inserting_at_one_place_are_applied_one_after_the_other(tmp_path: Path):
+    """MHA007 (`, need_weights=False`) and MHA008 (` == 0`) both insert after `self.mask`; applied in one round they
+    interleave into `need_weights=False == 0` (True). One per round, each computed on the other's result."""
+    path = write(tmp_path, "block.py", BUFFER_MASK_DISCARDED_WEIGHTS)
+    assert {"MHA007", "MHA008"} <= {line.split()[1] for line in mhalint(str(path), cwd=tmp_path).stdout.splitlines()
+                                    if line.startswith(str(path))}
+    completed = mhalint("--fix", "--unsafe-fixes", str(path), cwd=tmp_path)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert path.read_text() == BUFFER_MASK_DISCARDED_WEIGHTS.replace(
+        "attn_mask=self.mask)[0]", "attn_mask=self.mask == 0, need_weights=False)[0]")
+    again = mhalint("--select", "MHA007,MHA008", str(path), cwd=tmp_path)
+    assert again.returncode == 0, again.stdout
+
+
+def test_fixes_of_different_findings_that_touch_wait_for_the_next_round():
+    insert = Finding("f.py", 1, 2, "A1", "m", fix=Fix((Edit(1, 2, 1, 2, "+"),), SAFE, "t"))
+    same_place = Finding("f.py", 1, 2, "A2", "m", fix=Fix((Edit(1, 2, 1, 2, "-"),), SAFE, "t"))
+    ending_there = Finding("f.py", 1, 1, "A3", "m", fix=Fix((Edit(1, 1, 1, 2, "b"),), SAFE, "t"))
+    assert fixes.apply_fixes("ax\n", [insert, same_place], unsafe=False) == ("a+x\n", 1)
+    assert fixes.apply_fixes("ax\n", [ending_there, insert], unsafe=False) == ("bx\n", 1)
+
+
+ONE_PER_LINE = (
+    "import torch.nn as nn\n"
+    "\n"
+    "attn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+    "\n"
+    "\n"
+    "def forward(x):\n"
+    "    return attn(\n"
+    "        x,\n"
+    "        x,\n"
+    "        x,\n"
+    "        key_padding_mask=None{end}\n"
+    "    )[0]\n"
+)
+
+
+@pytest.mark.parametrize(("end", "fixed"), [
+    pytest.param("", "        key_padding_mask=None,\n        need_weights=False\n    )[0]\n", id="no-trailing-comma"),
+    pytest.param(",", "        key_padding_mask=None,\n        need_weights=False,\n    )[0]\n", id="trailing-comma"),
+    pytest.param("  # no padding",
+                 "        key_padding_mask=None,  # no padding\n        need_weights=False\n    )[0]\n",
+                 id="comment-after-the-last-argument"),
+])
+def test_an_argument_added_to_a_call_with_one_argument_per_line_gets_its_own_line(tmp_path: Path, end: str,
+                                                                                   fixed: str):
+    """No `key_padding_mask=None, ` with a trailing space, no `need_weights=False)[0]` on the closing line."""
+    source = ONE_PER_LINE.format(end=end)
+    path = write(tmp_path, "model.py", source)
+    completed = mhalint("--fix", str(path), cwd=tmp_path)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert path.read_text() == source[:source.index("        key_padding_mask")] + fixed
+    assert not any(line.endswith(" ") for line in path.read_text().splitlines())
+
+
+def test_an_argument_added_to_packed_arguments_follows_the_last_one(tmp_path: Path):
+    packed = "    return attn(x, x, x,\n                key_padding_mask=None)[0]\n"
+    source = ONE_PER_LINE[:ONE_PER_LINE.index("    return attn(")] + packed
+    path = write(tmp_path, "model.py", source)
+    completed = mhalint("--fix", str(path), cwd=tmp_path)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert path.read_text() == source.replace("None)[0]", "None, need_weights=False)[0]")

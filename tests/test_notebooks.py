@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from mhalint.cli import main
@@ -95,3 +98,101 @@ def test_line_map_covers_every_joined_line():
     parsed = Notebook.parse(raw)
     assert parsed.source == "a = 1\nb = 2\nc = 3\n"
     assert parsed.cells == ((1, 1), (1, 2), (3, 1))
+
+
+# ---- issue 16: cell magics whose body is Python, and fixes (through the real command line, in a subprocess) -----
+IMPORTS = "import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+DISCARDS = "y = attn(q, q, q)[0]\n"  # MHA007, with a safe fix: need_weights=False
+
+
+def mhalint(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mhalint", "check", "--no-cache", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def reported(completed: subprocess.CompletedProcess, path: Path) -> list[str]:
+    """`cell N:line:col: CODE` of each finding."""
+    return [line[len(f"{path}:"):].split(" [")[0] for line in completed.stdout.splitlines()
+            if line.startswith(f"{path}:")]
+
+
+@pytest.mark.parametrize("magic", ["%%time", "%%timeit -n 3 -r 1", "%%capture output", "%%prun -s cumulative"])
+def test_a_cell_magic_whose_body_is_python_is_checked(tmp_path: Path, magic: str):
+    path = notebook(tmp_path / "nb.ipynb", ("code", IMPORTS), ("code", f"{magic}\nq = 1\n{DISCARDS}"))
+    assert reported(mhalint(str(path), cwd=tmp_path), path) == ["cell 2:3:5: MHA007"]
+
+
+@pytest.mark.parametrize("magic", ["%%bash", "%%writefile model.py", "%%html", "%%script python"])
+def test_other_cell_magics_stay_skipped(tmp_path: Path, magic: str):
+    path = notebook(tmp_path / "nb.ipynb", ("code", IMPORTS), ("code", f"{magic}\n{DISCARDS}"))
+    completed = mhalint(str(path), cwd=tmp_path)
+    assert completed.returncode == 0 and reported(completed, path) == [], completed.stdout
+
+
+def nbformat_notebook(path: Path, indent, ensure_ascii: bool, end: str) -> str:
+    """A notebook as Jupyter writes it: metadata, outputs, non-ASCII text, a `source` as a list of lines and one as
+    a string, a `%%time` cell with a line magic."""
+    document = {"cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# Démo – attention\n"]},
+        {"cell_type": "code", "execution_count": 1, "metadata": {"tags": ["setup"]},
+         "outputs": [{"name": "stdout", "output_type": "stream", "text": ["prêt ✓\n"]}],
+         "source": IMPORTS.splitlines(keepends=True)},
+        {"cell_type": "code", "execution_count": 2, "metadata": {}, "outputs": [],
+         "source": ["%%time\n", "%matplotlib inline\n", "q = 1\n", DISCARDS.rstrip("\n")]},
+        {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": "z = 2\n" + DISCARDS},
+    ], "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
+        "nbformat": 4, "nbformat_minor": 5}
+    text = json.dumps(document, indent=indent, ensure_ascii=ensure_ascii) + end
+    path.write_text(text, encoding="utf-8")
+    return text
+
+
+LAYOUTS = [pytest.param(1, False, "\n", id="nbformat"), pytest.param(2, True, "", id="indent-2-ascii"),
+           pytest.param(None, False, "", id="one-line")]
+
+
+@pytest.mark.parametrize(("indent", "ensure_ascii", "end"), LAYOUTS)
+def test_fix_edits_only_the_cells_and_keeps_the_json_layout(tmp_path: Path, indent, ensure_ascii: bool, end: str):
+    path = tmp_path / "nb.ipynb"
+    before = nbformat_notebook(path, indent, ensure_ascii, end)
+    completed = mhalint("--fix", str(path), cwd=tmp_path)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "Fixed 2 findings." in completed.stdout
+    assert path.read_text(encoding="utf-8") == before.replace(
+        '"y = attn(q, q, q)[0]"', '"y = attn(q, q, q, need_weights=False)[0]"').replace(
+        'y = attn(q, q, q)[0]\\n"', 'y = attn(q, q, q, need_weights=False)[0]\\n"')
+    assert before.count("y = attn(q, q, q)[0]") == 2  # both forms of `source` were there to fix
+
+
+def test_diff_shows_each_changed_cell_and_writes_nothing(tmp_path: Path):
+    path = tmp_path / "nb.ipynb"
+    before = nbformat_notebook(path, 1, False, "\n")
+    completed = mhalint("--diff", str(path), cwd=tmp_path)
+    assert completed.returncode == 1
+    assert completed.stdout.startswith(
+        f"--- {path}:cell 3\n+++ {path}:cell 3\n@@ -1,4 +1,4 @@\n %%time\n %matplotlib inline\n q = 1\n"
+        f"-y = attn(q, q, q)[0]\n+y = attn(q, q, q, need_weights=False)[0]\n"
+        f"--- {path}:cell 4\n+++ {path}:cell 4\n@@ -1,2 +1,2 @@\n z = 2\n"
+        f"-y = attn(q, q, q)[0]\n+y = attn(q, q, q, need_weights=False)[0]\n"), completed.stdout
+    assert path.read_text(encoding="utf-8") == before
+
+
+def test_a_notebook_whose_json_layout_cannot_be_kept_is_not_rewritten(tmp_path: Path):
+    path = tmp_path / "nb.ipynb"
+    before = nbformat_notebook(path, 1, False, "\n").replace('"nbformat": 4', '"nbformat" :  4')
+    path.write_text(before, encoding="utf-8")
+    completed = mhalint("--fix", str(path), cwd=tmp_path)
+    assert completed.returncode == 2
+    assert completed.stderr.splitlines() == [
+        f"mhalint: error: cannot fix {path}: its JSON layout is not one mhalint can write back unchanged; nothing "
+        f"was written"]
+    assert path.read_text(encoding="utf-8") == before
+
+
+def test_a_read_only_notebook_is_refused_like_any_file(tmp_path: Path):
+    path = tmp_path / "nb.ipynb"
+    before = nbformat_notebook(path, 1, False, "\n")
+    path.chmod(0o444)
+    completed = mhalint("--fix", str(path), cwd=tmp_path)
+    assert completed.returncode == 2 and "the file is read-only (mode 444)" in completed.stderr
+    assert path.read_text(encoding="utf-8") == before
