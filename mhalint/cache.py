@@ -6,6 +6,8 @@ findings depend on besides the file itself (mhalint's version and source, the en
 For each checked file, by absolute path, it records the file's size, its modification time in nanoseconds, a
 BLAKE2b digest of its bytes, and the findings as the JSON data of `Finding.to_dict()` (with the path left out, so a
 moved file still hits). Files are independent (mhalint analyses one file at a time), so a per-file entry is exact.
+The engine stores an entry only for bytes whose status did not change while they were read, and the index drops
+the entries of files that no longer exist whenever it is written.
 The cache is safe to delete at any time (`mhalint clean`, or `rm -r .mhalint_cache`): the next run is slower, never
 different.
 
@@ -21,7 +23,8 @@ request from a fork, a pre-commit hook in a cloned project), so:
   kept, and the file is rewritten at the end of the run;
 - it is written atomically (a temporary file in the same directory, then `os.replace`, which replaces a symlink
   planted at the index's path rather than writing through it) and no temporary file is left behind on failure;
-  a cache that cannot be written is only a slower next run.
+  a cache that cannot be written is only a slower next run. Interrupts (Ctrl-C, SIGTERM) wait for that write,
+  and an interrupted run writes nothing, so the previous index stays whole.
 
 `findings-*.pickle` files of mhalint versions before the JSON cache are never opened; `mhalint clean` removes them.
 """
@@ -41,6 +44,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 import mhalint
+from mhalint import interrupts
 from mhalint.finding import Finding
 
 CACHE_DIR_NAME = ".mhalint_cache"
@@ -80,12 +84,13 @@ class Cache:
         self.index_path = directory / f"findings-{self.key}.json"
         self._dirty = False  # set when the index must be (re)written: new entries, or bad content read
         self._entries: dict[str, _Entry] = self._load()
+        self._seen: set[str] = set()  # the entries this run asked about: their files existed
 
     def lookup(self, path: str, project: Callable[[], str] = str) -> list[Finding] | None:
         """The cached findings if the file's size and modification time are unchanged (nothing is read); None
         when they differ, and the caller, who reads the file anyway, asks `lookup_content`. Findings that
         depended on other files hold only while `project()`, the run's fingerprint of them, is unchanged."""
-        entry = self._entries.get(os.path.abspath(path))
+        entry = self._entries.get(self._key(path))
         if entry is None or _stale(entry, project):
             return None
         try:
@@ -100,7 +105,7 @@ class Cache:
                        project: Callable[[], str] = str) -> list[Finding] | None:
         """The cached findings if the file's bytes are those cached (touched, or checked out again, but not
         changed); its new size and time are remembered. None when it must be checked."""
-        entry = self._entries.get(os.path.abspath(path))
+        entry = self._entries.get(self._key(path))
         if entry is None or _digest(raw) != entry[_DIGEST] or _stale(entry, project):
             return None
         self._entries[os.path.abspath(path)] = (stat.st_size, stat.st_mtime_ns, *entry[_DIGEST:])
@@ -110,14 +115,34 @@ class Cache:
     def store(self, path: str, raw: bytes, stat: os.stat_result, findings: list[Finding], project: str = "") -> None:
         """`project`: the fingerprint of the run's files, when the findings depend on other files."""
         stored = tuple(_with_path(f, "") for f in findings)
-        self._entries[os.path.abspath(path)] = (
+        self._entries[self._key(path)] = (
             stat.st_size, stat.st_mtime_ns, _digest(raw), stored, [f.to_dict() for f in stored], project)
         self._dirty = True
 
+    def _key(self, path: str) -> str:
+        key = os.path.abspath(path)
+        self._seen.add(key)
+        return key
+
+    def _forget_missing(self) -> None:
+        """Drop the entries of files that no longer exist (deleted, renamed), so the index does not grow with
+        them; the files this run asked about are known to exist and need no look."""
+        missing = [path for path in self._entries if path not in self._seen and not os.path.exists(path)]
+        for path in missing:
+            del self._entries[path]
+        self._dirty |= bool(missing)
+
     def save(self) -> None:
-        """Write the index atomically; a cache that cannot be written is only a slower next run."""
+        """Write the index atomically, without the entries of files that no longer exist; a cache that cannot be
+        written is only a slower next run. Interrupts wait until it is written (or not), so that neither a
+        temporary file nor a half-written index is left behind."""
+        self._forget_missing()
         if not self._dirty:
             return
+        with interrupts.deferred():
+            self._write()
+
+    def _write(self) -> None:
         temporary = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)

@@ -8,10 +8,13 @@ import gc
 import hashlib
 import io
 import json
+import multiprocessing
+import operator
 import os
 import re
 import pickle
 import shutil
+import signal
 import threading
 from pathlib import Path
 
@@ -149,7 +152,22 @@ def test_cli_cache_dir_no_cache_and_clean(tree: Path, tmp_path: Path, monkeypatc
     assert not (tree / ".mhalint_cache").exists()
 
 
-def test_the_largest_files_are_checked_one_at_a_time_beside_the_others(monkeypatch):
+class _ThreadLanes:
+    """The worker pool's interface (mhalint.workers.Workers) over threads: the schedule alone, no processes."""
+
+    def __init__(self, threads: concurrent.futures.ThreadPoolExecutor, work):
+        self.threads, self.work = threads, work
+        self.running: dict[concurrent.futures.Future, int] = {}
+
+    def submit(self, key: int, item) -> None:
+        self.running[self.threads.submit(self.work, item)] = key
+
+    def finished(self) -> list:
+        done, _ = concurrent.futures.wait(self.running, return_when=concurrent.futures.FIRST_COMPLETED)
+        return [(self.running.pop(future), future.result()) for future in done]
+
+
+def test_the_largest_files_are_checked_one_at_a_time_beside_the_others():
     """The pool's schedule: outcomes for every file, largest first, and never two of the heavy files (the largest
     ones, half of the bytes with two workers) at once while light ones wait; that pair would set the memory peak."""
     import threading
@@ -175,12 +193,131 @@ def test_the_largest_files_are_checked_one_at_a_time_beside_the_others(monkeypat
             running.remove(item[0])
         return [], [item[0]]
 
-    monkeypatch.setattr(engine, "_check_in_worker", fake_check)
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        outcomes = engine._dispatch_by_size(pool, items, jobs=2)
+    outcomes = {}
+    with concurrent.futures.ThreadPoolExecutor(2) as threads:
+        engine._dispatch_by_size(_ThreadLanes(threads, fake_check), items, 2, outcomes.__setitem__)
     assert {index: outcome[1] for index, outcome in outcomes.items()} == {i: [f"f{i}.py"] for i in range(8)}
     assert started[:2] == ["f0.py", "f2.py"]  # the largest heavy file beside the largest light one
     assert all(len(group & heavy) <= 1 for group in overlaps)
+
+
+def test_on_file_hands_on_each_files_findings_in_the_results_order(tree: Path, tmp_path: Path):
+    """Once per file (and per path that could not be read), sorted by path however the files finish (parsed in
+    two workers, largest first; or from the cache), and the very findings of the result."""
+    rules = list(load_rules().values())
+    missing = str(tree / "missing.py")
+    for cache in (Cache(tmp_path / "cache", rules), Cache(tmp_path / "cache", rules), None):  # cold, warm, none
+        calls: list[tuple[str, list]] = []
+        result = Checker(rules).check_paths([tree, missing], cache=cache, jobs=2,
+                                            on_file=lambda path, findings: calls.append((path, findings)))
+        paths = [path for path, _ in calls]
+        assert paths == sorted({*map(str, tree.rglob("*.py")), *map(str, tree.rglob("*.ipynb")), missing})
+        streamed = [finding for _, findings in calls for finding in findings]
+        assert len(streamed) == len(result.findings) and all(map(operator.is_, streamed, result.findings))
+        assert all(f.path == path for path, findings in calls for f in findings)
+        assert {f.code for f in streamed} >= {"MHA001", "MHA900", "MHA901"}
+
+
+def test_on_file_comes_as_soon_as_the_files_before_it_are_done(tmp_path: Path, monkeypatch):
+    """A file's findings are handed on before the next file is checked: a caller can print them while a slow
+    file further on is still being checked."""
+    for name in ("a.py", "b.py", "c.py"):
+        shutil.copy(EXAMPLES / "mha001_batch_first_bad.py", tmp_path / name)
+    checker = Checker(list(load_rules().values()))
+    events: list[str] = []
+    check_one = checker._check_one
+    monkeypatch.setattr(checker, "_check_one", lambda path, raw: events.append(f"check {Path(path).name}")
+                        or check_one(path, raw))
+    checker.check_paths([tmp_path], jobs=1, on_file=lambda path, findings: events.append(
+        f"{Path(path).name}: {[f.code for f in findings]}"))
+    assert events == ["check a.py", "a.py: ['MHA001']", "check b.py", "b.py: ['MHA001']", "check c.py",
+                      "c.py: ['MHA001']"]
+
+
+def test_a_worker_that_dies_is_an_internal_error_on_its_file_and_the_run_goes_on(tree: Path, monkeypatch):
+    """A worker process killed while checking a file (the system's out-of-memory killer, a crash in native code):
+    that file is MHA902, another worker takes its place, every other file is checked."""
+    rules = list(load_rules().values())
+    expected = Checker(rules).check_paths([tree], jobs=1)
+    victim = str(tree / "examples" / "mha003_is_causal_bad.py")
+    real = engine._check_in_worker
+
+    def dies_on_the_victim(item):
+        if item[0] == victim:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(item)
+
+    monkeypatch.setattr(engine, "_check_in_worker", dies_on_the_victim)
+    result = Checker(rules).check_paths([tree], jobs=2)
+    assert [f.code for f in result.findings if f.path == victim] == ["MHA902"]
+    assert "killed by signal 9" in next(f.message for f in result.findings if f.path == victim)
+    assert result.internal_errors == 1
+    assert [f.to_dict() for f in result.findings if f.path != victim] == \
+        [f.to_dict() for f in expected.findings if f.path != victim]
+    assert multiprocessing.active_children() == []
+
+
+def test_the_workers_are_stopped_when_the_run_stops_half_way(tree: Path):
+    """Whatever ends a run early (here the caller's on_file raises; in the command line, Ctrl-C or SIGTERM), no
+    worker process outlives it."""
+    class Stop(Exception):
+        pass
+
+    def stop_at_the_fifth(path, findings, seen=[]):
+        seen.append(path)
+        if len(seen) == 5:
+            raise Stop
+
+    with pytest.raises(Stop):
+        Checker(list(load_rules().values())).check_paths([tree], jobs=2, on_file=stop_at_the_fifth)
+    assert multiprocessing.active_children() == []
+
+
+def test_a_file_rewritten_while_it_is_read_is_not_cached(tmp_path: Path, monkeypatch):
+    """The file changes between the read and the status taken after it (an editor saving in place): the
+    findings of the bytes read must not be cached under the new size and time, or every warm run would serve
+    them for bytes that are not in the file."""
+    rules = list(load_rules().values())
+    target = tmp_path / "model.py"
+    shutil.copy(EXAMPLES / "mha001_batch_first_bad.py", target)
+    rewritten = (EXAMPLES / "mha001_batch_first_fixed.py").read_bytes()
+
+    class RewrittenOnRead:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exception):
+            self.handle.close()
+
+        def fileno(self):
+            return self.handle.fileno()
+
+        def read(self, *size):
+            raw = self.handle.read(*size)
+            target.write_bytes(rewritten)  # the same file, in place: the open handle sees its new status
+            os.utime(target, ns=(10**18, 10**18))
+            return raw
+
+    monkeypatch.setattr(engine, "open", lambda *args, **kwargs: RewrittenOnRead(open(*args, **kwargs)),
+                        raising=False)
+    during = Checker(rules).check_paths([target], cache=Cache(tmp_path / "cache", rules))
+    assert [f.code for f in during.findings] == ["MHA001"]  # the bytes that were read
+    monkeypatch.undo()
+    after = Checker(rules).check_paths([target], cache=Cache(tmp_path / "cache", rules))
+    assert dicts(after) == dicts(Checker(rules).check_paths([target])) == []
+
+
+def test_the_index_forgets_files_that_no_longer_exist(small: Path, tmp_path: Path):
+    rules = list(load_rules().values())
+    Checker(rules).check_paths([small], cache=Cache(tmp_path / "cache", rules))
+    gone = small / "mha003_is_causal_bad.py"
+    gone.unlink()
+    Checker(rules).check_paths([small / "plain.py"], cache=Cache(tmp_path / "cache", rules))  # another file only
+    [index] = (tmp_path / "cache").glob("findings-*.json")
+    assert sorted(json.loads(index.read_text())["entries"]) == sorted(str(path) for path in small.iterdir())
 
 
 # ---- the cache is data from the checked repository: never code, never trusted ------------------------------------

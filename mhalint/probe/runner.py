@@ -72,6 +72,10 @@ def _communicate(request: str, sites: list[dict], limits: ProbeLimits, cwd: str)
         process.kill()
         stdout, stderr = process.communicate()
         failure = f"the probe run took longer than its limit of {limits.total_timeout:g} s and was stopped"
+    except BaseException:  # an interrupt of mhalint: the probe process must not outlive it
+        process.kill()
+        process.wait()
+        raise
     torch_version, results, error = _parse(stdout)
     if error is not None:
         failure = error
