@@ -3,9 +3,18 @@
 * A path named on the command line is always used: a file is returned even if
   it is ignored or has another extension, and a directory is walked even if
   its name is excluded.  A missing path is reported in ``Discovery.errors``.
+* Only regular files are returned: a FIFO, a socket or a device (or a symlink
+  to one) named on the command line or met in a walk with a checked extension
+  is listed in ``Discovery.errors`` as "not a regular file (a FIFO)", because
+  reading it would block forever or never end.
 * Directories are walked with ``os.scandir`` and directory symlinks are not
   followed, so links cannot loop.  A file symlink counts only if it resolves to
   a regular file; broken and looping links are skipped silently.
+* With ``force_exclude`` (ruff's ``--force-exclude``, for pre-commit, which
+  names every file), a named path is skipped as a walked one would be when it,
+  or a directory above it below the current directory (or an ``anchors``
+  directory), matches ``exclude`` or ``default_exclude``; gitignore files are
+  not consulted for named paths, as in ruff.
 * A walked entry is skipped, and a skipped directory is not entered, if its
   name is in ``DEFAULT_EXCLUDE``, if it matches an ``exclude`` pattern
   (gitignore syntax, anchored at the current directory and at the walked
@@ -37,6 +46,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
+
+from mhalint.source import not_regular, regular_only
 
 # ruff's default `exclude`, plus the two caches ruff's list lacks.
 DEFAULT_EXCLUDE = frozenset(
@@ -212,7 +223,8 @@ class GitIgnore:
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], base: str = "") -> GitIgnore:
         """Read a gitignore file as git does: CRLF line ends and a UTF-8 BOM are allowed."""
-        text = os.fsdecode(Path(path).read_bytes()).removeprefix("\ufeff")
+        with open(path, "rb", opener=regular_only) as file:  # a FIFO named .gitignore must not hang the walk
+            text = os.fsdecode(file.read()).removeprefix("\ufeff")
         return cls((line.removesuffix("\r") for line in text.split("\n")), base)
 
     def match(self, path: str, is_dir: bool = False) -> bool | None:
@@ -345,14 +357,66 @@ class _Walker:
                 except OSError:  # a symlink loop, or an entry that vanished
                     continue
                 child = posixpath.join(key, entry.name)
-                if is_dir and not _excluded(entry.name, child, True, rules, excludes, self.default_exclude):
-                    stack.append((entry.path, child, rules))
-                elif (
-                    is_file
-                    and entry.name.endswith(self.extensions)
-                    and not _excluded(entry.name, child, False, rules, excludes, self.default_exclude)
+                if is_dir:
+                    if not _excluded(entry.name, child, True, rules, excludes, self.default_exclude):
+                        stack.append((entry.path, child, rules))
+                elif entry.name.endswith(self.extensions) and not _excluded(
+                    entry.name, child, False, rules, excludes, self.default_exclude
                 ):
-                    self.files.append(Path(entry.path))
+                    if is_file:
+                        self.files.append(Path(entry.path))
+                    else:
+                        self._not_regular(entry)
+
+    def _not_regular(self, entry: os.DirEntry) -> None:
+        """Report a FIFO, socket or device (or a link to one); a broken or looping link, or a link to a
+        directory (never followed), is skipped silently."""
+        try:
+            mode = entry.stat().st_mode
+        except OSError:
+            return
+        if not stat.S_ISDIR(mode):
+            self.errors.append((Path(entry.path), not_regular(mode)))
+
+
+def _named_path_excluded(
+    path: str, is_dir: bool, bases: Iterable[str], excludes: tuple[GitIgnore, ...], default_exclude: frozenset[str]
+) -> bool:
+    """Whether ``--force-exclude`` skips a named path: it, or a directory above it and below the base it lies in,
+    is excluded as a walked entry would be. A named file symlink is matched by its own name, not its target's."""
+    name = os.path.basename(path)
+    if name in ("", ".", ".."):
+        key = Path(os.path.realpath(path)).as_posix()
+    else:
+        key = posixpath.join(Path(os.path.realpath(os.path.dirname(path) or ".")).as_posix(), name)
+    base = max((b for b in bases if key.startswith(b.rstrip("/") + "/")), key=len, default=None)
+    candidate, candidate_is_dir = key, is_dir
+    while True:
+        if _excluded(posixpath.basename(candidate), candidate, candidate_is_dir, None, excludes, default_exclude):
+            return True
+        candidate, candidate_is_dir = posixpath.dirname(candidate), True
+        if base is None or not candidate.startswith(base.rstrip("/") + "/"):
+            return False
+
+
+def excluded(
+    path: Path | str, *, exclude: Sequence[str] = (), default_exclude: Iterable[str] = DEFAULT_EXCLUDE,
+    anchors: Sequence[str | Path] = (),
+) -> bool:
+    """Whether ``discover(..., force_exclude=True)`` skips the named file ``path``, which need not exist (a
+    display name for standard input); the flake8 plugin asks this of each file flake8 hands it."""
+    bases = _bases(anchors)
+    return _named_path_excluded(os.path.normpath(path), False, bases, _anchored(exclude, bases),
+                                frozenset(default_exclude))
+
+
+def _bases(anchors: Sequence[str | Path]) -> dict[str, None]:
+    """The directories ``exclude`` patterns are anchored at: the current one, then ``anchors``, real paths."""
+    return dict.fromkeys([Path.cwd().as_posix(), *(Path(os.path.realpath(a)).as_posix() for a in anchors)])
+
+
+def _anchored(exclude: Sequence[str], bases: Iterable[str]) -> tuple[GitIgnore, ...]:
+    return tuple(GitIgnore(exclude, base) for base in bases) if exclude else ()
 
 
 def discover(
@@ -363,23 +427,30 @@ def discover(
     extensions: Sequence[str] = DEFAULT_EXTENSIONS,
     default_exclude: Iterable[str] = DEFAULT_EXCLUDE,
     anchors: Sequence[str | Path] = (),
+    force_exclude: bool = False,
 ) -> Discovery:
     """Find the files to check under ``paths``; see the module docstring for the rules. ``default_exclude``
     replaces the built-in list of skipped names (ruff's ``exclude`` setting); ``anchors`` are more directories
-    that ``exclude`` patterns are anchored at (a configuration file's directory)."""
+    that ``exclude`` patterns are anchored at (a configuration file's directory); ``force_exclude`` applies the
+    exclusions to the named paths too."""
     walker = _Walker(tuple(extensions), respect_gitignore, frozenset(default_exclude))
-    cwd = Path.cwd().as_posix()
-    bases = dict.fromkeys([cwd, *(Path(os.path.realpath(a)).as_posix() for a in anchors)])
-    cwd_excludes = tuple(GitIgnore(exclude, base) for base in bases) if exclude else ()
+    bases = _bases(anchors)
+    cwd_excludes = _anchored(exclude, bases)
     for given in paths:
         path = os.path.normpath(given)
         try:
-            is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+            mode = os.stat(path).st_mode
         except OSError as error:
             walker.errors.append((Path(path), _reason(error)))
             continue
-        if not is_dir:  # an explicit file is always checked
+        is_dir = stat.S_ISDIR(mode)
+        if force_exclude and _named_path_excluded(path, is_dir, bases, cwd_excludes, walker.default_exclude):
+            continue
+        if stat.S_ISREG(mode):  # otherwise, an explicit file is always checked
             walker.files.append(Path(path))
+            continue
+        if not is_dir:
+            walker.errors.append((Path(path), not_regular(mode)))
             continue
         real = os.path.realpath(path)
         key = Path(real).as_posix()

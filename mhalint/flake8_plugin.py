@@ -22,6 +22,19 @@ Decisions, for a flake8 user:
   not a style level but its confidence that results are corrupted (error: the code shows it; warning: possible
   and nothing shows it is handled; info: correct but relying on a default). A flake8 user cannot select on it,
   so it is worth reading in the message; the code still comes first, which is all flake8 parses.
+* **mhalint's configuration.** The plugin reads the settings `mhalint check` reads for the file (the nearest
+  `.mhalint.toml`, `mhalint.toml` or pyproject.toml `[tool.mhalint]` from the file's directory upward) and
+  reports on each file what `mhalint check --force-exclude FILE` would: `select`, `extend-select` and `ignore`
+  choose the codes, `per-file-ignores` and `min-severity` apply, and a file that `exclude` or `extend-exclude`
+  (or mhalint's default exclusions, unless `exclude` replaces them) skips gets no MHA finding. flake8's own
+  `--select`, `--ignore`, `--per-file-ignores`, `--exclude` and `# noqa` then apply on top, as to any plugin.
+  Where both say something, flake8's options win: MHA selectors in flake8's `--select` or `--extend-select`
+  (other than one that selects every MHA code, such as the `--select MHA` that turns the plugin on) replace
+  mhalint's `select` or add to its `extend-select` as `mhalint check --select` would (so `--select MHA004`
+  reports MHA004 even when mhalint's `ignore` lists it), and `--mhalint-min-severity` replaces `min-severity`.
+  (flake8 does not pass `--isolated` on to plugins, so mhalint's file is read even then.) A broken mhalint
+  configuration is reported on stderr (once per flake8 process) and the files are checked with mhalint's
+  defaults.
 * **Severity threshold.** As with `mhalint check`, `info` findings are hidden by default. The flake8 option
   `--mhalint-min-severity {info,warning,error}` (or `mhalint-min-severity = info` in the flake8 configuration)
   changes the threshold.
@@ -33,21 +46,26 @@ Decisions, for a flake8 user:
 * **Syntax errors.** flake8 does not run tree plugins on a file Python cannot parse; it reports `E999` instead.
   So mhalint's `MHA900` (could not parse) reaches flake8 only for a file that Python parses but libcst cannot
   (newer syntax, or a tab and space mix libcst refuses): it is kept, because it says the file was not checked.
-  `MHA901` (cannot decode, e.g. an unknown PEP 263 encoding) and `MHA902` (a rule failed on this file) are kept
-  for the same reason; `--extend-ignore MHA9` hides all three.
+  `MHA901` (cannot decode, e.g. an unknown PEP 263 encoding), `MHA902` (a rule failed on this file) and `MHA903`
+  (past the file's time or memory budget) are kept for the same reason; `--extend-ignore MHA9` hides them all.
 """
 
 from __future__ import annotations
 
+import functools
 import io
+import sys
 import tokenize
 from pathlib import Path
 from typing import ClassVar, Iterator, Sequence
 
-from mhalint import __version__
+from mhalint import __version__, config
+from mhalint.discovery import excluded
 from mhalint.engine import Checker
 from mhalint.finding import Finding, Severity
 from mhalint.rule import load_rules
+from mhalint.selection import SelectionError
+from mhalint.settings import Settings, resolve
 
 _SEVERITIES = [str(severity) for severity in Severity]
 
@@ -61,7 +79,10 @@ class Plugin:
 
     # Loaded once per flake8 process (flake8 runs one checker process per job), on first use.
     _checker: ClassVar[Checker | None] = None
-    min_severity: ClassVar[Severity] = Severity.WARNING
+    # flake8's options that overlap mhalint's settings (None: not given there).
+    min_severity: ClassVar[str | None] = None
+    select: ClassVar[tuple[str, ...] | None] = None
+    extend_select: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, tree: object = None, filename: str = "stdin", lines: Sequence[str] | None = None):
         self.filename = filename
@@ -70,13 +91,17 @@ class Plugin:
     @classmethod
     def add_options(cls, option_manager) -> None:
         option_manager.add_option(
-            "--mhalint-min-severity", default="warning", choices=_SEVERITIES, parse_from_config=True,
+            "--mhalint-min-severity", default=None, choices=_SEVERITIES, parse_from_config=True,
             help="Hide mhalint (MHA) findings below this severity; info shows correct code that relies on a "
-                 "default. (Default: %(default)s)")
+                 "default. (Default: mhalint's `min-severity` setting, else warning)")
 
     @classmethod
     def parse_options(cls, options) -> None:
-        cls.min_severity = Severity.parse(getattr(options, "mhalint_min_severity", None) or "warning")
+        cls.min_severity = getattr(options, "mhalint_min_severity", None)
+        cls.select = _mha_selectors(getattr(options, "select", None))
+        cls.extend_select = _mha_selectors(getattr(options, "extend_select", None)) or ()
+        _config_in.cache_clear()
+        _settings_in.cache_clear()
 
     @classmethod
     def checker(cls) -> Checker:
@@ -85,15 +110,64 @@ class Plugin:
         return cls._checker
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
+        settings = self.settings()
+        if excluded(self.filename, exclude=settings.exclude, default_exclude=settings.default_exclude,
+                    anchors=[settings.config.root]):
+            return
         source = self._source()
         for finding in self.checker().check_source(source, self.filename):
-            if finding.severity >= self.min_severity:
+            if settings.reports(finding):
                 yield finding.line, max(finding.column - 1, 0), message(finding), type(self)
+
+    def settings(self) -> Settings:
+        """mhalint's settings for this file, under flake8's overlapping options."""
+        return _settings_in(_config_in(Path(self.filename).parent), self.min_severity, self.select,
+                            self.extend_select)
 
     def _source(self) -> bytes:
         if self.lines is None:
             return Path(self.filename).read_bytes()
         return encode("".join(self.lines))
+
+
+@functools.lru_cache(maxsize=1024)
+def _config_in(directory: Path) -> Path | None:
+    """The configuration file for the files of `directory`, looked for once per directory."""
+    try:
+        return config.find(directory)
+    except config.ConfigError as error:
+        _broken(error)
+        return None
+
+
+@functools.lru_cache(maxsize=64)
+def _settings_in(found: Path | None, min_severity: str | None, select: tuple[str, ...] | None,
+                 extend_select: tuple[str, ...]) -> Settings:
+    """The settings from the configuration file `found` (None: the defaults), once per file and options."""
+    options = {"select": list(select) if select is not None else None, "extend_select": list(extend_select),
+               "ignore": None, "exclude": None, "extend_exclude": [], "respect_gitignore": None,
+               "min_severity": min_severity, "probe_timeout": None, "probe_total_timeout": None,
+               "probe_memory": None}
+    try:
+        return resolve(load_rules(), [], config_path=found, isolated=found is None, **options)
+    except (config.ConfigError, SelectionError) as error:
+        _broken(error)
+        return resolve(load_rules(), [], config_path=None, isolated=True,
+                       **{**options, "select": None, "extend_select": []})
+
+
+def _broken(error: Exception) -> None:
+    """A plugin cannot stop flake8's run: say what is wrong, once, and go on with mhalint's defaults."""
+    print(f"mhalint: error: {error}; checking with mhalint's default settings", file=sys.stderr)
+
+
+def _mha_selectors(selectors: Sequence[str] | None) -> tuple[str, ...] | None:
+    """flake8's selectors that name some MHA codes, for mhalint's selection; None when there are none or when
+    one selects every MHA code (as the `--select MHA` that turns the plugin on does): mhalint's own select and
+    ignore then decide."""
+    mha = [selector.strip().upper() for selector in selectors or () if selector.strip().upper().startswith("MHA")]
+    every = any("MHA".startswith(selector.strip().upper()) for selector in selectors or () if selector.strip())
+    return tuple(mha) if mha and not every else None
 
 
 def message(finding: Finding) -> str:

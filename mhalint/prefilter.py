@@ -20,7 +20,7 @@ import bisect
 import re
 from typing import Iterable, Iterator
 
-from mhalint.source import line_starts
+from mhalint.source import has_wide_bom, line_starts
 
 # Comments and string literals, in the order Python's tokenizer finds them: a quote inside a comment or a `#`
 # inside a string never starts anything. The loops are unrolled ("normal* (special normal*)*") to stay fast.
@@ -50,8 +50,9 @@ class Prefilter:
         self.anchors = None if None in anchors else sorted({anchor.encode() for anchor in anchors})
 
     def matches(self, source: bytes) -> bool:
-        """True when a pattern matches somewhere outside comments and non-f strings."""
-        return next(self.code_matches(source), None) is not None
+        """True when a pattern matches somewhere outside comments and non-f strings, or when the bytes are UTF-16
+        or UTF-32, where no pattern can be seen (the parse then reports that Python cannot read the file)."""
+        return has_wide_bom(source) or next(self.code_matches(source), None) is not None
 
     def code_matches(self, source: bytes) -> Iterator[re.Match[bytes]]:
         """The matches outside comments and non-f strings, in order."""

@@ -277,8 +277,9 @@ def test_noqa_applies_to_its_own_line_whatever_the_newlines(tmp_path: Path, newl
     text = _with_newlines(NOQA_SOURCE, newline)
     run = mhalint(tree_with(tmp_path, **{"noqa.py": text.encode()}))
     assert_sound(run)
-    # line 2 carries `# noqa: MHA001`; line 3 does not; the noqa on line 4 has nothing to suppress
-    assert run.only("noqa.py").key == ("noqa.py", None, 3, 9, "MHA001")
+    # line 2 carries `# noqa: MHA001`; line 3 does not; the noqa on line 4 has nothing to suppress (MHA904)
+    assert [row.key for row in run.of("noqa.py")] == [("noqa.py", None, 3, 9, "MHA001"),
+                                                      ("noqa.py", None, 4, 8, "MHA904")]
 
 
 TABS = (f"{HEADER}class Block(nn.Module):\n\tdef __init__(self):\n\t\tsuper().__init__()\n"

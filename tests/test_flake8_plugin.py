@@ -161,3 +161,63 @@ def test_syntax_error_is_flake8s_e999_only(tmp_path):
                             cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 1
     assert "E999" in result.stdout and "MHA" not in result.stdout
+
+
+# ---- mhalint's own configuration (issue 16, item 12) --------------------------------------------------------------
+# BAD and INFO both have MHA001 at 7:21; INFO's is an info finding, and an odd head count gives MHA004 (info) too.
+ODD = BAD.replace("(64, 8)", "(60, 5)")  # MHA001 warning and MHA004 info at 7:21
+
+
+def reported(result: subprocess.CompletedProcess) -> list[tuple[str, str]]:
+    return sorted((Path(r["path"]).as_posix().removeprefix("./"), r["code"]) for r in parsed(result.stdout))
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    for name in ("model.py", "gen/made.py", "tests/test_model.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(ODD)
+    return tmp_path
+
+
+def test_plugin_reads_ignore_exclude_and_per_file_ignores_of_tool_mhalint(project: Path):
+    assert reported(flake8(".", cwd=project)) == [("gen/made.py", "MHA001"), ("model.py", "MHA001"),
+                                                  ("tests/test_model.py", "MHA001")]
+    (project / "pyproject.toml").write_text(
+        '[tool.mhalint]\nmin-severity = "info"\nignore = ["MHA001"]\nextend-exclude = ["gen/"]\n'
+        '[tool.mhalint.per-file-ignores]\n"tests/*" = ["MHA004"]\n')
+    result = flake8(".", cwd=project)
+    assert result.returncode == 1, result.stderr
+    assert reported(result) == [("model.py", "MHA004")]
+    assert reported(flake8("gen/made.py", "tests/test_model.py", cwd=project)) == []  # named files too
+    check = subprocess.run([sys.executable, "-m", "mhalint", "check", "--no-cache", "--force-exclude", "model.py",
+                            "gen/made.py", "tests/test_model.py"], cwd=project, capture_output=True, text=True)
+    assert [line.split(" [")[0] for line in check.stdout.splitlines()[:-1]] == ["model.py:7:21: MHA004"]
+
+
+def test_plugin_reads_mhalint_toml_found_from_the_files_folder(project: Path):
+    (project / "tests" / "mhalint.toml").write_text('select = ["MHA004"]\nmin-severity = "info"\n')
+    assert reported(flake8(".", cwd=project)) == [("gen/made.py", "MHA001"), ("model.py", "MHA001"),
+                                                  ("tests/test_model.py", "MHA004")]
+
+
+def test_flake8s_own_options_win_where_they_overlap(project: Path):
+    (project / "pyproject.toml").write_text('[tool.mhalint]\nignore = ["MHA004"]\nmin-severity = "error"\n')
+    assert reported(flake8(".", cwd=project)) == []
+    # --mhalint-min-severity replaces min-severity; a code flake8 selects by name beats mhalint's ignore, as
+    # `mhalint check --select MHA004` does.
+    result = flake8("--mhalint-min-severity", "info", ".", cwd=project)
+    assert {code for _, code in reported(result)} == {"MHA001"}
+    result = subprocess.run([sys.executable, "-m", "flake8", "--isolated", "--select", "MHA004",
+                             "--mhalint-min-severity", "info", "model.py"], cwd=project, capture_output=True, text=True)
+    assert reported(result) == [("model.py", "MHA004")], result.stderr
+    # flake8's ignore and per-file-ignores still hide what mhalint reports
+    assert reported(flake8("--mhalint-min-severity", "info", "--extend-ignore", "MHA001", ".", cwd=project)) == []
+
+
+def test_a_broken_configuration_is_said_once_and_the_defaults_apply(project: Path):
+    (project / "pyproject.toml").write_text("[tool.mhalint]\nselct = []\n")
+    result = flake8("--jobs", "1", "model.py", "tests/test_model.py", cwd=project)
+    assert reported(result) == [("model.py", "MHA001"), ("tests/test_model.py", "MHA001")]
+    assert result.stderr.count("mhalint: error: ") == 1, result.stderr  # once per flake8 process
+    assert "unknown key `selct` in [tool.mhalint]" in result.stderr and "Traceback" not in result.stderr

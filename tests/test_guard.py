@@ -388,13 +388,6 @@ def test_plugin_is_off_by_default_and_then_imports_nothing(pytester):
     assert "--mhalint-guard" in help_text
 
 
-def test_plugin_rejects_an_unknown_mode(pytester):
-    pytester.makepyfile(test_trivial="def test_x():\n    pass\n")
-    result = pytester.runpytest_subprocess("--mhalint-guard=loud")
-    assert result.ret != 0
-    assert "invalid choice: 'loud'" in result.stderr.str()
-
-
 # --------------------------------------------------------------------------------------- the context manager
 
 def _entry_points(torch):

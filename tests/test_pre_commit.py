@@ -105,6 +105,32 @@ def test_hook_fails_on_bad_file_and_passes_once_fixed(hook_repo, tmp_path):
     assert "Passed" in output and "All checks passed!" in output, output
 
 
+def test_hook_applies_exclude_and_per_file_ignores_to_the_files_it_is_given(hook_repo, tmp_path):
+    """pre-commit names every staged file; the project's `extend-exclude` and `per-file-ignores` still apply
+    (the hook runs `mhalint check --force-exclude`, as ruff's hook runs `ruff check --force-exclude`)."""
+    project = tmp_path / "project"
+    for name in ("model.py", "generated/made.py", "tests/test_model.py"):
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(BAD)
+    (project / "pyproject.toml").write_text('[tool.mhalint]\nextend-exclude = ["generated/"]\n'
+                                            '[tool.mhalint.per-file-ignores]\n"tests/*" = ["MHA001"]\n')
+    git("init", "-q", cwd=project)
+    git("add", "-A", cwd=project)
+    git("commit", "-q", "--no-verify", "--no-gpg-sign", "-m", "bad", cwd=project)
+
+    failed = try_repo(hook_repo, project, "model.py", "generated/made.py", "tests/test_model.py")
+    output = failed.stdout + failed.stderr
+    assert failed.returncode == 1, output
+    assert "model.py:7:21: MHA001 [" in output, output
+    hook_output = output.split("Using config:")[-1]
+    assert "generated/made.py" not in hook_output and "tests/test_model.py:" not in hook_output, output
+    assert "(2 files checked" in output, output  # generated/made.py was not even read
+
+    (project / "model.py").write_text(GOOD)
+    passed = try_repo(hook_repo, project, "model.py", "generated/made.py", "tests/test_model.py")
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+
+
 def test_hook_environment_does_not_need_torch(hook_repo):
     """The hook's environment is `pip install .` plus the hook's additional_dependencies: neither may bring torch,
     which only the optional `probe` extra needs (a multi-GB install on every contributor's first commit)."""
@@ -114,7 +140,7 @@ def test_hook_environment_does_not_need_torch(hook_repo):
 
     (hook,) = load_manifest(str(hook_repo / ".pre-commit-hooks.yaml"))
     assert (hook["id"], hook["entry"], hook["language"], hook["require_serial"]) == (
-        "mhalint", "mhalint check", "python", True)
+        "mhalint", "mhalint check --force-exclude", "python", True)
     assert hook["types_or"] == ["python", "pyi", "jupyter"]
     assert not hook["additional_dependencies"]
     torch = [r for r in requires("mhalint") or () if r.lower().startswith("torch")]

@@ -2,18 +2,23 @@
 
 Off unless asked for:
 
-    pytest --mhalint-guard          # AttentionGuardWarnings, and an "mhalint guard" summary at the end
-    pytest --mhalint-guard=error    # a test whose attention call shows a pitfall fails with AttentionGuardError
+    pytest --mhalint-guard                # AttentionGuardWarnings, and an "mhalint guard" summary at the end
+    pytest --mhalint-guard-mode=error     # a test whose attention call shows a pitfall fails (AttentionGuardError)
+    pytest --mhalint-guard=error          # the same
 
 When off, this module only adds the option: it imports neither torch nor the guard's machinery. When on, one guard
 is active from configuration (so module-level code of test files is covered) to the end of the run; warnings are
 de-duplicated per (code, call site) over the whole run, and the summary counts every occurrence.
 
-Write the mode with `=`: `--mhalint-guard error` also works, but a bare `--mhalint-guard` directly followed by a
-test path would take the path as its mode (argparse's optional value), and pytest then says it is not a mode.
+`--mhalint-guard` is a flag, so `pytest --mhalint-guard test_model.py::test_x` runs that test (an option with an
+optional value would take the test as its value). The mode is `--mhalint-guard-mode`, which turns the guard on
+too; `--mhalint-guard=warn` and `--mhalint-guard=error` are registered as option names of their own, which argparse
+matches before it splits at `=`, so those spellings keep working (another value after `=` is refused).
 """
 
 from __future__ import annotations
+
+import argparse
 
 from mhalint import INSTALL_TORCH
 from mhalint.finding import shorten
@@ -23,17 +28,23 @@ _MODES = ("warn", "error")
 
 def pytest_addoption(parser) -> None:
     group = parser.getgroup("mhalint", "mhalint runtime attention guard")
-    group.addoption("--mhalint-guard", action="store", nargs="?", const="warn", default=None, choices=_MODES,
-                    dest="mhalint_guard", metavar="MODE",
+    group.addoption("--mhalint-guard", action="store_true", default=False, dest="mhalint_guard",
                     help="check every nn.MultiheadAttention / Transformer / scaled_dot_product_attention call the "
-                         "tests make for silent attention pitfalls: 'warn' (the default when given) issues "
-                         "AttentionGuardWarnings and prints a summary, 'error' fails the test. Off unless given.")
+                         "tests make for silent attention pitfalls: issue AttentionGuardWarnings and print a "
+                         "summary (see --mhalint-guard-mode). Off unless given.")
+    group.addoption("--mhalint-guard-mode", choices=_MODES, default=None, dest="mhalint_guard_mode",
+                    help="turn the guard on in this mode: 'warn' (the default of --mhalint-guard) or 'error', which "
+                         "fails a test whose attention call shows a pitfall. --mhalint-guard=error also works.")
+    for mode in _MODES:  # the old spelling of the mode, as exact option names (see the module docstring)
+        group.addoption(f"--mhalint-guard={mode}", action="store_const", const=mode, dest="mhalint_guard_mode",
+                        help=argparse.SUPPRESS)
 
 
 def pytest_configure(config) -> None:
-    mode = config.getoption("mhalint_guard", None)
-    if mode is None:
+    mode = config.getoption("mhalint_guard_mode", None)
+    if mode is None and not config.getoption("mhalint_guard", False):
         return
+    mode = mode or "warn"
     plugin = GuardPlugin(mode)
     config.add_cleanup(plugin._stop)  # restores torch even if the run ends abnormally
     config.pluginmanager.register(plugin, "mhalint-guard-session")

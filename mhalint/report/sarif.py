@@ -3,7 +3,8 @@ has a result (its summary, its documentation as help, a default level), and one 
 location, the fix as a replacement of text, and mhalint's own data (severity, evidence, arguments, the probe's
 result) as properties.
 
-Locations are relative URIs (POSIX separators, percent-encoded) based on `%SRCROOT%`, the directory mhalint ran
+Locations are relative URIs (POSIX separators, the path's bytes percent-encoded, so a file name that is not
+valid UTF-8 keeps its bytes) based on `%SRCROOT%`, the directory mhalint ran
 in; a path outside it becomes an absolute `file://` URI. Columns are 1-based Unicode code points with an
 exclusive end, as in SARIF's `unicodeCodePoints` column kind, which the run declares (SARIF's default would be
 UTF-16 code units). A finding in a notebook cell has lines counted within its cell, which are not lines of the
@@ -13,6 +14,7 @@ UTF-16 code units). A finding in a notebook cell has lines counted within its ce
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Iterable, Mapping
 from urllib.parse import quote
@@ -101,7 +103,7 @@ def _result(finding: Finding, rule_index: int, root: Path) -> dict:
         "message": {"text": finding.message},
         "locations": [{"physicalLocation": physical}],
     }
-    if finding.fix is not None:
+    if finding.fix is not None and finding.cell is None:  # a cell's fix counts lines within the cell
         result["fixes"] = [{
             "description": {"text": finding.fix.title or "apply mhalint's fix"},
             "artifactChanges": [{"artifactLocation": dict(artifact),
@@ -138,4 +140,6 @@ def _artifact(path: str, root: Path) -> dict:
             pure = Path(path).resolve().relative_to(root)
         except ValueError:
             return {"uri": Path(path).resolve().as_uri()}
-    return {"uri": quote(pure.as_posix(), safe="/"), "uriBaseId": SRCROOT}
+    # The path's own bytes, percent-encoded (RFC 3986, as Path.as_uri does): a name that is not valid UTF-8
+    # holds surrogate escapes that cannot be encoded as text.
+    return {"uri": quote(os.fsencode(pure.as_posix()), safe="/"), "uriBaseId": SRCROOT}
