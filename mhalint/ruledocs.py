@@ -10,6 +10,7 @@ from typing import Mapping
 
 from mhalint.engine import ENGINE_CODES, ENGINE_EXPLANATIONS
 from mhalint.finding import SAFE, UNSAFE
+from mhalint.noqa import UNUSED_NOQA, UNUSED_NOQA_NAME
 from mhalint.rule import Rule, runtime_only
 
 TABLE_START, TABLE_END = "<!-- rules-table:start -->", "<!-- rules-table:end -->"
@@ -46,9 +47,21 @@ def markdown_table(rules: Mapping[str, type[Rule]]) -> str:
     return "\n".join(rows)
 
 
+def lookup(rules: Mapping[str, type[Rule]], code_or_name: str) -> type[Rule] | str | None:
+    """The rule with this code or name (`MHA001`, `batch-first-default`, any case), the engine's code when it is
+    one of those (`MHA900`, or its finding's name, `unused-noqa`), or None."""
+    wanted = code_or_name.strip().lower()
+    for rule in rules.values():
+        if wanted in (rule.code.lower(), rule.name.lower()):
+            return rule
+    engine = {code.lower(): code for code in ENGINE_CODES} | {UNUSED_NOQA_NAME: UNUSED_NOQA}
+    return engine.get(wanted)
+
+
 def engine_text(code: str) -> str:
-    """The engine's own codes (MHA900-902): reported like findings, documented like rules."""
-    return f"# {ENGINE_CODES[code]} ({code})\n\nReported by mhalint's engine, not by a rule.\n\n{ENGINE_EXPLANATIONS[code]}"
+    """The engine's own codes (MHA900 and up): reported like findings, documented like rules."""
+    return (f"# {ENGINE_CODES[code]} ({code})\n\nReported by mhalint's engine, not by a rule.\n\n"
+            f"{ENGINE_EXPLANATIONS[code]}")
 
 
 def engine_dict(code: str) -> dict:

@@ -12,7 +12,8 @@ class SelectionError(ValueError):
 
 
 class Selection:
-    """Which rules run, and which codes are reported (engine diagnostics such as MHA900 only via --ignore).
+    """Which rules run, and which codes are reported (engine diagnostics such as MHA900 only via --ignore; the
+    engine's `checks`, such as MHA904 unused-noqa, are selected like rules).
 
     Each selector list comes with where it was written ("--select", "`ignore` in pyproject.toml") so that an
     unknown code is reported where the user can find it.
@@ -20,9 +21,9 @@ class Selection:
 
     def __init__(self, rules: Mapping[str, type[Rule]], select: list[str], ignore: list[str],
                  engine_codes: Iterable[str] = (), extend_select: list[str] = (),
-                 origins: Mapping[str, str] | None = None):
-        engine_codes = set(engine_codes)
-        self._known = set(rules) | engine_codes
+                 origins: Mapping[str, str] | None = None, checks: Iterable[str] = ()):
+        engine_codes = set(engine_codes) - set(checks)
+        self._known = set(rules) | engine_codes | set(checks)
         origins = {"select": "--select", "ignore": "--ignore", "extend-select": "--extend-select", **(origins or {})}
         for key, selectors in (("select", select), ("ignore", ignore), ("extend-select", extend_select)):
             self.validate(selectors, origins[key])

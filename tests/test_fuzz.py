@@ -414,7 +414,7 @@ def test_arbitrary_bytes_never_crash(raw: bytes):
 
 
 _CONCISE = re.compile(r"^fuzz\.py:(?P<line>\d+):(?P<col>\d+): (?P<code>[A-Z]+[0-9]+) \[(?P<severity>\w+)\] "
-                      r"(?P<message>.*)$")
+                      r"(?:\[\*\] )?(?P<message>.*)$")  # [*]: a fixable finding
 
 
 @bounded(40)

@@ -18,8 +18,9 @@ the long explanation too.
     note: this fix changes behaviour; `--fix` applies it only with `--unsafe-fixes`
     probe: confirmed (torch 2.13.0): <what the probe measured>
 
-With colour (`--color`), the code and severity, the headline, the gutter, the caret and the help are styled as
-ruff styles them; the text is the same.
+`[*]` after the severity marks a finding that `--fix` resolves (with `--unsafe-fixes`, an unsafe fix counts too),
+as ruff marks it. With colour (`--color`), the code and severity, the headline, the gutter, the caret and the help
+are styled as ruff styles them; the text is the same.
 
 Columns count characters (as libcst and the finding do); what the terminal shows is measured in cells: a tab
 goes to the next multiple of TAB_SIZE, East Asian wide characters take two cells, combining marks none, and
@@ -36,11 +37,9 @@ import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-import click
-
-from mhalint.finding import SAFE, Finding, Severity
+from mhalint.finding import SAFE, Finding
 from mhalint.notebook import NotebookError, code_cells
-from mhalint.report import RenderOptions
+from mhalint.report import FIXABLE, SEVERITY_COLOR, Painter, RenderOptions
 from mhalint.source import LINE_BREAK, decode
 
 if TYPE_CHECKING:
@@ -49,7 +48,6 @@ if TYPE_CHECKING:
 TAB_SIZE = 4  # ruff's default indent width, which its code frames use for tabs
 CONTEXT = 2  # source lines shown before and after the flagged one
 EXPLANATION_WIDTH = 100
-_SEVERITY_COLOR = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
 def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None = None,
@@ -58,16 +56,6 @@ def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None =
     sources = _Sources()
     blocks = [_block(finding, sources, options) for finding in findings]
     return "\n\n".join(blocks) + "\n" if blocks else ""
-
-
-class _Painter:
-    """click.style when colour is on, the text unchanged when it is off."""
-
-    def __init__(self, color: bool):
-        self.color = color
-
-    def __call__(self, text: str, **style) -> str:
-        return click.style(text, **style) if self.color and text else text
 
 
 class _Sources:
@@ -107,9 +95,10 @@ def _read_cells(path: str) -> dict[int, list[str]] | None:
 
 
 def _block(finding: Finding, sources: _Sources, options: RenderOptions) -> str:
-    paint = _Painter(options.color)
-    code = paint(f"{finding.code} [{finding.severity}]", fg=_SEVERITY_COLOR[finding.severity], bold=True)
-    header = f"{code} {paint(finding.message, bold=True)}"
+    paint = Painter(options.color)
+    code = paint(f"{finding.code} [{finding.severity}]", fg=SEVERITY_COLOR[finding.severity], bold=True)
+    mark = f" {paint(FIXABLE, fg='cyan')}" if options.fixable(finding) else ""
+    header = f"{code}{mark} {paint(finding.message, bold=True)}"
     lines = sources.lines(finding.path, finding.cell)
     if lines is None or not 1 <= finding.line <= len(lines):
         out, gutter = [header, f" {paint('-->', fg='blue', bold=True)} {finding.location}"], ""
@@ -133,7 +122,7 @@ def _block(finding: Finding, sources: _Sources, options: RenderOptions) -> str:
     return "\n".join(out)
 
 
-def _frame(finding: Finding, lines: list[str], location: str, paint: _Painter) -> tuple[list[str], str]:
+def _frame(finding: Finding, lines: list[str], location: str, paint: Painter) -> tuple[list[str], str]:
     """The code frame's lines, and the blank gutter that lines after it align with."""
     first = max(1, finding.line - CONTEXT)
     last = min(len(lines), finding.line + CONTEXT)
@@ -152,7 +141,7 @@ def _frame(finding: Finding, lines: list[str], location: str, paint: _Painter) -
         if number == finding.line:
             start, end = _span(finding, len(lines[number - 1]))
             indent = cells[start]
-            caret = paint("^" * max(1, cells[end] - indent), fg=_SEVERITY_COLOR[finding.severity], bold=True)
+            caret = paint("^" * max(1, cells[end] - indent), fg=SEVERITY_COLOR[finding.severity], bold=True)
             out.append(f"{gutter} {bar} {' ' * indent}{caret}")
     out.append(f"{gutter} {bar}")
     return out, gutter
