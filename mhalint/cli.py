@@ -1,27 +1,28 @@
 """The `mhalint` command line: thin click commands that parse options, call the engine and print.
 
-Exit codes follow ruff and flake8: 0 clean, 1 findings, 2 usage or internal error.
+Exit codes follow ruff and flake8: 0 clean, 1 findings, 2 usage or internal error; 130 and 143 after an
+interrupt (SIGINT, SIGTERM).
 """
 
 from __future__ import annotations
 
-import difflib
-import importlib
 import json
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from mhalint import __version__
-from mhalint.finding import PROBE_STATUSES, SAFE, Finding, Severity
+from mhalint import __version__, interrupts
+from mhalint.finding import Severity
+from mhalint.output import Output, OutputError
 from mhalint.probe.runner import ProbeLimits, ProbeUnavailable, probe_findings
 
 if TYPE_CHECKING:
-    from mhalint.engine import Checker
+    from mhalint.engine import Checker, Result
 
 # Everything that imports libcst (the engine, the rules, the formats that need rule metadata) is imported inside the
 # commands, so that `mhalint --version` and `mhalint --help` start in a few milliseconds.
@@ -34,17 +35,27 @@ class UsageError(Exception):
 
 
 class _Group(click.Group):
-    """Turns usage and plugin errors into a one-line message and exit 2 instead of a traceback."""
+    """Turns usage and plugin errors into a one-line message and exit 2 instead of a traceback, and interrupts
+    into a one-line message and exit 130 (Ctrl-C, SIGINT) or 143 (SIGTERM), after every `finally` on the way
+    has run (workers stopped, temporary files removed); click's own handling would say `Aborted!` and exit 1,
+    the code for findings."""
 
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            with interrupts.raised_as_exceptions():
+                return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("mhalint: interrupted", err=True)
+            ctx.exit(interrupts.EXIT_INTERRUPTED)
+        except interrupts.Terminated:
+            click.echo("mhalint: terminated", err=True)
+            ctx.exit(interrupts.EXIT_TERMINATED)
         except Exception as error:
             from mhalint.config import ConfigError
             from mhalint.rule import PluginError
             from mhalint.selection import SelectionError
 
-            if not isinstance(error, (UsageError, PluginError, SelectionError, ConfigError)):
+            if not isinstance(error, (UsageError, PluginError, SelectionError, ConfigError, OutputError)):
                 raise
             click.echo(f"mhalint: error: {error}", err=True)
             ctx.exit(EXIT_ERROR)
@@ -100,7 +111,8 @@ STDIN = Path("-")
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Read settings from this pyproject.toml instead of the nearest one.")
+              help="Read settings from this file instead of the nearest one: a pyproject.toml ([tool.mhalint]), "
+                   "or a mhalint.toml or other .toml file (top-level keys).")
 @click.option("--select", multiple=True, metavar="CODES",
               help="Comma-separated rule codes or prefixes to enable (default: all rules).")
 @click.option("--extend-select", multiple=True, metavar="CODES", help="Codes or prefixes to enable on top of select.")
@@ -110,10 +122,17 @@ STDIN = Path("-")
 @click.option("--exclude", multiple=True, metavar="PATTERN",
               help="gitignore-style patterns of paths to skip, replacing the default list (venvs, caches, ...).")
 @click.option("--extend-exclude", multiple=True, metavar="PATTERN", help="Patterns to skip on top of exclude.")
+@click.option("--force-exclude/--no-force-exclude", default=None,
+              help="Apply exclude and extend-exclude to the paths named on the command line too, as pre-commit "
+                   "needs [default: no].")
+@click.option("--show-settings", is_flag=True, help="Print the resolved settings, each with where it came from, "
+                                                    "and exit.")
+@click.option("--show-files", is_flag=True, help="Print the files that would be checked, one per line, and exit.")
 @click.option("--min-severity", type=click.Choice([str(s) for s in Severity]), default=None,
               help="Hide findings below this severity [default: warning].")
 @click.option("--output-format", type=click.Choice(sorted(_FORMATS)), default=None, help=_FORMAT_HELP)
-@click.option("--stdin-filename", metavar="PATH", help="The name to report for source read from `-`.")
+@click.option("--stdin-filename", metavar="PATH",
+              help="The name to report for source read from standard input (read when no PATHS are given, or -).")
 @_display_options
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place (atomic writes).")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, also apply fixes that change behaviour.")
@@ -126,83 +145,156 @@ STDIN = Path("-")
 @click.option("--probe", is_flag=True, help="Confirm each finding by re-creating it with torch (needs torch).")
 @_probe_options
 @click.option("--show-traceback", is_flag=True, help="Print the traceback of any internal error.")
+@click.option("-o", "--output-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the report to this file instead of standard output.")
+@click.option("--statistics", is_flag=True, help="Print the number of findings of each code instead of the findings.")
+@click.option("--show-fixes", is_flag=True, help="With --fix, list what was fixed, by file and code.")
+@click.option("--exit-non-zero-on-fix", is_flag=True, help="With --fix, exit 1 when a file was fixed, even when no "
+                                                            "finding is left.")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to each line with a finding, keeping the "
+                                               "directives already there.")
+@click.option("-q", "--quiet", is_flag=True, help="Print the findings and nothing else.")
+@click.option("-s", "--silent", is_flag=True, help="Print nothing; only the exit status tells.")
+@click.option("-v", "--verbose", is_flag=True, help="Say on stderr which configuration was read, and how many files "
+                                                    "were checked in what time.")
 def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_select, ignore, respect_gitignore,
-          exclude, extend_exclude, min_severity, output_format: str, stdin_filename: str | None, fix: bool,
+          exclude, extend_exclude, force_exclude: bool | None, show_settings: bool, show_files: bool, min_severity,
+          output_format: str, stdin_filename: str | None, fix: bool,
           explain: bool, color: str, unsafe_fixes: bool, diff: bool, exit_zero: bool, no_cache: bool,
           jobs: int | None, probe: bool, probe_timeout, probe_total_timeout, probe_memory,
-          show_traceback: bool) -> None:
+          show_traceback: bool, output_file: Path | None, statistics: bool, show_fixes: bool,
+          exit_non_zero_on_fix: bool, add_noqa: bool, quiet: bool, silent: bool, verbose: bool) -> None:
     """Check PATHS (files or directories; default: the current directory; - reads standard input)."""
+    from mhalint import noqa, summary
     from mhalint.cache import Cache, cache_dir
-    from mhalint.engine import Checker
+    from mhalint.engine import ENGINE_CODES, INTERNAL_ERROR, Checker
     from mhalint.report import RenderOptions
+    from mhalint.report.printer import HUMAN, Printer
     from mhalint.rule import load_rules
     from mhalint.settings import resolve as resolve_settings
 
+    if stdin_filename and not paths:
+        paths = (STDIN,)  # as ruff: a name for standard input and nothing else to check
     missing = [str(path) for path in paths if path != STDIN and not os.path.lexists(path)]
     if missing:
         raise UsageError(f"path {missing[0]!r} does not exist")
+    if show_fixes and not fix:
+        raise UsageError("--show-fixes lists what --fix fixed; use it with --fix")
+    if add_noqa and (fix or diff or paths == (STDIN,)):
+        raise UsageError("--add-noqa edits files: use it without --fix, --diff and standard input")
+    started = time.perf_counter()
     rules = load_rules()
     settings = resolve_settings(
         rules, list(paths), config_path=config_path, select=_split(select) if select else None,
         extend_select=_split(extend_select), ignore=_split(ignore) if ignore else None,
         exclude=list(exclude) if exclude else None, extend_exclude=list(extend_exclude),
         respect_gitignore=respect_gitignore, min_severity=min_severity, probe_timeout=probe_timeout,
-        probe_total_timeout=probe_total_timeout, probe_memory=probe_memory)
-    checker = Checker(settings.selection.rules)
-    display = RenderOptions(explain=explain, color=_use_color(color))
+        probe_total_timeout=probe_total_timeout, probe_memory=probe_memory, force_exclude=force_exclude)
+    if verbose:
+        where = settings.config.source if settings.config.path else "none found, the defaults"
+        click.echo(f"mhalint: configuration: {where}", err=True)
+    discovery = {"respect_gitignore": settings.respect_gitignore, "exclude": settings.exclude,
+                 "default_exclude": settings.default_exclude, "anchors": [settings.config.root],
+                 "force_exclude": settings.force_exclude}
+    if show_settings:
+        click.echo(settings.show())
+        sys.exit(EXIT_CLEAN)
+    if show_files:
+        _show_files(paths or (Path("."),), discovery)
+        sys.exit(EXIT_CLEAN)
+    checker = Checker(settings.selection.rules, unused_noqa=True,  # always (cached alike); shown when selected
+                      budget=settings.file_budget)
+    out = Output(output_file, quiet=quiet, silent=silent)
+    output_format = output_format or ("full" if output_file is None and sys.stdout.isatty() else "concise")
+    display = RenderOptions(explain=explain, color=_use_color(color) and (output_file is None or color == "always"),
+                            unsafe_fixes=unsafe_fixes)
 
     def shown(found):
         return [f for f in found if settings.reports(f)]
 
+    printer = Printer(_FORMATS[output_format], output_format, rules, display, out)
+    # concise and full are printed file by file while the run goes on, unless something needs every finding first
+    stream = output_format in HUMAN and output_file is None and paths != (STDIN,) and not (
+        fix or diff or statistics or probe or add_noqa)
     if paths == (STDIN,):
-        _check_stdin(checker, shown, stdin_filename or "-", fix=fix, diff=diff, unsafe=unsafe_fixes,
-                     output_format=output_format, rules=rules, display=display)
-        return
+        result = _check_stdin(checker, shown, stdin_filename or "-", fix=fix, diff=diff, unsafe=unsafe_fixes)
+    else:
+        cache = None if no_cache else Cache(cache_dir(settings.config.root), settings.selection.rules)
 
-    cache = None if no_cache else Cache(cache_dir(settings.config.root), settings.selection.rules)
+        def run(on_file=None):
+            return checker.check_paths(paths or (Path("."),), cache=cache, jobs=jobs, on_file=on_file, **discovery)
 
-    def run():
-        return checker.check_paths(paths or (Path("."),), cache=cache, jobs=jobs,
-                                   respect_gitignore=settings.respect_gitignore, exclude=settings.exclude,
-                                   default_exclude=settings.default_exclude, anchors=[settings.config.root])
-
-    result = run()
+        result = run((lambda path, found: printer.findings(shown(found))) if stream else None)
+    if add_noqa:  # not on the engine's own findings (a file that cannot be read or parsed, an unused directive)
+        added, failures = noqa.add_to_files([f for f in shown(result.findings) if f.code not in ENGINE_CODES
+                                             or f.code == INTERNAL_ERROR], lambda text: click.echo(text, err=True))
+        out.status(f"Added {summary.plural(added, 'noqa directive')}.")
+        sys.exit(EXIT_ERROR if failures else EXIT_CLEAN)
+    before = shown(result.findings)
     if diff or fix:
-        outcome = _fix_files(checker, shown(result.findings), shown, unsafe=unsafe_fixes, write=not diff)
+        outcome = _fix_files(checker, before, shown, unsafe=unsafe_fixes, write=not diff, out=out)
         if diff:
-            sys.exit(EXIT_ERROR if outcome.failures else EXIT_FINDINGS if outcome.applied else EXIT_CLEAN)
+            out.close()
+            out.status(summary.would_fix(outcome.applied, before, unsafe_fixes))
+            sys.exit(EXIT_ERROR if outcome.failures else EXIT_FINDINGS if outcome.applied and not exit_zero
+                     else EXIT_CLEAN)
         if outcome.applied:
             result = run()
     findings = shown(result.findings)
     if probe:
         findings = _probe(findings, rules, settings.probe_limits)
-    summary = _summary(len(findings), result.files_checked, hidden=sum(map(settings.hidden, result.findings)),
-                       threshold=settings.threshold)
-    fixable = sum(1 for f in findings if f.fix is not None and f.fix.applicability == SAFE)
-    if fix:
-        summary += f" Fixed {outcome.applied} finding{'s' if outcome.applied != 1 else ''}."
-    elif fixable:
-        summary += f" {fixable} fixable with --fix."
+    line = summary.found(len(findings), result.files_checked, [f for f in result.findings if settings.hidden(f)],
+                         settings.threshold)
+    line += f" {summary.fixed(outcome.applied, findings, unsafe_fixes)}" if fix else (
+        f" {summary.fixable(findings, unsafe_fixes)}".rstrip())
     if probe:
-        summary += f" {_probe_counts(findings)}"
-    _print(findings, output_format, summary, rules, display)
+        line += f" {summary.probe_counts(findings)}"
+    if statistics:
+        printer.statistics(findings)
+    elif not stream:
+        printer.findings(findings)
+    if show_fixes:
+        out.summary(summary.fixes_by_file(summary.fixed_codes(before, findings, unsafe_fixes),
+                                          {f.code: f.name for f in before}))
+    if output_format in HUMAN:
+        out.summary(line)
+    out.close()
+    if verbose:
+        click.echo(f"mhalint: {summary.plural(result.files_checked, 'file')} checked in "
+                   f"{time.perf_counter() - started:.2f} s", err=True)
     if show_traceback:
         for text in result.tracebacks:
             click.echo(text, err=True)
     if result.internal_errors or (fix and outcome.failures):
         sys.exit(EXIT_ERROR)
-    sys.exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_CLEAN)
+    if exit_zero:
+        sys.exit(EXIT_CLEAN)
+    sys.exit(EXIT_FINDINGS if findings or (exit_non_zero_on_fix and fix and outcome.applied) else EXIT_CLEAN)
 
 
-def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: bool, unsafe: bool,
-                 output_format: str | None, rules, display) -> None:
-    """Lint standard input; with --fix print the fixed source (findings go to stderr), as ruff does."""
-    from mhalint.fixes import FixError, fix_source
+def _show_files(paths, discovery: dict) -> None:
+    """The files `check` would read, sorted, one per line (as ruff's --show-files); paths that cannot be checked
+    go to stderr."""
+    from mhalint.discovery import discover
+    from mhalint.engine import SOURCES
+
+    found = discover(paths, extensions=SOURCES, **discovery)
+    for path in found.files:
+        click.echo(os.fsdecode(path))
+    for path, reason in found.errors:
+        click.echo(f"mhalint: warning: {path}: cannot be checked: {reason}", err=True)
+
+
+def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: bool, unsafe: bool) -> Result:
+    """Lint standard input, the result reported like a file's; with --fix print the fixed source (findings go to
+    stderr), as ruff does."""
+    from mhalint.engine import Result
+    from mhalint.fixes import FixError, fix_source, unified_diff
     from mhalint.report import concise
     from mhalint.source import decode
 
     raw = sys.stdin.buffer.read()  # bytes: the file's own encoding decides, as for a file on disk
-    findings = shown(checker.check_source(raw, filename))
+    found = checker.check_source(raw, filename)
     if fix or diff:
         try:
             text, encoding = decode(raw)
@@ -211,8 +303,7 @@ def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: boo
         except (FixError, SyntaxError, UnicodeError) as error:
             raise UsageError(f"cannot fix {filename}: {error}")
         if diff:
-            click.echo("".join(difflib.unified_diff(text.splitlines(True), fixed.splitlines(True), filename,
-                                                    filename)), nl=False)
+            click.echo(unified_diff(text, fixed, filename), nl=False)
             sys.exit(EXIT_FINDINGS if applied else EXIT_CLEAN)
         sys.stdout.flush()
         sys.stdout.buffer.write(fixed.encode(encoding))
@@ -221,8 +312,7 @@ def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: boo
         if findings:
             click.echo(concise.render(findings), err=True)
         sys.exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
-    _print(findings, output_format, _summary(len(findings), 1, hidden=0, threshold=Severity.INFO), rules, display)
-    sys.exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
+    return Result(found, files_checked=1)
 
 
 @main.command()
@@ -246,22 +336,29 @@ def clean() -> None:
 @_probe_options
 def probe_command(source, output_format: str, explain: bool, color: str, probe_timeout: float,
                   probe_total_timeout: float, probe_memory: int) -> None:
-    """Run the probe on findings saved with `check --output-format json` (SOURCE: a file, or - for stdin)."""
+    """Run the probe on findings saved with `check --output-format json`, `json-lines` or `sarif` (SOURCE: a file,
+    or - for stdin)."""
+    from mhalint import summary
     from mhalint.report import RenderOptions
+    from mhalint.report.load import load
+    from mhalint.report.printer import HUMAN, Printer
     from mhalint.rule import load_rules
 
     try:
-        data = json.load(source)
-        items = data["findings"] if isinstance(data, dict) else data
-        findings = [Finding.from_dict(item) for item in items]
-    except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as error:
-        raise UsageError(f"{source.name} is not a JSON list of mhalint findings ({type(error).__name__}: {error})")
+        findings = load(source.read())
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, RecursionError) as error:
+        raise UsageError(f"{source.name} is not a JSON list of mhalint findings, nor json-lines or SARIF output "
+                         f"of mhalint ({type(error).__name__}: {error})")
     limits = ProbeLimits(probe_timeout or ProbeLimits.site_timeout, probe_total_timeout or ProbeLimits.total_timeout,
                          probe_memory or ProbeLimits.memory_mb)
     rules = load_rules()
     findings = _probe(findings, rules, limits)
-    _print(findings, output_format, f"Probed {len(findings)} finding{'s' if len(findings) != 1 else ''}. "
-           f"{_probe_counts(findings)}", rules, RenderOptions(explain=explain, color=_use_color(color)))
+    output_format = output_format or ("full" if sys.stdout.isatty() else "concise")
+    out = Output()
+    Printer(_FORMATS[output_format], output_format, rules, RenderOptions(explain=explain, color=_use_color(color)),
+            out).findings(findings)
+    if output_format in HUMAN:
+        out.summary(f"Probed {summary.plural(len(findings), 'finding')}. {summary.probe_counts(findings)}")
     sys.exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
 
 
@@ -271,24 +368,32 @@ class _FixOutcome:
     failures: int = 0
 
 
-def _fix_files(checker: Checker, findings, shown, *, unsafe: bool, write: bool) -> _FixOutcome:
-    """Fix (or, when not writing, print the diff of) every file with an applicable fix."""
-    import libcst as cst
-
+def _fix_files(checker: Checker, findings, shown, *, unsafe: bool, write: bool, out: Output) -> _FixOutcome:
+    """Fix (or, when not writing, print the diff of) every file with an applicable fix, a notebook's cells too. A
+    file that cannot be fixed gets a one-line message, and the others are still fixed."""
+    from mhalint import notebook
     from mhalint.fixes import FixError, SourceFile, applicable, fix_source
+    from mhalint.lazy import cst
 
     outcome = _FixOutcome()
     for path in sorted({f.path for f in findings if applicable(f, unsafe)}):
         try:
             source = SourceFile.read(Path(path))
-            new_text, applied = fix_source(
-                source.text, lambda text: shown(checker.check_source(text.encode(source.encoding), path)), unsafe)
+            in_notebook = path.endswith(".ipynb")
+            encoding = "utf-8" if in_notebook else source.encoding  # a notebook's lint sees its cells as a module
+
+            def lint(text: str, path=path, encoding=encoding):
+                return shown(checker.check_source(text.encode(encoding), path))
+
+            new_text, applied = (notebook.fix if in_notebook else fix_source)(source.text, lint, unsafe)
             if applied and write:
                 source.write(new_text)
             elif applied:
-                click.echo(source.diff(new_text), nl=False)
+                out.report(notebook.diff(source.text, new_text, path) if in_notebook else source.diff(new_text),
+                           end="")
             outcome.applied += applied
-        except (FixError, OSError, UnicodeError, LookupError, cst.ParserSyntaxError) as error:
+        except (FixError, OSError, UnicodeError, LookupError, notebook.NotebookError,
+                cst.ParserSyntaxError) as error:
             outcome.failures += 1
             click.echo(f"mhalint: error: cannot fix {path}: {getattr(error, 'strerror', None) or error}", err=True)
     return outcome
@@ -301,20 +406,6 @@ def _probe(findings, rules, limits: ProbeLimits):
         raise UsageError(str(error))
 
 
-def _probe_counts(findings) -> str:
-    """`Probe: 2 confirmed, 1 reproduced, 0 not confirmed, 1 skipped.` over the findings that were probed."""
-    probed = [f.probe.status for f in findings if f.probe is not None]
-    return "Probe: " + ", ".join(f"{probed.count(status)} {status}" for status in PROBE_STATUSES) + "."
-
-
-def _print(findings, output_format: str | None, summary: str, rules, display) -> None:
-    """Findings in the chosen format; the summary line only for the human formats."""
-    output_format = output_format or ("full" if sys.stdout.isatty() else "concise")
-    text = importlib.import_module(_FORMATS[output_format]).render(findings, rules, display)
-    if text:
-        click.echo(text.rstrip("\n"), color=display.color)
-    if output_format in ("concise", "full"):
-        click.echo(summary)
 
 
 @main.command()
@@ -323,40 +414,32 @@ def _print(findings, output_format: str | None, summary: str, rules, display) ->
 @click.option("--output-format", type=click.Choice(["text", "json", "markdown"]), default="text",
               show_default=True, help="json: machine-readable; markdown (with --all): the README's rules table.")
 def rule(code: str | None, show_all: bool, output_format: str) -> None:
-    """Explain rule CODE, or list all rules with --all."""
+    """Explain rule CODE (a code such as MHA001, or a name such as batch-first-default), or list all rules with
+    --all."""
     from mhalint import ruledocs
-    from mhalint.engine import ENGINE_CODES
     from mhalint.rule import load_rules
 
     rules = load_rules()
+    out = Output()
     if show_all or code is None:
         if output_format == "json":
-            click.echo(json.dumps([ruledocs.as_dict(r) for r in rules.values()], indent=2))
+            out.report(json.dumps([ruledocs.as_dict(r) for r in rules.values()], indent=2))
         elif output_format == "markdown":
-            click.echo(ruledocs.markdown_table(rules))
+            out.report(ruledocs.markdown_table(rules))
         else:
             for rule_class in rules.values():
-                click.echo(f"{rule_class.code}  {rule_class.name:<28} {rule_class.summary}")
+                out.report(f"{rule_class.code}  {rule_class.name:<28} {rule_class.summary}")
         return
-    rule_class = rules.get(code.upper())
-    if rule_class is None and code.upper() in ENGINE_CODES:
-        click.echo(json.dumps(ruledocs.engine_dict(code.upper()), indent=2) if output_format == "json"
-                   else ruledocs.engine_text(code.upper()))
-        return
-    if rule_class is None:
+    found = ruledocs.lookup(rules, code)
+    if found is None:
         raise UsageError(f"unknown rule code {code!r}; `mhalint rule --all` lists them")
-    click.echo(json.dumps(ruledocs.as_dict(rule_class), indent=2) if output_format == "json"
-               else ruledocs.text(rule_class))
+    if isinstance(found, str):  # one of the engine's codes
+        out.report(json.dumps(ruledocs.engine_dict(found), indent=2) if output_format == "json"
+                   else ruledocs.engine_text(found))
+        return
+    out.report(json.dumps(ruledocs.as_dict(found), indent=2) if output_format == "json" else ruledocs.text(found))
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
     return [part.strip().upper() for value in values for part in value.split(",") if part.strip()]
 
-
-def _summary(count: int, files: int, hidden: int, threshold: Severity) -> str:
-    checked = f"{files} file{'s' if files != 1 else ''} checked"
-    if hidden:
-        checked += f"; {hidden} below {threshold} hidden, --min-severity info shows them"
-    if count == 0:
-        return f"All checks passed! ({checked})"
-    return f"Found {count} finding{'s' if count != 1 else ''} ({checked})."

@@ -1,12 +1,17 @@
-"""`[tool.mhalint]` in pyproject.toml: the settings ruff users know, validated with the key's name in every error.
+"""The settings ruff users know, validated with the key's name in every error: `.mhalint.toml` or `mhalint.toml`
+(top-level keys, as `.ruff.toml` and `ruff.toml`), or `[tool.mhalint]` in pyproject.toml.
 
-The file is the nearest pyproject.toml with a `[tool.mhalint]` table, looking upward from the first checked path
-(or the current directory), or the one given with `--config`. Command-line options override it.
+The file is the nearest of these, looking upward from the first checked path (or the current directory); in one
+directory `.mhalint.toml` comes first, then `mhalint.toml` (used even when empty), then a pyproject.toml that has a
+`[tool.mhalint]` table, as ruff orders its files. `--config` names the file instead: a pyproject.toml must have
+the table, another `.toml` file is read in either form, and anything else is an error rather than no settings.
+Command-line options override the file.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -18,10 +23,16 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 from mhalint.finding import Severity
+from mhalint.source import regular_only
 
 _LISTS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
 _PROBE_KEYS = {"timeout": float, "total-timeout": float, "memory": int}
-KNOWN_KEYS = (*_LISTS, "per-file-ignores", "respect-gitignore", "min-severity", "probe")
+_FILE_LIMITS = {"file-time-limit": float, "file-memory-limit": int}  # seconds, MB: past them a file is MHA903
+KNOWN_KEYS = (*_LISTS, "per-file-ignores", "respect-gitignore", "force-exclude", "min-severity", *_FILE_LIMITS,
+              "probe")
+_BOOLEANS = ("respect-gitignore", "force-exclude")
+TOP_LEVEL_NAMES = (".mhalint.toml", "mhalint.toml")  # in the order they are looked for, before pyproject.toml
+TOOL_TABLE, TOP_LEVEL = "[tool.mhalint]", "top-level keys"
 
 
 class ConfigError(ValueError):
@@ -31,6 +42,8 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class Config:
     path: Path | None = None  # the file the settings came from
+    table: str = TOOL_TABLE  # where in it: TOOL_TABLE or TOP_LEVEL
+    keys: frozenset[str] = frozenset()  # the keys the file sets
     select: tuple[str, ...] | None = None
     ignore: tuple[str, ...] = ()
     extend_select: tuple[str, ...] = ()
@@ -38,8 +51,16 @@ class Config:
     exclude: tuple[str, ...] | None = None
     extend_exclude: tuple[str, ...] = ()
     respect_gitignore: bool = True
+    force_exclude: bool = False
     min_severity: str = "warning"
     probe: dict[str, float] = field(default_factory=dict)
+    file_time_limit: float | None = None  # None: the default (mhalint.budget.FileBudget)
+    file_memory_limit: int | None = None
+
+    @property
+    def source(self) -> str:
+        """Where the settings came from, for messages: `pyproject.toml ([tool.mhalint])`."""
+        return f"{self.path} ({self.table})" if self.path is not None else "no configuration file"
 
     @property
     def root(self) -> Path:
@@ -61,7 +82,7 @@ class Config:
 
 
 def find(start: Path) -> Path | None:
-    """The nearest pyproject.toml with a [tool.mhalint] table, from `start` upward."""
+    """The nearest configuration file from `start` upward (see the module docstring for the order)."""
     try:
         directory = start.resolve()
     except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
@@ -69,8 +90,11 @@ def find(start: Path) -> Path | None:
     if not directory.is_dir():
         directory = directory.parent
     for candidate in (directory, *directory.parents):
+        for name in TOP_LEVEL_NAMES:
+            if (candidate / name).is_file():
+                return candidate / name
         path = candidate / "pyproject.toml"
-        if path.is_file() and "mhalint" in _read(path).get("tool", {}):
+        if path.is_file() and _tool_table(path, _read(path)) is not None:
             return path
     return None
 
@@ -78,14 +102,14 @@ def find(start: Path) -> Path | None:
 def load(path: Path | None) -> Config:
     if path is None:
         return Config()
-    table = _read(path).get("tool", {}).get("mhalint", {})
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [tool.mhalint] must be a table")
+    table, form = _settings(path)
     unknown = sorted(set(table) - set(KNOWN_KEYS))
     if unknown:
-        raise ConfigError(f"{path}: unknown key `{unknown[0]}` in [tool.mhalint]; known keys: "
-                          f"{', '.join(KNOWN_KEYS)}")
-    values: dict[str, object] = {"path": path}
+        where = "in [tool.mhalint]" if form == TOOL_TABLE else "at the top level"
+        if form == TOP_LEVEL and unknown[0] == "tool":
+            where += " (this file takes the settings at the top level, without [tool.mhalint])"
+        raise ConfigError(f"{path}: unknown key `{unknown[0]}` {where}; known keys: {', '.join(KNOWN_KEYS)}")
+    values: dict[str, object] = {"path": path, "table": form, "keys": frozenset(table)}
     for key in _LISTS:
         if key in table:
             values[key.replace("-", "_")] = _strings(path, key, table[key])
@@ -95,15 +119,19 @@ def load(path: Path | None) -> Config:
             raise ConfigError(f"{path}: `per-file-ignores` must be a table of glob = [codes]")
         values["per_file_ignores"] = {glob: _strings(path, f"per-file-ignores.{glob}", codes)
                                       for glob, codes in mapping.items()}
-    if "respect-gitignore" in table:
-        if not isinstance(table["respect-gitignore"], bool):
-            raise ConfigError(f"{path}: `respect-gitignore` must be true or false")
-        values["respect_gitignore"] = table["respect-gitignore"]
+    for key in _BOOLEANS:
+        if key in table:
+            if not isinstance(table[key], bool):
+                raise ConfigError(f"{path}: `{key}` must be true or false")
+            values[key.replace("-", "_")] = table[key]
     if "min-severity" in table:
         choices = [str(s) for s in Severity]
         if table["min-severity"] not in choices:
             raise ConfigError(f"{path}: `min-severity` must be one of {', '.join(choices)}")
         values["min_severity"] = table["min-severity"]
+    for key, kind in _FILE_LIMITS.items():
+        if key in table:
+            values[key.replace("-", "_")] = _positive(path, key, table[key], kind)
     if "probe" in table:
         values["probe"] = _probe(path, table["probe"])
     return Config(**values)
@@ -117,11 +145,17 @@ def _probe(path: Path, table) -> dict[str, float]:
         kind = _PROBE_KEYS.get(key)
         if kind is None:
             raise ConfigError(f"{path}: unknown key `probe.{key}`; known keys: {', '.join(_PROBE_KEYS)}")
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0 or \
-                (kind is int and not isinstance(value, int)):
-            raise ConfigError(f"{path}: `probe.{key}` must be a positive {'integer' if kind is int else 'number'}")
-        settings[key] = value
+        settings[key] = _positive(path, f"probe.{key}", value, kind)
     return settings
+
+
+def _positive(path: Path, key: str, value, kind: type) -> float:
+    """`value` when it is a positive finite number (an integer if `kind` is int), else a ConfigError."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or \
+            value <= 0 or (kind is int and not isinstance(value, int)):  # TOML has nan and inf
+        kind_name = "integer" if kind is int else "finite number"
+        raise ConfigError(f"{path}: `{key}` must be a positive {kind_name} (got {value!r})")
+    return value
 
 
 def _strings(path: Path, key: str, value) -> tuple[str, ...]:
@@ -130,11 +164,41 @@ def _strings(path: Path, key: str, value) -> tuple[str, ...]:
     return tuple(item.strip().upper() if key not in ("exclude", "extend-exclude") else item for item in value)
 
 
+def _settings(path: Path) -> tuple[dict, str]:
+    """The table of settings in `path` and its form (TOOL_TABLE or TOP_LEVEL), as the file's name says: a file
+    found upward is one of the known names; one given with --config may be any .toml file."""
+    if path.name in TOP_LEVEL_NAMES:
+        return _read(path), TOP_LEVEL
+    if path.suffix != ".toml":
+        raise ConfigError(f"{path}: not a mhalint configuration file; mhalint reads a pyproject.toml with a "
+                          f"[tool.mhalint] table, or {' or '.join(TOP_LEVEL_NAMES)} with top-level keys")
+    data = _read(path)
+    table = _tool_table(path, data)
+    if table is not None:
+        return table, TOOL_TABLE
+    if path.name == "pyproject.toml" or not set(data) & set(KNOWN_KEYS):
+        raise ConfigError(f"{path}: no mhalint settings: neither a [tool.mhalint] table nor mhalint's keys at the "
+                          f"top level")
+    return data, TOP_LEVEL
+
+
+def _tool_table(path: Path, data: dict) -> dict | None:
+    """`[tool.mhalint]` of a parsed pyproject.toml, or None where there is none."""
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: `tool` must be a table (of tools' settings)")
+    if "mhalint" not in tool:
+        return None
+    if not isinstance(tool["mhalint"], dict):
+        raise ConfigError(f"{path}: [tool.mhalint] must be a table")
+    return tool["mhalint"]
+
+
 def _read(path: Path) -> dict:
     try:
-        with path.open("rb") as handle:
+        with open(path, "rb", opener=regular_only) as handle:  # a FIFO given with --config must not hang the run
             return tomllib.load(handle)
-    except tomllib.TOMLDecodeError as error:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"{path}: not valid TOML ({error})") from None
     except OSError as error:
         raise ConfigError(f"{path}: cannot be read ({error.strerror})") from None

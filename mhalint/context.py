@@ -9,9 +9,10 @@ attention code uses.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
 from mhalint import torchapi
+from mhalint.budget import Limits
 from mhalint.comments import comments
 from mhalint.lazy import cst
 from mhalint.source import line_starts
@@ -20,6 +21,8 @@ from mhalint.walk import parents, walk
 if TYPE_CHECKING:
     from mhalint.analysis.project import Project
     from mhalint.positions import Positions
+
+T = TypeVar("T")
 
 
 @dataclass(eq=False)
@@ -32,6 +35,7 @@ class Binding:
     node: cst.CSTNode = field(repr=False)  # the statement or target that binds, for positions
     kind: str = "assign"  # assign | unpack | for | with | param | import | def
     index: int | None = None  # position in the target tuple, for `a, b = value`
+    order: int = 0  # position among the bindings of `name` in `scope` (set by Scope.bind), for source order
 
 
 @dataclass(eq=False)
@@ -48,7 +52,9 @@ class Scope:
     bases: tuple[cst.BaseExpression, ...] = field(default=(), repr=False)
 
     def bind(self, binding: Binding) -> None:
-        self.bindings.setdefault(binding.name, []).append(binding)
+        bindings = self.bindings.setdefault(binding.name, [])
+        binding.order = len(bindings)
+        bindings.append(binding)
 
     @property
     def enclosing_class(self) -> Scope | None:
@@ -73,12 +79,15 @@ class ModuleContext:
     """What a rule may ask about the module it is visiting."""
 
     def __init__(self, module: cst.Module, path: str, source: str | None = None,
-                 statement_lines: list[int] | None = None, project: Project | None = None):
+                 statement_lines: list[int] | None = None, project: Project | None = None,
+                 limits: Limits | None = None):
         """`source` is the text `module` was parsed from and `statement_lines` the first line of each top-level
         statement in CPython's tree of it (mhalint.positions.first_lines), when the caller has them: they spare
-        generating the module's code again for lines and positions. `project` holds the run's other files."""
+        generating the module's code again for lines and positions. `project` holds the run's other files.
+        `limits` is the file's budget: the analyses call `limits.check()` in their loops (mhalint.budget)."""
         self.module = module
         self.project = project
+        self.limits = limits if limits is not None else Limits(None)
         self.read_project = False  # set by an analysis that looked into other files: the findings depend on them
         self.path = path
         self._source = source
@@ -93,7 +102,21 @@ class ModuleContext:
         self.scope = self.root  # the scope around the node the engine is visiting; moved by the engine
         self._calls: list[tuple[cst.Call, Scope]] | None = None
         self.memo: dict[str, dict] = {}  # per-module caches of the analyses (e.g. callers of a function)
+        self.pending_reads = 0  # reads of an answer still being computed (a cycle): see `settled`
         _ScopeBuilder(self).body(module.body, self.root)
+
+    def settled(self, table: str, key, compute: Callable[[], T]) -> T:
+        """`memo[table][key]`, computed once; except that an answer whose computation read an answer still being
+        computed (a cycle: an analysis that meets its own question counts it in `pending_reads`) may be
+        incomplete, so it is not kept but computed again each time it is asked."""
+        memo = self.memo.setdefault(table, {})
+        if key in memo:
+            return memo[key]
+        before = self.pending_reads
+        value = compute()
+        if self.pending_reads == before:
+            memo[key] = value
+        return value
 
     # ---- positions (resolved lazily: only files with something to report pay for them) ----
     def position(self, node: cst.CSTNode):
@@ -180,18 +203,21 @@ class ModuleContext:
         return None
 
     def _lookup(self, name: str, scope: Scope) -> Iterator[Binding]:
-        """Bindings of `name` visible from `scope`, innermost scope first (class bodies are skipped, as in Python)."""
+        """The bindings of `name` in the innermost scope that binds it, the last one first."""
+        return reversed(self.bindings(name, scope))
+
+    def bindings(self, name: str, scope: Scope) -> list[Binding]:
+        """The bindings of `name` in the innermost scope that binds it (class bodies are skipped, as in Python),
+        in source order: that scope's own list, not a copy (a name bound N times is asked about N times), so
+        not to be modified."""
         current: Scope | None = scope
         while current is not None:
             if current.kind != "class" or current is scope:
-                if name in current.bindings:
-                    yield from reversed(current.bindings[name])
-                    return
+                found = current.bindings.get(name)
+                if found is not None:
+                    return found
             current = current.parent
-
-    def bindings(self, name: str, scope: Scope) -> list[Binding]:
-        """The bindings of `name` in the innermost scope that binds it, in source order."""
-        return list(reversed(list(self._lookup(name, scope))))
+        return []
 
     def comment(self, line: int) -> str | None:
         """The comment on a source line, if any (the file is tokenized on first use)."""
@@ -207,6 +233,31 @@ class ModuleContext:
             walk(self.module, collector.on_visit, collector.on_leave)
             self._calls = collector.calls
         return self._calls
+
+    def calls_in(self, scope: Scope) -> list[tuple[cst.Call, Scope]]:
+        """The calls whose scope is `scope` (not those of functions nested in it), in source order."""
+        return self._call_index()[0].get(scope, [])
+
+    def calls_named(self, name: str) -> list[tuple[cst.Call, Scope]]:
+        """The calls written `name(...)` or `<anything>.name(...)`, in source order: every call that may run a
+        function or method called `name` is among them."""
+        return self._call_index()[1].get(name, [])
+
+    def _call_index(self) -> tuple[dict[Scope, list], dict[str, list]]:
+        """`calls()` grouped by scope and by the called name, so that a question about one function costs its
+        calls, not a pass over the module's (which made a file of N such questions quadratic)."""
+        if "call_index" not in self.memo:
+            by_scope: dict[Scope, list] = {}
+            by_name: dict[str, list] = {}
+            for call, scope in self.calls():
+                by_scope.setdefault(scope, []).append((call, scope))
+                func = call.func
+                name = func.value if isinstance(func, cst.Name) else \
+                    func.attr.value if isinstance(func, cst.Attribute) else None
+                if name is not None:
+                    by_name.setdefault(name, []).append((call, scope))
+            self.memo["call_index"] = (by_scope, by_name)
+        return self.memo["call_index"]
 
     def attribute_bindings(self, expr: cst.BaseExpression, scope: Scope) -> list[Binding] | None:
         """The bindings of `self.x` (assignments in any method, register_buffer, the class body) when `expr` is

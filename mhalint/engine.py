@@ -7,7 +7,6 @@ uses what the Rule base class declares.
 from __future__ import annotations
 
 import ast
-import concurrent.futures
 import contextlib
 import ctypes
 import functools
@@ -18,10 +17,11 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from mhalint import deep_stack, noqa
 from mhalint.analysis.project import Project
+from mhalint.budget import FileBudget, Limits, TooComplex
 from mhalint.cache import Cache, project_fingerprint
 from mhalint.context import ModuleContext
 from mhalint.discovery import discover
@@ -30,17 +30,21 @@ from mhalint.lazy import cst
 from mhalint.notebook import Notebook, NotebookError
 from mhalint.prefilter import Prefilter
 from mhalint.rule import Rule, runtime_only
-from mhalint.source import decode
+from mhalint.source import decode, regular_only
 from mhalint.walk import walk
+from mhalint.workers import WorkerLost, Workers
 
 # Diagnostics of the engine itself, reported like findings so a run never stops at one bad file.
 PARSE_ERROR = "MHA900"
 READ_ERROR = "MHA901"
 INTERNAL_ERROR = "MHA902"
+TOO_COMPLEX = "MHA903"
 ENGINE_CODES = {
     PARSE_ERROR: "could not parse this file",
     READ_ERROR: "could not read this file",
     INTERNAL_ERROR: "a rule failed on this file (internal error)",
+    TOO_COMPLEX: "too large or too complex to analyse",
+    noqa.UNUSED_NOQA: "unused noqa directive",
 }
 # What `mhalint rule MHA900` prints for the engine's own codes: what happened, and what to do.
 ENGINE_EXPLANATIONS = {
@@ -48,13 +52,29 @@ ENGINE_EXPLANATIONS = {
                   "no rule could look at it. The report gives the line and the parser's message; the other files "
                   "are still checked. Fix the syntax, or exclude the file (`--exclude`, `extend-exclude`), or "
                   "hide the report with `--ignore MHA900`."),
-    READ_ERROR: ("The file could not be read: permission denied, a broken symlink, bytes that are not in its "
-                 "declared encoding, or a notebook that is not valid JSON. The report gives the reason; the other "
-                 "files are still checked. `--ignore MHA901` hides such reports."),
+    READ_ERROR: ("The file could not be read: permission denied, a broken symlink, not a regular file (a FIFO, a "
+                 "socket or a device, which mhalint never opens), bytes that are not in its declared encoding, a "
+                 "UTF-16 or UTF-32 file or null bytes (which Python refuses as source too), or a notebook that is "
+                 "not valid JSON. The report gives the reason; the other files are still checked. `--ignore "
+                 "MHA901` hides such reports."),
     INTERNAL_ERROR: ("A rule raised an exception on this file: a bug in mhalint or in a plugin rule, never in the "
                      "checked code. That file's other findings are kept, the run goes on, and the exit status is "
                      "2. `--show-traceback` prints the traceback; please report it with the file (or a reduced "
                      "copy)."),
+    TOO_COMPLEX: (f"Checking this file would pass its time or memory budget: `file-time-limit` (default "
+                  f"{FileBudget.seconds:g} s) or `file-memory-limit` (default {FileBudget.megabytes:,} MB) in the "
+                  "configuration. The report gives the reason: "
+                  "the syntax tree its size predicts (judged before parsing, from its tokens), the memory the "
+                  "analysis took, or the time it ran. The file's other findings are not reported, the other files "
+                  "are still checked, and the outcome is not cached. Such a file is usually generated or vendored "
+                  "code: exclude it (`extend-exclude`), or raise the limit."),
+    noqa.UNUSED_NOQA: ("A `# noqa: MHA001` comment on a line where no enabled rule reports MHA001: it suppresses "
+                       "nothing, so it would hide a later finding nobody has looked at (ruff's RUF100). Only codes "
+                       "of the rules that ran are judged; another linter's codes (`# noqa: E501`) are left alone. "
+                       "A bare `# noqa` that suppresses no mhalint finding is reported at info severity (shown with "
+                       "`--min-severity info`), since it often serves another linter. `--fix` removes the unused "
+                       "codes, or the directive (a bare one only with `--unsafe-fixes`); `--ignore MHA904` turns "
+                       "the check off."),
 }
 
 
@@ -73,76 +93,111 @@ class Result:
 class Checker:
     """Runs a fixed set of rules over sources; reusable across files."""
 
-    def __init__(self, rules: Sequence[type[Rule]]):
+    def __init__(self, rules: Sequence[type[Rule]], *, unused_noqa: bool = False,
+                 budget: FileBudget | None = FileBudget()):
+        """`unused_noqa`: also report the `# noqa` directives that suppress nothing (MHA904), as `mhalint check`
+        asks; flake8 has its own view of noqa comments and is not asked. `budget`: the time and memory each file
+        may take (MHA903 past it); None for no limit."""
         self.rules = [rule for rule in rules if not runtime_only(rule)]  # only the runtime guard reports those
+        self.unused_noqa = unused_noqa
+        self.budget = budget
         self.prefilter = Prefilter(pattern for rule in self.rules for pattern in rule.triggers)
         self.skip_passed_values = not any(rule.acts_on_passed_values for rule in self.rules)
         self.project: Project | None = None  # the files of the check_paths run, for analyses across files
 
     def check_paths(self, paths: Iterable[str | Path], *, cache: Cache | None = None, jobs: int | None = None,
-                    **discovery) -> Result:
+                    on_file: Callable[[str, list[Finding]], None] | None = None, **discovery) -> Result:
         """Check every file `discover(paths, **discovery)` finds (its keyword arguments: respect_gitignore,
         exclude, default_exclude, anchors). Unchanged files come from `cache`; files that need parsing are
-        spread over `jobs` processes (default: the CPU count) when there are enough of them."""
+        spread over `jobs` processes (default: the CPU count) when there are enough of them.
+
+        `on_file(path, findings)` is called once for each file (and each path discovery could not read), in the
+        order of `Result.findings` (sorted by path), as soon as that file and every file before it are done,
+        cached or checked: a caller can print findings while later files are still being checked. `findings`
+        are that file's part of `Result.findings`, the same objects (noqa applied, sorted), and may be empty.
+
+        The cache index is written only once every file is done: an interrupted run leaves the previous one."""
         result = Result()
         found = discover(paths, extensions=SOURCES, **discovery)
         files = list(map(str, found.files))
         fingerprint = functools.cache(lambda: project_fingerprint(files))
+
+        def deliver(path: str, findings: list[Finding]) -> None:
+            findings.sort(key=Finding.sort_key)
+            result.findings.extend(findings)
+            if on_file is not None:
+                on_file(path, findings)
+
+        unreadable: dict[str, list[Finding]] = {}
         for path, reason in found.errors:
-            result.findings.append(_engine_finding(str(path), READ_ERROR, reason))
-        parse: list[tuple[str, bytes, os.stat_result]] = []
+            unreadable.setdefault(str(path), []).append(_engine_finding(str(path), READ_ERROR, reason))
+        in_order = _InPathOrder([*files, *unreadable], deliver)
+
+        def done(path: str, findings: list[Finding]) -> None:
+            in_order.done(path, unreadable.pop(path, []) + findings)
+
+        for path in set(unreadable).difference(files):
+            done(path, [])
+        parse: list[tuple[str, bytes, os.stat_result | None]] = []
         for path in files:
             cached = cache.lookup(path, fingerprint) if cache is not None else None
             if cached is None:
                 try:
-                    with open(path, "rb") as handle:
-                        raw = handle.read()
-                        stat = os.fstat(handle.fileno())
+                    raw, stat = _read(path)
                 except OSError as error:
-                    result.findings.append(_engine_finding(path, READ_ERROR, error.strerror or str(error)))
+                    done(path, [_engine_finding(path, READ_ERROR, error.strerror or str(error))])
                     continue
-                cached = cache.lookup_content(path, raw, stat, fingerprint) if cache is not None else None
+                if cache is not None and stat is not None:
+                    cached = cache.lookup_content(path, raw, stat, fingerprint)
             result.files_checked += 1
             if cached is not None:
-                result.findings.extend(cached)
+                done(path, cached)
             elif self.prefilter.matches(raw) or path.endswith(".ipynb"):  # a notebook is read even to say it is broken
                 parse.append((path, raw, stat))
-            elif cache is not None:
-                cache.store(path, raw, stat, [])
-        self.project = Project(files)  # for this run's analyses only: check_source afterwards sees one file
-        try:
-            outcomes = self._run(parse, jobs)
-        finally:
-            self.project = None
-        for (path, raw, stat), outcome in zip(parse, outcomes):
+            else:
+                if cache is not None and stat is not None:
+                    cache.store(path, raw, stat, [])
+                done(path, [])
+
+        def checked(index: int, outcome: tuple[list[Finding], list[str], bool]) -> None:
+            path, raw, stat = parse[index]
             findings, failures, read_project = outcome
-            result.findings.extend(findings)
             result.internal_errors += len(failures)
             result.tracebacks.extend(failures)
-            if cache is not None and not failures and not any(f.code == READ_ERROR for f in findings):
+            if cache is not None and stat is not None and not failures and \
+                    not any(f.code in (READ_ERROR, TOO_COMPLEX) for f in findings):  # a raised limit applies
                 cache.store(path, raw, stat, findings, fingerprint() if read_project else "")
+            done(path, findings)
+
+        self.project = Project(files)  # for this run's analyses only: check_source afterwards sees one file
+        try:
+            self._run(parse, jobs, checked)
+        finally:
+            self.project = None
         if cache is not None:
             cache.save()
         result.findings.sort(key=Finding.sort_key)
         return result
 
-    def _run(self, files: list[tuple[str, bytes, os.stat_result]], jobs: int | None):
-        """(findings, tracebacks of internal errors) per file, in order; in worker processes when it pays."""
+    def _run(self, files: list[tuple[str, bytes, os.stat_result | None]], jobs: int | None,
+             checked: Callable[[int, tuple[list[Finding], list[str], bool]], None]) -> None:
+        """`checked(index, (findings, tracebacks of internal errors, read_project))` for each file as it is
+        done; in worker processes when it pays."""
         jobs = jobs or os.cpu_count() or 1
         if jobs < 2 or len(files) < _PARALLEL_FROM or "fork" not in multiprocessing.get_all_start_methods():
-            return [self._check_one(path, raw) for path, raw, _ in files]
+            for index, (path, raw, _) in enumerate(files):
+                checked(index, self._check_one(path, raw))
+            return
         deep_stack.stop()  # no thread of ours may be running when the workers are forked
         global _FORKED_CHECKER
         _FORKED_CHECKER = self  # inherited by the forked workers, so rules need not be pickled
-        context = multiprocessing.get_context("fork")
         cst.Module  # load libcst here, once, so that the workers share its pages instead of each loading a copy
         gc.freeze()  # and keep the collector from writing to (so copying) every shared object in each worker
         try:
-            with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
-                by_index = _dispatch_by_size(pool, [(path, raw) for path, raw, _ in files], jobs)
+            with Workers(_check_in_worker, jobs) as pool:
+                _dispatch_by_size(pool, [(path, raw) for path, raw, _ in files], jobs, checked)
         finally:
             gc.unfreeze()  # a long-lived caller (an editor, flake8) must get its garbage collected again
-        return [by_index[index] for index in range(len(files))]
 
     def _instances(self, context: ModuleContext, findings: list[Finding], path: str, result: Result) -> list[Rule]:
         """One instance of each rule for this file; a rule that fails to set up is an internal error."""
@@ -182,29 +237,41 @@ class Checker:
             return deep_stack.run(self._check, source, path, result)
 
     def _check(self, source: bytes, path: str, result: Result) -> list[Finding]:
+        """The file's findings, or MHA903 (and the internal errors met until then) past the file's budget."""
+        findings: list[Finding] = []  # the rules' findings, and internal errors, as they come
+        try:
+            return self._check_within(source, path, result, Limits(self.budget), findings)
+        except TooComplex as reason:
+            return [_engine_finding(path, TOO_COMPLEX, f"{reason}; exclude the file or raise the limit"),
+                    *(finding for finding in findings if finding.code == INTERNAL_ERROR)]
+
+    def _check_within(self, source: bytes, path: str, result: Result, limits: Limits,
+                      findings: list[Finding]) -> list[Finding]:
         try:
             text, _ = decode(source)
         except (UnicodeDecodeError, LookupError, SyntaxError) as error:
             return [_engine_finding(path, READ_ERROR, f"cannot decode the source: {error}")]
-        syntax = _python_parse(text, path)
+        syntax = _python_parse(text, path, limits)
         if isinstance(syntax, Finding):
             return [syntax]
         if self.skip_passed_values and self.prefilter.only_passed_as_values(text.encode("utf-8", "surrogatepass"),
                                                                              syntax):
             return []  # e.g. torch's 27,820-line OpInfo table, which passes sdpa to a wrapper: 0.8 GB with libcst
-        from mhalint.positions import (
-            first_lines,  # imports libcst, which is needed from here on anyway
-        )
+        with limits.excluded():  # loading libcst is the process's time, not this file's
+            from mhalint.positions import (
+                first_lines,  # imports libcst, which is needed from here on anyway
+            )
 
         statement_lines = first_lines(syntax)
         del syntax  # not two trees of a large file in memory at once
-        findings: list[Finding] = []
+        limits.check_tree(text, "libcst")
         try:
             with _recursion_limit(_RECURSION_LIMIT):  # safe here: this thread has a large stack
                 with _unvalidated_nodes():
                     module = cst.parse_module(text)
-                context = ModuleContext(module, path, text, statement_lines, self.project)
-                walker = _Walker(context, self._instances(context, findings, path, result), path, result)
+                limits.check()
+                context = ModuleContext(module, path, text, statement_lines, self.project, limits)
+                walker = _Walker(context, self._instances(context, findings, path, result), path, result, findings)
                 walk(module, walker.on_visit, walker.on_leave)
                 result.read_project = context.read_project
         except cst.ParserSyntaxError:
@@ -215,17 +282,49 @@ class Checker:
                                                        "lets mhalint check it")]
         except RecursionError:
             return [_engine_finding(path, PARSE_ERROR, "the code is nested too deeply to analyse")]
-        findings.extend(walker.failures)
-        kept = noqa.suppress(findings, text)
+        kept = noqa.suppress(findings, text, path=path,
+                             enabled={rule.code for rule in self.rules} if self.unused_noqa else None)
         return sorted(kept, key=Finding.sort_key)
 
 
 _PARALLEL_FROM = 8  # files to parse: below this, starting processes costs more than it saves
 
 
-def _dispatch_by_size(pool, items: list[tuple[str, bytes]], jobs: int) -> dict[int, tuple[list[Finding], list[str],
-                                                                                    bool]]:
-    """Outcomes by index, one file per task, largest first in two lanes.
+def _read(path: str) -> tuple[bytes, os.stat_result | None]:
+    """The file's bytes and its status; the status is None when the file changed while it was read (its status
+    before and after differ), so that no findings are cached under a status whose bytes were not the ones read.
+    Only a regular file is read: never a FIFO or a device."""
+    with open(path, "rb", opener=regular_only) as handle:
+        before = os.fstat(handle.fileno())
+        raw = handle.read()
+        after = os.fstat(handle.fileno())
+    unchanged = (before.st_size, before.st_mtime_ns, before.st_ctime_ns) == \
+        (after.st_size, after.st_mtime_ns, after.st_ctime_ns) and len(raw) == after.st_size
+    return raw, after if unchanged else None
+
+
+class _InPathOrder:
+    """Each file's findings handed on in path order, the order of the run's result, as soon as that file and
+    every file before it are done: files finish in any order (cached ones first, parsed ones as the workers
+    return them), and a caller that prints file by file must still print in a stable order."""
+
+    def __init__(self, paths: Iterable[str], deliver: Callable[[str, list[Finding]], None]):
+        self._order = sorted(set(paths))
+        self._next = 0
+        self._done: dict[str, list[Finding]] = {}
+        self._deliver = deliver
+
+    def done(self, path: str, findings: list[Finding]) -> None:
+        self._done[path] = findings
+        while self._next < len(self._order) and self._order[self._next] in self._done:
+            path = self._order[self._next]
+            self._next += 1
+            self._deliver(path, self._done.pop(path))
+
+
+def _dispatch_by_size(pool: Workers, items: list[tuple[str, bytes]], jobs: int, checked) -> None:
+    """`checked(index, outcome)` for each item as its worker finishes it, one file per task, largest first in
+    two lanes.
 
     Time: a 5,000-line file takes as long as fifty small ones; handed out last, it would leave the other workers
     idle. Memory: a worker holds the libcst tree of its file, about 25 KB a line, so two of the largest files at
@@ -242,18 +341,27 @@ def _dispatch_by_size(pool, items: list[tuple[str, bytes]], jobs: int) -> dict[i
         heavy_bytes += len(items[index][1])
     is_heavy = set(heavy)
     light = [index for index in order if index not in is_heavy]
-    outcomes: dict[int, tuple[list[Finding], list[str], bool]] = {}
-    running: dict[concurrent.futures.Future, int] = {}
+    running: set[int] = set()
     while heavy or light or running:
         while len(running) < jobs and (heavy or light):
-            heavy_busy = any(index in is_heavy for index in running.values())
+            heavy_busy = not is_heavy.isdisjoint(running)
             queue = heavy if heavy and (not heavy_busy or not light) else light
             index = queue.pop(0)
-            running[pool.submit(_check_in_worker, items[index])] = index
-        done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
-        for future in done:
-            outcomes[running.pop(future)] = future.result()
-    return outcomes
+            pool.submit(index, items[index])
+            running.add(index)
+        for index, outcome in pool.finished():
+            running.remove(index)
+            if isinstance(outcome, WorkerLost):
+                outcome = _lost(items[index][0], outcome)
+            checked(index, outcome)
+
+
+def _lost(path: str, error: WorkerLost) -> tuple[list[Finding], list[str], bool]:
+    """The outcome of a file whose worker process died while checking it: an internal error, and the run goes on."""
+    finding = Finding(path, 1, 1, INTERNAL_ERROR, name="internal-error", severity=Severity.ERROR,
+                      message=f"internal error: {error} while checking this file; the other files are still "
+                              f"checked. Please report it with the file (or a reduced copy).")
+    return [finding], [f"{path}: {error}"], False
 
 
 _FORKED_CHECKER: Checker | None = None
@@ -285,10 +393,14 @@ def _malloc_trim():
         return None
 
 
-def _python_parse(text: str, path: str) -> ast.Module | Finding:
+def _python_parse(text: str, path: str, limits: Limits) -> ast.Module | Finding:
     """CPython's own parser first: it words syntax errors well, and it refuses nesting that would overflow the
     native stack of libcst's parser (which would kill the whole run, not just this file). Its tree gives the
-    lines of the top-level statements (mhalint.positions)."""
+    lines of the top-level statements (mhalint.positions). Raises TooComplex when its tree would pass the
+    file's memory budget."""
+    if "\0" in text:  # a binary file named .py; Python refuses it (a SyntaxError, a ValueError before 3.11.4)
+        return _engine_finding(path, READ_ERROR, "not Python source: null bytes")
+    limits.check_tree(text, "ast")
     try:
         return ast.parse(text, filename=path)
     except SyntaxError as error:
@@ -296,8 +408,6 @@ def _python_parse(text: str, path: str) -> ast.Module | Finding:
         return _engine_finding(path, PARSE_ERROR, message, error.lineno or 1, error.offset or 1)
     except (RecursionError, MemoryError):
         return _engine_finding(path, PARSE_ERROR, "the code is nested deeper than Python's parser accepts")
-    except ValueError as error:  # null bytes: a binary file named .py
-        return _engine_finding(path, READ_ERROR, f"not Python source ({error})")
 
 
 @contextlib.contextmanager
@@ -361,11 +471,14 @@ class _Walker:
     one rule never stops the run.
     """
 
-    def __init__(self, context: ModuleContext, rules: list[Rule], path: str, result: Result):
+    def __init__(self, context: ModuleContext, rules: list[Rule], path: str, result: Result,
+                 failures: list[Finding]):
+        """A rule's failure (MHA902) goes to `failures`, at once: it is kept even if the walk is cut short."""
         self.context = context
         self.path = path
         self.result = result
-        self.failures: list[Finding] = []
+        self.failures = failures
+        self.limits = context.limits
         self.visitors: dict[str, list] = {}
         self.leavers: dict[str, list] = {}
         for rule in rules:
@@ -377,6 +490,7 @@ class _Walker:
         self.disabled: set[int] = set()
 
     def on_visit(self, node: cst.CSTNode) -> bool:
+        self.limits.check()  # the file's time and memory budget (mhalint.budget): cooperative, in this thread
         scope = self.context.scopes.get(node)
         if scope is not None:
             self.context.scope = scope

@@ -94,8 +94,9 @@ class Prefilter:
         lines: set[tuple[int, int]] = set()
         for anchor in self.anchors:
             found = source.find(anchor)
-            while found >= 0:
-                start = max(source.rfind(b"\n", 0, found), source.rfind(b"\r", 0, found)) + 1
+            end = 0  # the end of the previous match's line: this one's starts after it (searching back to the
+            while found >= 0:  # file's start instead made a file of N matches take N^2 steps)
+                start = max(source.rfind(b"\n", end, found), source.rfind(b"\r", end, found)) + 1
                 end = _LINE_END.search(source, found)
                 end = len(source) if end is None else end.start()
                 lines.add((start, end))

@@ -1,15 +1,19 @@
-"""The settings of one run: command-line options over `[tool.mhalint]` over mhalint's defaults."""
+"""The settings of one run: command-line options over the configuration file over mhalint's defaults, and where
+each value came from (`--show-settings`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from mhalint import config
+from mhalint.budget import FileBudget
 from mhalint.discovery import DEFAULT_EXCLUDE
 from mhalint.engine import ENGINE_CODES
 from mhalint.finding import Finding, Severity
+from mhalint.noqa import UNUSED_NOQA
 from mhalint.probe.runner import ProbeLimits
 from mhalint.rule import Rule
 from mhalint.selection import Selection
@@ -24,6 +28,19 @@ class Settings:
     exclude: tuple[str, ...]
     default_exclude: frozenset[str]
     probe_limits: ProbeLimits
+    force_exclude: bool = False
+    file_budget: FileBudget = FileBudget()  # the time and memory one file's check may take (MHA903 past it)
+    # (key, value, where it came from) of each setting, in the configuration file's spelling, for --show-settings
+    origins: tuple[tuple[str, object, str], ...] = ()
+
+    def show(self) -> str:
+        """The resolved settings as TOML lines, each with where its value came from in a comment."""
+        lines = [f"# settings from {self.config.source}"]
+        width = max((len(key) for key, _, _ in self.origins), default=0)
+        for key, value, origin in self.origins:
+            lines.append(f"{key:<{width}} = {_toml(value)}  # {origin}")
+        lines.append(f"# enabled rules: {', '.join(rule.code for rule in self.selection.rules) or 'none'}")
+        return "\n".join(lines)
 
     def reports(self, finding: Finding) -> bool:
         """Selected, not ignored for its file, and at or above the minimum severity."""
@@ -40,9 +57,10 @@ def resolve(rules: Mapping[str, type[Rule]], paths: Sequence[Path], *, config_pa
             select: list[str] | None, extend_select: list[str], ignore: list[str] | None,
             exclude: list[str] | None, extend_exclude: list[str], respect_gitignore: bool | None,
             min_severity: str | None, probe_timeout: float | None, probe_total_timeout: float | None,
-            probe_memory: int | None) -> Settings:
-    """Merge the command line (None: not given) with the configuration file found for `paths`."""
-    found = config_path or config.find(paths[0] if paths else Path.cwd())
+            probe_memory: int | None, force_exclude: bool | None = None, isolated: bool = False) -> Settings:
+    """Merge the command line (None: not given) with the configuration file found for `paths` (none when
+    `isolated`)."""
+    found = None if isolated else config_path or config.find(paths[0] if paths else Path.cwd())
     settings = config.load(found)
     where = f"in {settings.path}" if settings.path else ""
     origins = {"select": "--select" if select is not None else f"`select` {where}",
@@ -53,12 +71,13 @@ def resolve(rules: Mapping[str, type[Rule]], paths: Sequence[Path], *, config_pa
     file_ignore = list(settings.ignore) if select is None else []
     selection = Selection(rules, select if select is not None else list(settings.select or []),
                           ignore if ignore is not None else file_ignore, engine_codes=ENGINE_CODES,
-                          extend_select=[*settings.extend_select, *extend_select], origins=origins)
+                          extend_select=[*settings.extend_select, *extend_select], origins=origins,
+                          checks=[UNUSED_NOQA])
     for glob, codes in settings.per_file_ignores.items():
         selection.validate(codes, f"`per-file-ignores` entry {glob!r} {where}")
     patterns = exclude if exclude is not None else settings.exclude
     probe = settings.probe
-    return Settings(
+    resolved = Settings(
         config=settings,
         selection=selection,
         threshold=Severity.parse(min_severity or settings.min_severity),
@@ -68,4 +87,46 @@ def resolve(rules: Mapping[str, type[Rule]], paths: Sequence[Path], *, config_pa
         probe_limits=ProbeLimits(
             probe_timeout or probe.get("timeout", ProbeLimits.site_timeout),
             probe_total_timeout or probe.get("total-timeout", ProbeLimits.total_timeout),
-            probe_memory or int(probe.get("memory", ProbeLimits.memory_mb))))
+            probe_memory or int(probe.get("memory", ProbeLimits.memory_mb))),
+        force_exclude=settings.force_exclude if force_exclude is None else force_exclude,
+        file_budget=FileBudget(settings.file_time_limit or FileBudget.seconds,
+                               settings.file_memory_limit or FileBudget.megabytes))
+
+    def origin(key: str, option: object, in_file: bool | None = None) -> str:
+        """The command line when `option` was given there, else the file when it sets `key`, else the default."""
+        in_file = key in settings.keys if in_file is None else in_file
+        sources = [f"--{key}"] if option not in (None, [], ()) else []
+        sources += [settings.source] if in_file and (not sources or key.startswith("extend-")) else []
+        return " and ".join(sources) or "default"
+
+    limits = resolved.probe_limits
+    if select is not None and ignore is None and settings.ignore:
+        ignore_origin = f"default (--select starts afresh: `ignore` in {settings.source} no longer applies)"
+    else:
+        ignore_origin = origin("ignore", ignore)
+    return replace(resolved, origins=(
+        ("select", select if select is not None else list(settings.select or ["ALL"]), origin("select", select)),
+        ("extend-select", [*settings.extend_select, *extend_select], origin("extend-select", extend_select)),
+        ("ignore", ignore if ignore is not None else file_ignore, ignore_origin),
+        ("per-file-ignores", settings.per_file_ignores, origin("per-file-ignores", None)),
+        ("exclude", list(patterns) if patterns is not None else sorted(DEFAULT_EXCLUDE), origin("exclude", exclude)),
+        ("extend-exclude", [*settings.extend_exclude, *extend_exclude], origin("extend-exclude", extend_exclude)),
+        ("respect-gitignore", resolved.respect_gitignore, origin("respect-gitignore", respect_gitignore)),
+        ("force-exclude", resolved.force_exclude, origin("force-exclude", force_exclude)),
+        ("min-severity", str(resolved.threshold), origin("min-severity", min_severity)),
+        ("file-time-limit", resolved.file_budget.seconds, origin("file-time-limit", None)),
+        ("file-memory-limit", resolved.file_budget.megabytes, origin("file-memory-limit", None)),
+        ("probe.timeout", limits.site_timeout, origin("probe-timeout", probe_timeout, "timeout" in probe)),
+        ("probe.total-timeout", limits.total_timeout,
+         origin("probe-total-timeout", probe_total_timeout, "total-timeout" in probe)),
+        ("probe.memory", limits.memory_mb, origin("probe-memory", probe_memory, "memory" in probe)),
+    ))
+
+
+def _toml(value: object) -> str:
+    """A value as TOML writes it (lists and strings as JSON does, which TOML reads the same)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(key)} = {_toml(list(item))}" for key, item in value.items()) + "}"
+    if isinstance(value, tuple):
+        value = list(value)
+    return json.dumps(value)

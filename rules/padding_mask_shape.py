@@ -258,7 +258,7 @@ class PaddingMaskShape(Rule):
         padding = by_name.get("key_padding_mask")
         if established and arg.keyword is not None and padding is None \
                 and not target.arguments.opaque and (causal is None or _is_false(causal.value)):
-            fix = self.replacement(arg, arg.with_changes(keyword=cst.Name("key_padding_mask")),
+            fix = self.replacement(arg.keyword, cst.Name("key_padding_mask"),  # not the Arg: its code has the comma
                                    applicability=UNSAFE, title="pass the mask as key_padding_mask=")
         elif padding is not None and not _is_none(padding.value):
             fixed = "merge it into the key_padding_mask the call also gives (`|` for bool masks)"

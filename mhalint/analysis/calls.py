@@ -174,14 +174,44 @@ def callers(ctx: ModuleContext, function: Scope) -> list[CallSite]:
     if not isinstance(function.node, cst.FunctionDef):
         return []
     memo = ctx.memo.setdefault("callers", {})
-    if function in memo:
-        return memo[function]
-    memo[function] = []  # re-entrant lookups (recursion through instances) see no callers
+    found = memo.get(function)
+    if found is _PENDING:  # a re-entrant lookup (recursion through instances) sees no callers
+        ctx.pending_reads += 1
+        return []
+    if found is not None:
+        return found
+    memo[function] = _PENDING
     klass = function.enclosing_class
-    sites = [CallSite(call, scope, arguments_for(call, function)) for call, scope in ctx.calls()
-             if _calls(ctx, call, scope, function, klass)]
+    sites = [CallSite(call, scope, arguments_for(call, function)) for call, scope in _calls_of(ctx, function, klass)]
     memo[function] = sites
     return sites
+
+
+def _calls_of(ctx: ModuleContext, function: Scope, klass: Scope | None) -> list[tuple[cst.Call, Scope]]:
+    """The calls that run `function`, in source order, looked up among the few that can (by the called name,
+    the qualified name of a class, or the modules a call runs), not in a pass over all the module's calls."""
+    if klass is not None and function.name == "forward":
+        api = PROJECT_PREFIX + klass.name
+        return [(call, scope) for call, scope, chain in _chains(ctx).running(api=api)
+                if any(built.api == api for built in chain)]
+    if klass is not None and function.name == "__init__":
+        candidates = _calls_by_qualified_name(ctx).get(PROJECT_PREFIX + klass.name, [])
+    else:
+        candidates = ctx.calls_named(function.name)
+    return [(call, scope) for call, scope in candidates if _calls(ctx, call, scope, function, klass)]
+
+
+def _calls_by_qualified_name(ctx: ModuleContext) -> dict[str, list[tuple[cst.Call, Scope]]]:
+    """The module's calls by the qualified name of what they call (`<module>.Encoder` for `Encoder(...)` and
+    for an alias of it), computed once."""
+    memo = ctx.memo.get("calls_by_qualified_name")
+    if memo is None:
+        memo = ctx.memo["calls_by_qualified_name"] = {}
+        for call, scope in ctx.calls():
+            name = ctx.qualified_name(call.func, scope)
+            if name is not None:
+                memo.setdefault(name, []).append((call, scope))
+    return memo
 
 
 def _signature(function: Scope, skip_self: bool) -> torchapi.Signature:
@@ -201,12 +231,11 @@ def _is_static(function: cst.FunctionDef) -> bool:
 
 
 def _calls(ctx: ModuleContext, call: cst.Call, scope: Scope, function: Scope, klass: Scope | None) -> bool:
+    """Does `call` run `function` (not `forward`: `_calls_of` reads that from the wrapping chains)?"""
     func = call.func
     if klass is None:
         return (isinstance(func, cst.Name) and func.value == function.name
                 and ctx.qualified_name(func, scope) == PROJECT_PREFIX + function.name)
-    if function.name == "forward":
-        return any(built.api == PROJECT_PREFIX + klass.name for built in wrapping_chain(ctx, func, scope))
     if function.name == "__init__":
         built = construction(ctx, call, scope)
         return built is not None and built.api == PROJECT_PREFIX + klass.name
@@ -267,7 +296,7 @@ def imported_class(ctx: ModuleContext, built: Construction) -> tuple[ModuleConte
     memo = ctx.memo.setdefault("imported_class", {})
     if func.value not in memo:
         found = project.imported_class(ctx.path, func.value)
-        other = project.context(found[0]) if found is not None else None
+        other = project.context(found[0], ctx.limits) if found is not None else None
         memo[func.value] = (other, other.classes.get(found[1])) if other is not None else None
     if memo[func.value] is not None:
         ctx.read_project = True  # what the chain holds depends on that file (the cache records it)
@@ -327,8 +356,7 @@ class ModuleCall:
 def module_calls(ctx: ModuleContext, built: Construction) -> list[ModuleCall]:
     """Every call in the module that runs `built`'s forward."""
     found = []
-    for call, scope in ctx.calls():
-        chain = wrapping_chain(ctx, call.func, scope)
+    for call, scope, chain in _chains(ctx).running(constructions=(built.call,)):
         position = next((i for i, b in enumerate(chain) if b.call is built.call), None)
         if position is None:
             continue
@@ -349,14 +377,86 @@ def instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: 
     names, `self.x`, parameters (what the callers pass), containers, `copy.deepcopy` and factory functions."""
     if depth > _MAX_DEPTH:
         return None
+    ctx.limits.check()
     if env:
         return _instance(ctx, expr, scope, depth, env)
     memo = ctx.memo.setdefault("instance", {})
     key = (expr, scope)
-    if key not in memo:
-        memo[key] = None  # a cycle through this expression finds nothing
-        memo[key] = _instance(ctx, expr, scope, depth, env)
-    return memo[key]
+    found = memo.get(key, _MISSING)
+    if found is _PENDING:  # a cycle through this expression finds nothing
+        ctx.pending_reads += 1
+        return None
+    if found is _MISSING:
+        memo[key] = _PENDING
+        memo[key] = found = _instance(ctx, expr, scope, depth, env)
+    return found
+
+
+_MISSING = object()
+_PENDING = object()  # in a memo: the answer is being computed (a cycle led back to it, see ctx.settled)
+
+
+def running_calls(ctx: ModuleContext, constructions: tuple[cst.Call, ...]):
+    """(call, scope, its wrapping chain) for each call of the module whose chain may hold one of the
+    `constructions` (the caller checks the chain), in source order."""
+    return _chains(ctx).running(constructions=constructions)
+
+
+def _chains(ctx: ModuleContext) -> _Chains:
+    chains = ctx.memo.get("chains")
+    if chains is None:
+        chains = ctx.memo["chains"] = _Chains(ctx)
+    return chains
+
+
+class _Chains:
+    """The wrapping chain of every call of the module (`wrapping_chain` of what it calls), each computed once in
+    source order and indexed by the constructions in it: "which calls run this module" then costs its answer,
+    not a pass over all the calls (which made a file of N attention modules quadratic).
+
+    A chain computed while it read an answer still being computed (a cycle through instances and callers) is
+    not kept but computed again at each question, as the pass over all calls did; so is the chain of a call
+    whose computation led to the question (it is still unfinished)."""
+
+    def __init__(self, ctx: ModuleContext):
+        self.ctx = ctx
+        self.calls = ctx.calls()
+        self.read = 0  # the calls before this index have been read
+        self.kept: dict[int, list[Construction]] = {}
+        self.unsettled: set[int] = set()  # being computed, or computed through a cycle: computed at each question
+        self.by_construction: dict[cst.Call, list[int]] = {}
+        self.by_api: dict[str, list[int]] = {}
+
+    def running(self, *, constructions: tuple[cst.Call, ...] = (),
+                api: str | None = None) -> list[tuple[cst.Call, Scope, list[Construction]]]:
+        """(call, scope, chain) for each call whose chain may hold one of `constructions` (constructor calls) or a
+        construction of `api` (the caller checks the chain), in source order."""
+        self._read_all()
+        found = self.by_api.get(api, []) if api is not None else \
+            [index for built in constructions for index in self.by_construction.get(built, [])]
+        if self.unsettled or len(constructions) > 1:
+            found = sorted({*found, *self.unsettled})
+        return [(call, scope, self.kept[index] if index in self.kept else wrapping_chain(self.ctx, call.func, scope))
+                for index in found for call, scope in (self.calls[index],)]
+
+    def _read_all(self) -> None:
+        while self.read < len(self.calls):  # a question asked while a chain is computed goes on from there
+            self.ctx.limits.check()
+            index = self.read
+            self.read += 1
+            call, scope = self.calls[index]
+            self.unsettled.add(index)
+            pending_reads = self.ctx.pending_reads
+            chain = wrapping_chain(self.ctx, call.func, scope)
+            if self.ctx.pending_reads != pending_reads:
+                continue
+            self.unsettled.discard(index)
+            self.kept[index] = chain
+            for built in chain:
+                self.by_construction.setdefault(built.call, []).append(index)
+                calls = self.by_api.setdefault(built.api, [])
+                if not calls or calls[-1] != index:  # two wrappers of one class in a chain: the call once
+                    calls.append(index)
 
 
 def _instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int,
@@ -378,7 +478,16 @@ def _instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth:
 
 
 def _from_bindings(ctx: ModuleContext, bindings: list[Binding], depth: int, env: Env) -> Construction | None:
-    """All bindings must agree on the API; the last one is taken as the construction to read arguments from."""
+    """All bindings must agree on the API; the last one is taken as the construction to read arguments from.
+    Memoised per list of bindings (a name bound N times is read N times, and each read would go through the N),
+    unless a call is being followed (`env`) or an answer still being computed was read (a cycle)."""
+    if env or not bindings:
+        return _agreed(ctx, bindings, depth, env)
+    # the lists are the context's own, alive as long as it is
+    return ctx.settled("from_bindings", (id(bindings), depth), lambda: _agreed(ctx, bindings, depth, env))
+
+
+def _agreed(ctx: ModuleContext, bindings: list[Binding], depth: int, env: Env) -> Construction | None:
     found: list[Construction] = []
     for binding in bindings:
         if binding.kind == "param":
@@ -479,8 +588,9 @@ def _container_bindings(ctx: ModuleContext, expr: cst.BaseExpression, scope: Sco
 
 def with_argument(call: cst.Call, existing: cst.Arg | None, keyword: str, value: str) -> cst.Call:
     """`call` with an argument set to the expression `value`: the existing argument (keyword or positional)
-    gets the new value in place; otherwise (also when it is a partial's) `keyword=value` is appended, keeping a
-    trailing comma and the call's line breaks as they are."""
+    gets the new value in place; otherwise (also when it is a partial's) `keyword=value` is appended in the
+    call's own layout: on its own line, indented like the last argument, when each argument starts a line; after
+    the last one otherwise; with a trailing comma only when the call has one, the closing parenthesis where it was."""
     expression = cst.parse_expression(value)
     if existing is not None and any(arg is existing for arg in call.args):
         return call.with_changes(args=[arg.with_changes(value=expression) if arg is existing else arg
@@ -490,12 +600,31 @@ def with_argument(call: cst.Call, existing: cst.Arg | None, keyword: str, value:
     if not call.args:
         return call.with_changes(args=[new])
     *rest, last = call.args
-    if isinstance(last.comma, cst.Comma) and rest and isinstance(rest[-1].comma, cst.Comma):
-        # a trailing comma: the new argument goes on its own line, indented like the others
-        return call.with_changes(args=[*rest, last.with_changes(comma=rest[-1].comma),
-                                       new.with_changes(comma=last.comma)])
-    return call.with_changes(args=[*rest, last.with_changes(comma=cst.Comma(
-        whitespace_after=cst.SimpleWhitespace(" "))), new])
+    separators = [arg.comma.whitespace_after for arg in rest] or [call.whitespace_before_args]
+    if all(isinstance(s, cst.ParenthesizedWhitespace) for s in separators):  # one per line: a fresh line, no comment
+        separator = cst.ParenthesizedWhitespace(indent=separators[-1].indent, last_line=separators[-1].last_line)
+    elif isinstance(separators[-1], cst.SimpleWhitespace) and rest:
+        separator = separators[-1]  # the call's own spacing (`f(a,b)`)
+    else:
+        separator = cst.SimpleWhitespace(" ")
+    if isinstance(last.comma, cst.Comma):  # a trailing comma: the new argument gets one too
+        between, closing = _split_closing(last.comma.whitespace_after, separator)
+        last = last.with_changes(comma=last.comma.with_changes(whitespace_after=between))
+        return call.with_changes(args=[*rest, last, new.with_changes(comma=cst.Comma(whitespace_after=closing))])
+    between, closing = _split_closing(last.whitespace_after_arg, separator)
+    return call.with_changes(args=[*rest, last.with_changes(comma=cst.Comma(whitespace_after=between),
+                                                            whitespace_after_arg=cst.SimpleWhitespace("")),
+                                   new.with_changes(whitespace_after_arg=closing)])
+
+
+def _split_closing(closing: cst.BaseParenthesizableWhitespace, separator: cst.BaseParenthesizableWhitespace):
+    """(the whitespace between the last argument and the new one, the whitespace before the closing parenthesis),
+    from `closing`, the whitespace that was before that parenthesis: a comment after the last argument stays on
+    its line, and the line break (with the parenthesis's indentation) moves after the new argument."""
+    if isinstance(closing, cst.ParenthesizedWhitespace) and isinstance(separator, cst.ParenthesizedWhitespace):
+        return (closing.with_changes(indent=separator.indent, last_line=separator.last_line),
+                cst.ParenthesizedWhitespace(indent=closing.indent, last_line=closing.last_line))
+    return separator, closing
 
 
 def project_function(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Scope | None:

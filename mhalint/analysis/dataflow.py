@@ -25,8 +25,15 @@ def reaching(ctx: ModuleContext, bindings: list[Binding], use: cst.CSTNode) -> l
     """The bindings of one name (`ctx.bindings(name, scope)`) that may reach `use`, in source order."""
     if len(bindings) <= 1:
         return list(bindings)
-    seen = flow(ctx, bindings[0].scope).at(ctx, use).get(bindings[0].name, frozenset())
+    first = bindings[0]
+    seen = flow(ctx, first.scope).at(ctx, use).get(first.name, frozenset())
+    if bindings is first.scope.bindings.get(first.name):  # all of them: what reaches, put in order (a name bound
+        return sorted(seen, key=_source_order)           # N times is read N times: no pass over the N each time)
     return [binding for binding in bindings if binding in seen]
+
+
+def _source_order(binding: Binding) -> int:
+    return binding.order
 
 
 def reaching_one(ctx: ModuleContext, bindings: list[Binding], use: cst.CSTNode) -> Binding | None:
@@ -51,10 +58,18 @@ def follow(reached: list[Binding], active: set[int], read: Callable[[Binding], T
 
 
 def uses(ctx: ModuleContext, binding: Binding) -> list[cst.Name]:
-    """The reads that may see `binding`'s value: following a value forward."""
-    bindings = ctx.bindings(binding.name, binding.scope)
-    return [load for load in loads(ctx, binding.scope).get(binding.name, [])
-            if binding in reaching(ctx, bindings, load)]
+    """The reads that may see `binding`'s value, in source order: following a value forward. The reads of a name
+    are matched with its bindings once per scope (not once per binding: a name bound N times)."""
+    memo = ctx.memo.setdefault("uses", {})
+    key = (binding.scope, binding.name)
+    if key not in memo:
+        bindings = ctx.bindings(binding.name, binding.scope)
+        by_binding: dict[Binding, list[cst.Name]] = {}
+        for load in loads(ctx, binding.scope).get(binding.name, []):
+            for reached in reaching(ctx, bindings, load):
+                by_binding.setdefault(reached, []).append(load)
+        memo[key] = by_binding
+    return list(memo[key].get(binding, ()))
 
 
 def loads(ctx: ModuleContext, scope: Scope) -> dict[str, list[cst.Name]]:
@@ -120,6 +135,7 @@ class Flow:
     """The state before each statement of one scope, and at its end."""
 
     def __init__(self, ctx: ModuleContext, scope: Scope):
+        self._limits = ctx.limits
         self.before: dict[cst.CSTNode, State | None] = {}
         self._by_node: dict[int, list[Binding]] = {}
         for bindings in scope.bindings.values():
@@ -157,6 +173,7 @@ class Flow:
         return state
 
     def _statement(self, node: cst.CSTNode, state: State | None) -> State | None:
+        self._limits.check()
         self.before[node] = state
         if state is None:
             return None  # unreachable: after a return, raise, break or continue

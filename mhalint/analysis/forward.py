@@ -179,16 +179,31 @@ class Follower:
         if wanted is None or not isinstance(func, (cst.Name, cst.Attribute)):
             return []
         candidates = []
-        for cls in ctx.classes.values():
-            forward = cls.methods.get("forward")
-            if forward is None or forward is ctx.scope_of(_function_of(self.ctx, call)):
+        for cls, names in _forwards_taking(ctx, wanted):
+            forward = cls.methods["forward"]
+            if forward is ctx.scope_of(_function_of(self.ctx, call)):
                 continue
-            params = forward.node.params
-            names = [p.name.value for p in (*params.posonly_params, *params.params)][1:]
             bound = bind(call, torchapi.Signature(tuple(names)))
             if any(a is arg for p, a in bound.by_name.items() if p == wanted):
                 candidates.append((forward, f"{cls.name}.forward()", True))
         return candidates if len(candidates) == 1 else []
+
+
+def _forwards_taking(ctx: ModuleContext, name: str) -> list[tuple[Scope, list[str]]]:
+    """(class, its forward's positional parameter names after self) of the classes whose forward has a parameter
+    `name`, in the order of `ctx.classes`; indexed once per module, so that each call of an untraceable instance
+    does not pass over every class of a file of many."""
+    index = ctx.memo.get("forwards_by_parameter")
+    if index is None:
+        index = ctx.memo["forwards_by_parameter"] = {}
+        for cls in ctx.classes.values():
+            forward = cls.methods.get("forward")
+            if forward is not None:
+                params = forward.node.params
+                names = [p.name.value for p in (*params.posonly_params, *params.params)][1:]
+                for parameter in dict.fromkeys(names):
+                    index.setdefault(parameter, []).append((cls, names))
+    return index.get(name, [])
 
 
 def _function_of(ctx: ModuleContext, node: cst.CSTNode) -> cst.CSTNode:

@@ -66,6 +66,7 @@ class MaskAxesReader:
         ctx = self.ctx
         if depth > _MAX_DEPTH:
             return _UNKNOWN
+        ctx.limits.check()
         if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
             return MaskAxes(NEUTRAL)
         if isinstance(expr, cst.Name):

@@ -62,6 +62,7 @@ class MaskReader:
         """What `expr`, evaluated in `scope` at the statement `use`, holds; None when nothing is known."""
         if depth > _MAX_DEPTH:
             return None
+        self.ctx.limits.check()
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
             inner = self.read(expr.expression, scope, use, depth + 1)
             return inner.flipped(self._at(f"inverted with `{self.ctx.code(expr)}`", expr)) if inner else None
@@ -151,8 +152,8 @@ class MaskReader:
     def _by_use(self, name: str, scope: Scope, use: cst.CSTNode) -> Mask | None:
         """A mask passed unchanged to nn.MultiheadAttention or a Transformer mask argument in the same function
         is in their convention (True = ignore). Only that direction counts: it is torch's older, documented one."""
-        for call, call_scope in self.ctx.calls():
-            if call_scope is not scope or call is use:
+        for call, call_scope in self.ctx.calls_in(scope):
+            if call is use:
                 continue
             for target, parameter, convention, expr in mask_arguments(self.ctx, call, call_scope):
                 if convention == IGNORE and _plain_name(expr) == name:

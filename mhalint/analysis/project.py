@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
+from mhalint.budget import Limits
 from mhalint.source import decode
 
 _MAX_CONTEXTS = 4  # libcst trees kept per process (about 25 KB a line each)
@@ -92,13 +93,17 @@ class Project:
             self._resolved[written] = candidates.pop() if len(candidates) == 1 else None
         return self._resolved[written]
 
-    def context(self, path: str):
-        """The ModuleContext of another file of the project, or None when it cannot be read or parsed."""
+    def context(self, path: str, limits: Limits):
+        """The ModuleContext of another file of the project, or None when it cannot be read or parsed, or its
+        tree would pass the memory budget. It is read under `limits`, the budget of the file being checked."""
         if path not in self._contexts:
             if len(self._contexts) >= _MAX_CONTEXTS:
                 self._contexts.pop(next(iter(self._contexts)))
-            self._contexts[path] = _parse(path, _read(path))
-        return self._contexts[path]
+            self._contexts[path] = _parse(path, _read(path), limits)
+        context = self._contexts[path]
+        if context is not None:
+            context.limits = limits  # what the analyses do in it counts against the file being checked
+        return context
 
     @staticmethod
     def display(path: str, home: str) -> str:
@@ -166,7 +171,7 @@ def _read(path: str) -> bytes | None:
         return None
 
 
-def _parse(path: str, raw: bytes | None):
+def _parse(path: str, raw: bytes | None, limits: Limits):
     from mhalint.context import ModuleContext
     from mhalint.lazy import cst
 
@@ -174,6 +179,8 @@ def _parse(path: str, raw: bytes | None):
         return None
     try:
         text, _ = decode(raw)
+        if not limits.allows_tree(text, "libcst"):
+            return None
         return ModuleContext(cst.parse_module(text), path, text)
     except (UnicodeDecodeError, LookupError, SyntaxError, cst.ParserSyntaxError, RecursionError, ValueError):
         return None

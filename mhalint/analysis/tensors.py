@@ -9,6 +9,7 @@ a known layout (`pad_sequence`, `nn.Embedding` of known ids, einops patterns), s
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -17,7 +18,7 @@ from mhalint.analysis import axes, dataflow, documented
 from mhalint.analysis.axes import OPEN, Axis, Evidence, Role, Shape, Strength
 from mhalint.analysis.names import role_of_size_name, roles_of_names
 from mhalint.analysis.calls import (PROJECT_PREFIX, arguments_for, call_target, callers, instance, project_function,
-                                   returned, wrapping_chain)
+                                   returned, running_calls)
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
 from mhalint.analysis.values import resolve
@@ -83,6 +84,7 @@ class ShapeReader:
     def of(self, expr: cst.BaseExpression | None, scope: Scope, use: cst.CSTNode, depth: int = 0) -> Traced | None:
         """The roles of `expr`'s axes at `use`. A question asked from outside (depth 0, nothing being followed)
         is answered once per module: several rules ask it of the same arguments."""
+        self.ctx.limits.check()
         if depth or self._env or self._active or expr is None:
             return self._of(expr, scope, use, depth)
         memo = self.ctx.memo.setdefault("shapes", {})
@@ -180,12 +182,11 @@ class ShapeReader:
         """A tensor this binding also gives torch by keyword as a key padding mask (itself, a slice that keeps its
         axes or a conversion) is (N, S): torch checks both sizes against the batch and the keys (docs/torch-facts.md,
         `mha-kpm-transposed-N-not-L`)."""
-        reaching = self.ctx.bindings(name, binding.scope)
-        for use in dataflow.loads(self.ctx, binding.scope).get(name, []):
+        for use in dataflow.uses(self.ctx, binding):
             carrier = _axes_carrier(self.ctx, use)
             arg = self.ctx.parent(carrier)
             call = self.ctx.parent(arg) if isinstance(arg, cst.Arg) and arg.value is carrier else None
-            if not isinstance(call, cst.Call) or binding not in dataflow.reaching(self.ctx, reaching, use):
+            if not isinstance(call, cst.Call):
                 continue
             target = call_target(self.ctx, call, binding.scope)
             parameter = next((p for p, a in target.arguments.by_name.items() if a is arg), None) if target else None
@@ -201,16 +202,17 @@ class ShapeReader:
         """`B, T, C = x.shape` (or `x.size()`) names the axes of `x`, as long as `x` is not reassigned between the
         value that reaches the use and the unpacking."""
         since = 0 if reaching.kind == "param" else self.ctx.line(reaching.node)
-        for bindings in scope.bindings.values():
-            for binding in bindings:
-                if binding.kind != "unpack" or binding.index != 0 or not isinstance(binding.node, cst.Assign):
-                    continue
-                if _shape_of(binding.value) != name or not since <= self.ctx.line(binding.node) <= self.ctx.line(use):
-                    continue
+        groups = _shape_unpackings(self.ctx, scope).get(name, [])
+        until = self.ctx.line(use) if groups else 0
+        for lines, bindings in groups:
+            for index in range(bisect.bisect_left(lines, since), len(lines)):
+                if lines[index] > until:
+                    break
+                binding = bindings[index]
                 target = binding.node.targets[0].target
                 if any(isinstance(e, cst.StarredElement) for e in target.elements):
                     continue
-                shape = self._named_axes(_target_names(target), self._unpacked(binding), self.ctx.line(binding.node),
+                shape = self._named_axes(_target_names(target), self._unpacked(binding), lines[index],
                                          f"unpacks the shape of `{name}`", Strength.ESTABLISHED)
                 if shape is not None:
                     return Traced(shape)
@@ -323,13 +325,14 @@ class ShapeReader:
         self.ctx.read_project = True  # these findings depend on other files (the cache records it)
         found = []
         for importer in project.importers(self.ctx.path, klass.name):
-            other = project.context(importer.path)
+            other = project.context(importer.path, self.ctx.limits)
             if other is None:
                 continue
             reader = ShapeReader(other, project.display(importer.path, self.ctx.path))
-            for call, scope in other.calls():
+            named = tuple(call for call, _ in other.calls_named(importer.local) if isinstance(call.func, cst.Name))
+            for call, scope, chain in running_calls(other, named):
                 if not any(isinstance(built.call.func, cst.Name) and built.call.func.value == importer.local
-                           for built in wrapping_chain(other, call.func, scope)):
+                           for built in chain):
                     continue
                 argument = arguments_for(call, function).get(name)
                 traced = reader.of(argument, scope, call, depth + 1) if argument is not None else None
@@ -889,6 +892,29 @@ def _literal_key(expr: cst.Subscript) -> bool:
 def _keeps_axes(expr: cst.Subscript) -> bool:
     """`x[:, :n]` keeps every axis; `x[0]` drops one."""
     return all(isinstance(e.slice, cst.Slice) for e in expr.slice)
+
+
+def _shape_unpackings(ctx: ModuleContext, scope: Scope) -> dict[str, list[tuple[list[int], list[Binding]]]]:
+    """A scope's shape unpackings (`B, T, C = x.shape`) by the name whose shape they read: one group per name the
+    unpacking binds first, in the order of `scope.bindings`, each in source order with its lines, so a question
+    bisects to the lines it is about (a scope of N unpackings is asked N questions). Built once per scope."""
+    memo = ctx.memo.setdefault("shape_unpackings", {})
+    if scope not in memo:
+        found: dict[str, list[tuple[list[int], list[Binding]]]] = {}
+        for bindings in scope.bindings.values():
+            groups: dict[str, tuple[list[int], list[Binding]]] = {}
+            for binding in bindings:  # in source order, so their lines ascend
+                if binding.kind != "unpack" or binding.index != 0 or not isinstance(binding.node, cst.Assign):
+                    continue
+                tensor = _shape_of(binding.value)
+                if tensor is not None:
+                    lines, kept = groups.setdefault(tensor, ([], []))
+                    lines.append(ctx.line(binding.node))
+                    kept.append(binding)
+            for tensor, group in groups.items():
+                found.setdefault(tensor, []).append(group)
+        memo[scope] = found
+    return memo[scope]
 
 
 def _shape_of(value) -> str | None:

@@ -42,6 +42,7 @@ def resolve(ctx: ModuleContext, expr: cst.BaseExpression | None, scope: Scope, d
     """The value of `expr` evaluated in `scope`, or None when it cannot be known statically."""
     if expr is None or depth > _MAX_DEPTH:
         return None
+    ctx.limits.check()
     if isinstance(expr, cst.Integer | cst.Float):
         return Value(expr.evaluated_value)
     if isinstance(expr, cst.SimpleString):
@@ -108,9 +109,16 @@ def _resolve_attribute(ctx: ModuleContext, expr: cst.Attribute, scope: Scope, de
 
 
 def _resolve_bindings(ctx: ModuleContext, name: str, bindings: list[Binding], depth: int) -> Value | None:
-    """A name has a value only when every binding of it agrees (a conditional reassignment makes it unknown)."""
+    """A name has a value only when every binding of it agrees (a conditional reassignment makes it unknown).
+    Answered once per list of bindings (a name bound N times is read N times, each read going through the N)."""
     if not bindings:
         return None
+    # the lists are the context's own, alive as long as it is
+    return ctx.settled("resolved_bindings", (id(bindings), name, depth),
+                       lambda: _agreed_bindings(ctx, name, bindings, depth))
+
+
+def _agreed_bindings(ctx: ModuleContext, name: str, bindings: list[Binding], depth: int) -> Value | None:
     values = []
     for binding in bindings:
         if binding.kind == "param":
