@@ -159,11 +159,13 @@ class Checker:
                     cache.store(path, raw, stat, [])
                 done(path, [])
 
+        failures_by_index: dict[int, list[str]] = {}  # tracebacks in the files' order, not in the workers'
+
         def checked(index: int, outcome: tuple[list[Finding], list[str], bool]) -> None:
             path, raw, stat = parse[index]
             findings, failures, read_project = outcome
             result.internal_errors += len(failures)
-            result.tracebacks.extend(failures)
+            failures_by_index[index] = failures
             if cache is not None and stat is not None and not failures and \
                     not any(f.code in (READ_ERROR, TOO_COMPLEX) for f in findings):  # a raised limit applies
                 cache.store(path, raw, stat, findings, fingerprint() if read_project else "")
@@ -174,6 +176,8 @@ class Checker:
             self._run(parse, jobs, checked)
         finally:
             self.project = None
+        for index in sorted(failures_by_index):
+            result.tracebacks.extend(failures_by_index[index])
         if cache is not None:
             cache.save()
         result.findings.sort(key=Finding.sort_key)
