@@ -288,6 +288,7 @@ def _show_files(paths, discovery: dict) -> None:
 def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: bool, unsafe: bool) -> Result:
     """Lint standard input, the result reported like a file's; with --fix print the fixed source (findings go to
     stderr), as ruff does."""
+    from mhalint import summary
     from mhalint.engine import Result
     from mhalint.fixes import FixError, fix_source, unified_diff
     from mhalint.report import concise
@@ -304,6 +305,7 @@ def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: boo
             raise UsageError(f"cannot fix {filename}: {error}")
         if diff:
             click.echo(unified_diff(text, fixed, filename), nl=False)
+            click.echo(summary.would_fix(applied, shown(found), unsafe), err=True)
             sys.exit(EXIT_FINDINGS if applied else EXIT_CLEAN)
         sys.stdout.flush()
         sys.stdout.buffer.write(fixed.encode(encoding))

@@ -47,7 +47,8 @@ Decisions, for a flake8 user:
   So mhalint's `MHA900` (could not parse) reaches flake8 only for a file that Python parses but libcst cannot
   (newer syntax, or a tab and space mix libcst refuses): it is kept, because it says the file was not checked.
   `MHA901` (cannot decode, e.g. an unknown PEP 263 encoding), `MHA902` (a rule failed on this file) and `MHA903`
-  (past the file's time or memory budget) are kept for the same reason; `--extend-ignore MHA9` hides them all.
+  (past the file's time or memory budget, `file-time-limit` and `file-memory-limit` of the configuration) are
+  kept for the same reason; `--extend-ignore MHA9` hides them all.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from pathlib import Path
 from typing import ClassVar, Iterator, Sequence
 
 from mhalint import __version__, config
+from mhalint.budget import FileBudget
 from mhalint.discovery import excluded
 from mhalint.engine import Checker
 from mhalint.finding import Finding, Severity
@@ -78,7 +80,7 @@ class Plugin:
     version = __version__
 
     # Loaded once per flake8 process (flake8 runs one checker process per job), on first use.
-    _checker: ClassVar[Checker | None] = None
+    _checkers: ClassVar[dict[FileBudget, Checker]] = {}  # one per file budget the configurations set
     # flake8's options that overlap mhalint's settings (None: not given there).
     min_severity: ClassVar[str | None] = None
     select: ClassVar[tuple[str, ...] | None] = None
@@ -104,10 +106,10 @@ class Plugin:
         _settings_in.cache_clear()
 
     @classmethod
-    def checker(cls) -> Checker:
-        if cls._checker is None:
-            cls._checker = Checker(list(load_rules().values()))
-        return cls._checker
+    def checker(cls, budget: FileBudget) -> Checker:
+        if budget not in cls._checkers:
+            cls._checkers[budget] = Checker(list(load_rules().values()), budget=budget)
+        return cls._checkers[budget]
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         settings = self.settings()
@@ -115,7 +117,7 @@ class Plugin:
                     anchors=[settings.config.root]):
             return
         source = self._source()
-        for finding in self.checker().check_source(source, self.filename):
+        for finding in self.checker(settings.file_budget).check_source(source, self.filename):
             if settings.reports(finding):
                 yield finding.line, max(finding.column - 1, 0), message(finding), type(self)
 

@@ -90,6 +90,9 @@ def test_diff_ends_with_what_it_would_fix(tmp_path: Path):
     both = mhalint("check", "--no-cache", "--diff", "--unsafe-fixes", ".", cwd=tmp_path)
     assert both.stderr.splitlines()[-1] == "Would fix 2 findings."
     assert (tmp_path / "safe.py").read_text() == SAFE and (tmp_path / "unsafe.py").read_text() == UNSAFE
+    stdin = mhalint("check", "--diff", "--stdin-filename", "safe.py", "-", cwd=tmp_path, input=SAFE)
+    assert stdin.returncode == 1 and stdin.stdout.startswith("--- safe.py\n")
+    assert stdin.stderr.splitlines()[-1] == "Would fix 1 finding."
 
 
 # ---- 8: --statistics, --show-fixes, --output-file, -q, -s, -v, --exit-non-zero-on-fix ------------------------------

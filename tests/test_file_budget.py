@@ -122,3 +122,15 @@ def test_a_limit_that_is_not_a_positive_number_is_a_configuration_error(tmp_path
     result = mhalint("check", ".", cwd=project(tmp_path, setting, SMALL, 0))
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_flake8_plugin_applies_the_configured_limits(tmp_path: Path):
+    """The flake8 plugin reads the same limits: a file over the configured memory limit is MHA903 there too, and
+    a small file beside it is still checked."""
+    root = project(tmp_path, "file-memory-limit = 20", generated(80), 1)
+    result = subprocess.run([sys.executable, "-m", "flake8", "--isolated", "--select", "MHA", "big.py",
+                             "small0.py"], cwd=root, capture_output=True, text=True, timeout=120)
+    lines = result.stdout.splitlines()
+    assert [line for line in lines if line.startswith("big.py")] == [
+        next(line for line in lines if line.startswith("big.py:1:1: MHA903 ") and "file-memory-limit" in line)]
+    assert any(line.startswith("small0.py:") for line in lines), result.stdout + result.stderr
