@@ -320,14 +320,14 @@ def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: boo
 @main.command()
 def clean() -> None:
     """Remove the findings cache (.mhalint_cache in the project, or MHALINT_CACHE_DIR)."""
-    from mhalint import config
+    from mhalint import config, summary
     from mhalint.cache import cache_dir
     from mhalint.cache import clean as clean_cache
 
     found = config.find(Path.cwd())
     directory = cache_dir(found.parent if found else Path.cwd())
     removed = clean_cache(directory)
-    click.echo(f"Removed {directory} ({removed} file{'s' if removed != 1 else ''})." if removed
+    click.echo(f"Removed {directory} ({summary.plural(removed, 'file')})." if removed
                else f"No cache at {directory}.")
 
 
