@@ -7,7 +7,8 @@ resident memory. Time is judged cooperatively: a file is checked on the engine's
 process or in a worker), where no signal is delivered (CPython runs signal handlers in the main thread only, and
 never inside a native parse), so the walker calls `Limits.check()` at each node and the analyses call it in their
 loops. Past the deadline it raises `TooComplex`, a BaseException, so that no rule's `except Exception` (nor the
-walker's containment of a failing rule) swallows it.
+walker's containment of a failing rule) swallows it. The same check raises `Cancelled` once a caller that no longer
+wants the findings (the language server, when the buffer changed again) sets the check's cancel event.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import contextlib
 import math
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass
 
@@ -38,31 +40,40 @@ _AST_BYTES_PER_TOKEN = 600
 _TOKEN = re.compile(r"[A-Za-z_0-9]+|[^\sA-Za-z_0-9]")  # names, numbers and each punctuation mark: about a token
 _TREES = {"ast": "Python's", "libcst": "libcst's"}
 _MEMORY_EVERY = 0.25  # seconds between two readings of the resident memory
+_CANCEL_EVERY = 0.02  # seconds between two looks at the cancel event: a stale check stops within about this
 
 
 class TooComplex(BaseException):
     """A file's check passed its budget; the message is the reason MHA903 gives."""
 
 
+class Cancelled(BaseException):
+    """The caller set the check's cancel event: nobody wants this file's findings any more."""
+
+
 class Limits:
     """The budget of the one file being checked, counted from when it was created."""
 
-    def __init__(self, budget: FileBudget | None):
+    def __init__(self, budget: FileBudget | None, cancel: threading.Event | None = None):
+        """`cancel`: an event another thread sets to stop the check (Cancelled), or None."""
         self.budget = budget
+        self._cancel = cancel
         now = time.monotonic()
         self._deadline = now + budget.seconds if budget is not None else math.inf
         self._resident_at_start = _resident_bytes() if budget is not None else None
         self._next_memory_check = now + _MEMORY_EVERY if self._resident_at_start is not None else math.inf
-        self._next = min(self._deadline, self._next_memory_check)
+        self._next = self._following(now)
         self._counted: str | None = None  # the text whose tokens were counted
         self._tokens = 0
 
     def check(self) -> None:
-        """Raise TooComplex when the time is up or the memory the check has taken is over the limit: cheap enough
-        to call at every node."""
+        """Raise TooComplex when the time is up or the memory the check has taken is over the limit, Cancelled
+        when the cancel event is set: cheap enough to call at every node."""
         if time.monotonic() < self._next:
             return
         now = time.monotonic()
+        if self._cancel is not None and self._cancel.is_set():
+            raise Cancelled("the check was cancelled")
         if now >= self._deadline:
             raise TooComplex(f"checking it passed the {self.budget.seconds:g} s time limit (file-time-limit)")
         if now >= self._next_memory_check:
@@ -71,7 +82,11 @@ class Limits:
             if used > self.budget.megabytes * 2**20:
                 raise TooComplex(f"checking it took about {_megabytes(used)} of memory, over the "
                                  f"{self.budget.megabytes:,} MB limit (file-memory-limit)")
-        self._next = min(self._deadline, self._next_memory_check)
+        self._next = self._following(now)
+
+    def _following(self, now: float) -> float:
+        """When `check` next has something to look at: the deadline, a memory reading or the cancel event."""
+        return min(self._deadline, self._next_memory_check, now + _CANCEL_EVERY if self._cancel is not None else math.inf)
 
     @contextlib.contextmanager
     def excluded(self):
@@ -82,7 +97,7 @@ class Limits:
             yield
         finally:
             self._deadline += time.monotonic() - start
-            self._next = min(self._deadline, self._next_memory_check)
+            self._next = self._following(time.monotonic())
             if resident is not None:
                 self._resident_at_start += (_resident_bytes() or resident) - resident
 

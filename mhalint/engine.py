@@ -14,6 +14,7 @@ import gc
 import multiprocessing
 import os
 import sys
+import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,7 +104,9 @@ class Checker:
         self.budget = budget
         self.prefilter = Prefilter(pattern for rule in self.rules for pattern in rule.triggers)
         self.skip_passed_values = not any(rule.acts_on_passed_values for rule in self.rules)
-        self.project: Project | None = None  # the files of the check_paths run, for analyses across files
+        # The files analyses may follow a class into: check_paths sets its run's; a long-lived caller (the language
+        # server) sets its workspace's.
+        self.project: Project | None = None
 
     def check_paths(self, paths: Iterable[str | Path], *, cache: Cache | None = None, jobs: int | None = None,
                     on_file: Callable[[str, list[Finding]], None] | None = None, **discovery) -> Result:
@@ -230,21 +233,24 @@ class Checker:
             return [_engine_finding(path, READ_ERROR, str(error))]
         return [notebook.locate(f) for f in self.check_source(notebook.source.encode(), path, result)]
 
-    def check_source(self, source: bytes, path: str, result: Result | None = None) -> list[Finding]:
-        """Findings for one file's bytes (noqa applied, sorted)."""
+    def check_source(self, source: bytes, path: str, result: Result | None = None, *,
+                     cancel: threading.Event | None = None) -> list[Finding]:
+        """Findings for one file's bytes (noqa applied, sorted). A caller on another thread that sets `cancel`
+        stops the check within milliseconds: it raises `mhalint.budget.Cancelled`."""
         if not self.prefilter.matches(source):
             return []
-        return self._check_matched(source, path, result or Result())
+        return self._check_matched(source, path, result or Result(), cancel)
 
-    def _check_matched(self, source: bytes, path: str, result: Result) -> list[Finding]:
+    def _check_matched(self, source: bytes, path: str, result: Result,
+                       cancel: threading.Event | None = None) -> list[Finding]:
         with _collector_paused():
-            return deep_stack.run(self._check, source, path, result)
+            return deep_stack.run(self._check, source, path, result, cancel)
 
-    def _check(self, source: bytes, path: str, result: Result) -> list[Finding]:
+    def _check(self, source: bytes, path: str, result: Result, cancel: threading.Event | None) -> list[Finding]:
         """The file's findings, or MHA903 (and the internal errors met until then) past the file's budget."""
         findings: list[Finding] = []  # the rules' findings, and internal errors, as they come
         try:
-            return self._check_within(source, path, result, Limits(self.budget), findings)
+            return self._check_within(source, path, result, Limits(self.budget, cancel), findings)
         except TooComplex as reason:
             return [_engine_finding(path, TOO_COMPLEX, f"{reason}; exclude the file or raise the limit"),
                     *(finding for finding in findings if finding.code == INTERNAL_ERROR)]

@@ -18,12 +18,12 @@ from typing import Callable, Mapping, Sequence
 
 from mhalint.finding import Finding, Fix
 from mhalint.fixes import NOTHING_WRITTEN, FixError, apply_fixes, fix_source, unified_diff
+from mhalint.references import LINE
 from mhalint.source import LINE_BREAK
 
 _MAGIC = re.compile(r"^\s*[%!]")
 _CELL_MAGIC = re.compile(r"^\s*%%(\w*)")
 _PYTHON_CELL_MAGICS = frozenset({"capture", "debug", "prun", "pypy", "python", "python3", "time", "timeit"})
-_LINE_REFERENCE = re.compile(r"\bline (\d+)\b")
 _ASSIGNED_SHELL = re.compile(r"^\s*[\w.]+\s*=\s*[!%]")
 _FIRST_INDENT = re.compile(r"[{\[]\r?\n([ \t]+)")
 
@@ -94,7 +94,7 @@ class Notebook:
                 return match.group(0)
             cell, line = self.cells[number - 1]
             return f"cell {cell} line {line}"
-        return _LINE_REFERENCE.sub(cell_line, text)
+        return LINE.sub(cell_line, text)
 
 
 def fix(text: str, lint: Callable[[str], Sequence[Finding]], unsafe: bool) -> tuple[str, int]:
@@ -104,8 +104,7 @@ def fix(text: str, lint: Callable[[str], Sequence[Finding]], unsafe: bool) -> tu
     document = _load(text)
     dump = _layout(text, document)
     cells = _code_cells(document)
-    fixed, applied = fix_source(cells, lint, unsafe, apply=_apply_to_cells,
-                                module=lambda current: Notebook.joining(current).source)
+    fixed, applied = fix_cells(cells, lint, unsafe)
     if not applied:
         return text, 0
     for number, source in fixed.items():
@@ -113,6 +112,12 @@ def fix(text: str, lint: Callable[[str], Sequence[Finding]], unsafe: bool) -> tu
             cell = document["cells"][number - 1]
             cell["source"] = source.splitlines(keepends=True) if isinstance(cell["source"], list) else source
     return dump(document), applied
+
+
+def fix_cells(cells: Cells, lint: Callable[[str], Sequence[Finding]], unsafe: bool) -> tuple[Cells, int]:
+    """The code cells with the fixes applied (`lint` checks the joined module), and how many were applied."""
+    return fix_source(cells, lint, unsafe, apply=_apply_to_cells,
+                      module=lambda current: Notebook.joining(current).source)
 
 
 def diff(old: str, new: str, name: str) -> str:

@@ -12,9 +12,10 @@ import os
 import re
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Mapping
 
 from mhalint.budget import Limits
-from mhalint.source import decode
+from mhalint.source import decode, regular_only
 
 _MAX_CONTEXTS = 4  # libcst trees kept per process (about 25 KB a line each)
 
@@ -29,31 +30,48 @@ class Importer:
 
 
 class Project:
-    def __init__(self, paths: list[str]):
-        self.paths = [os.path.abspath(path) for path in paths if path.endswith(".py")]
+    def __init__(self, paths: list[str], overlay: Mapping[str, bytes] | None = None):
+        """`overlay`: the bytes of some files (by absolute path) to read instead of the disk's: the language
+        server's open buffers, so that unsaved text is what the analyses follow."""
+        self.paths = list(dict.fromkeys(os.path.abspath(path) for path in paths if path.endswith(".py")))
+        self._overlay = overlay if overlay is not None else {}
         self._contexts: dict[str, object] = {}
         self._resolved: dict[str, str | None] = {}
         self._classes_imported: dict[str, dict[str, tuple[str | None, str]]] = {}
+        self._entries: dict[str, tuple[tuple[str, str, str], ...]] | None = None  # each file's imported classes
+        self._index: dict[str, list[tuple[str, str, str]]] | None = None  # the same by class name
+        self.reads: set[str] = set()  # the files whose contexts were asked for, until the caller clears it
 
-    @cached_property
+    @property
     def _imported(self) -> dict[str, list[tuple[str, str, str]]]:
         """Class name -> (importing file, module written, resolved against the file's package, local name) for
         every `from ... import Name` of the run: one pass over each file's bytes, which are not kept."""
-        index: dict[str, list[tuple[str, str, str]]] = {}
-        for path in self.paths:
-            raw = _read(path)
-            if raw is None or b"import" not in raw:
+        if self._entries is None:
+            self._entries = {path: self._imports_of(path) for path in self.paths}
+            self._index = None
+        if self._index is None:
+            self._index = {}
+            for path, entries in self._entries.items():
+                for name, source, local in entries:
+                    self._index.setdefault(name, []).append((path, source, local))
+        return self._index
+
+    def _imports_of(self, path: str) -> tuple[tuple[str, str, str], ...]:
+        """(class name, module written, resolved against the file's package, local name) of each class the file
+        imports with `from ... import`."""
+        raw = self._bytes(path)
+        if raw is None or b"import" not in raw:
+            return ()
+        found = []
+        for match in _FROM_IMPORT.finditer(raw):
+            names = _imported_names(match[2])
+            if not names:
                 continue
-            for match in _FROM_IMPORT.finditer(raw):
-                names = _imported_names(match[2])
-                if not names:
-                    continue
-                here = self._names[path].split(".")
-                package = here if path.endswith("__init__.py") else here[:-1]
-                source = _absolute(match[1].decode("ascii", "replace"), package)
-                for name, local in names:
-                    index.setdefault(name, []).append((path, source, local))
-        return index
+            here = self._names[path].split(".")
+            package = here if path.endswith("__init__.py") else here[:-1]
+            source = _absolute(match[1].decode("ascii", "replace"), package)
+            found.extend((name, source, local) for name, local in names)
+        return tuple(found)
 
     @cached_property
     def _names(self) -> dict[str, str]:
@@ -67,6 +85,32 @@ class Project:
         for path, module in self._names.items():
             modules.setdefault(module.rsplit(".", 1)[-1], []).append((module, path))
         return modules
+
+    def changed(self, path: str) -> set[str]:
+        """The file at `path` has new text (in a buffer or on disk), or was created or deleted: forget what was
+        read of it. Returns the files whose importers it may have changed (those its imports named before or
+        name now), whose analyses may now see another caller."""
+        path = os.path.abspath(path)
+        self._contexts.pop(path, None)
+        exists = self._bytes(path) is not None
+        if exists != (path in self.paths) and path.endswith(".py"):
+            self.paths = [other for other in self.paths if other != path] + ([path] if exists else [])
+            self.__dict__.pop("_names", None)
+            self.__dict__.pop("_modules", None)
+            self._resolved.clear()
+            self._classes_imported.clear()
+            self._contexts.clear()  # a module name may now resolve to another file
+        if self._entries is None:
+            return set()
+        before = self._entries.pop(path, ())
+        after = self._imports_of(path) if path in self.paths else ()
+        if after:
+            self._entries[path] = after
+        if before == after:
+            return set()
+        self._index = None
+        self._classes_imported.clear()
+        return {target for _, source, _ in (*before, *after) if (target := self._resolve(source)) is not None}
 
     def importers(self, path: str, name: str) -> list[Importer]:
         """The other files that import class `name` from the module at `path`."""
@@ -96,14 +140,18 @@ class Project:
     def context(self, path: str, limits: Limits):
         """The ModuleContext of another file of the project, or None when it cannot be read or parsed, or its
         tree would pass the memory budget. It is read under `limits`, the budget of the file being checked."""
+        self.reads.add(path)
         if path not in self._contexts:
             if len(self._contexts) >= _MAX_CONTEXTS:
                 self._contexts.pop(next(iter(self._contexts)))
-            self._contexts[path] = _parse(path, _read(path), limits)
+            self._contexts[path] = _parse(path, self._bytes(path), limits)
         context = self._contexts[path]
         if context is not None:
             context.limits = limits  # what the analyses do in it counts against the file being checked
         return context
+
+    def _bytes(self, path: str) -> bytes | None:
+        return self._overlay[path] if path in self._overlay else _read(path)
 
     @staticmethod
     def display(path: str, home: str) -> str:
@@ -165,7 +213,7 @@ def _same_module(written: str, module: str) -> bool:
 
 def _read(path: str) -> bytes | None:
     try:
-        with open(path, "rb") as handle:
+        with open(path, "rb", opener=regular_only) as handle:  # a FIFO named .py must not block the analysis
             return handle.read()
     except OSError:
         return None
