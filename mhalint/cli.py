@@ -411,6 +411,19 @@ def _probe(findings, rules, limits: ProbeLimits):
 
 
 @main.command()
+def server() -> None:
+    """Run the language server on standard input and output, for an editor (needs the `server` extra)."""
+    try:
+        from mhalint.server.app import serve
+    except ImportError as error:
+        if error.name not in ("pygls", "lsprotocol") and not str(error.name).startswith(("pygls.", "lsprotocol.")):
+            raise
+        raise UsageError("the server needs pygls and lsprotocol, which are not installed: "
+                         "pip install 'mhalint[server]' (in a clone: pip install -e '.[server]')") from None
+    serve()
+
+
+@main.command()
 @click.argument("code", required=False)
 @click.option("--all", "show_all", is_flag=True, help="List every rule.")
 @click.option("--output-format", type=click.Choice(["text", "json", "markdown"]), default="text",
