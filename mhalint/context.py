@@ -8,6 +8,7 @@ attention code uses.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
@@ -80,11 +81,12 @@ class ModuleContext:
 
     def __init__(self, module: cst.Module, path: str, source: str | None = None,
                  statement_lines: list[int] | None = None, project: Project | None = None,
-                 limits: Limits | None = None):
+                 limits: Limits | None = None, generated: dict | None = None):
         """`source` is the text `module` was parsed from and `statement_lines` the first line of each top-level
         statement in CPython's tree of it (mhalint.positions.first_lines), when the caller has them: they spare
         generating the module's code again for lines and positions. `project` holds the run's other files.
-        `limits` is the file's budget: the analyses call `limits.check()` in their loops (mhalint.budget)."""
+        `limits` is the file's budget: the analyses call `limits.check()` in their loops (mhalint.budget).
+        `generated`: top-level statements' generated code kept from an earlier version of the text (Positions)."""
         self.module = module
         self.project = project
         self.limits = limits if limits is not None else Limits(None)
@@ -93,6 +95,7 @@ class ModuleContext:
         self._source = source
         self._statement_lines = statement_lines
         self._positions: Positions | None = None
+        self.generated = generated
         self.imports: dict[str, str] = {}  # local name -> dotted name it refers to
         self.star_imports: list[str] = []
         self.root = Scope("module", module, None)
@@ -120,13 +123,16 @@ class ModuleContext:
 
     # ---- positions (resolved lazily: only files with something to report pay for them) ----
     def position(self, node: cst.CSTNode):
+        return self._positions_of_module()[node]
+
+    def _positions_of_module(self) -> Positions:
         if self._positions is None:
             from mhalint.positions import Positions, statement_starts  # imported when first needed
 
             lines = self._statement_lines
             starts = statement_starts(self.module, lines) if lines is not None else None
-            self._positions = Positions(self.module, self.source(), starts, self._top_statement)
-        return self._positions[node]
+            self._positions = Positions(self.module, self.source(), starts, self._top_statement, self.generated)
+        return self._positions
 
     def _top_statement(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The statement of the module's body that holds `node`."""
@@ -163,7 +169,9 @@ class ModuleContext:
 
     def code(self, node: cst.CSTNode) -> str:
         """The source text of an expression, on one line, for messages."""
-        text = self.module.code_for_node(node)
+        text = self._positions_of_module().text(node)  # sliced from the source: no code generation of its own
+        if text is None:
+            text = self.module.code_for_node(node)
         return " ".join(text.split())
 
     # ---- names ----
@@ -220,10 +228,22 @@ class ModuleContext:
         return []
 
     def comment(self, line: int) -> str | None:
-        """The comment on a source line, if any (the file is tokenized on first use)."""
-        if "comments" not in self.memo:
-            self.memo["comments"] = comments(self.source())
-        return self.memo["comments"].get(line)
+        """The comment on a source line, if any. Only a line with a `#` is looked at, and only the top-level
+        statement around it is tokenized (on first use), not the whole file."""
+        lines = self.source_lines()
+        if not 1 <= line <= len(lines) or "#" not in lines[line - 1]:
+            return None
+        first, last = 1, len(lines)
+        starts = self._statement_lines
+        if starts:
+            index = bisect.bisect_right(starts, line) - 1
+            first = starts[index] if index >= 0 else 1
+            last = starts[index + 1] - 1 if index + 1 < len(starts) else len(lines)
+        table = self.memo.setdefault("comments", {})
+        if first not in table:
+            table[first] = {first + number - 1: text
+                            for number, text in comments("".join(lines[first - 1:last])).items()}
+        return table[first].get(line)
 
     def calls(self) -> list[tuple[cst.Call, Scope]]:
         """Every call in the module with the scope it is in; built on first use (only rules that follow values

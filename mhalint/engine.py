@@ -18,7 +18,7 @@ import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from mhalint import deep_stack, noqa
 from mhalint.analysis.project import Project
@@ -34,6 +34,9 @@ from mhalint.rule import Rule, runtime_only
 from mhalint.source import decode, regular_only
 from mhalint.walk import walk
 from mhalint.workers import WorkerLost, Workers
+
+if TYPE_CHECKING:
+    from mhalint.incremental import Reparser  # imports libcst, which a run without a trigger never loads
 
 # Diagnostics of the engine itself, reported like findings so a run never stops at one bad file.
 PARSE_ERROR = "MHA900"
@@ -234,29 +237,32 @@ class Checker:
         return [notebook.locate(f) for f in self.check_source(notebook.source.encode(), path, result)]
 
     def check_source(self, source: bytes, path: str, result: Result | None = None, *,
-                     cancel: threading.Event | None = None) -> list[Finding]:
+                     cancel: threading.Event | None = None, reuse: Reparser | None = None) -> list[Finding]:
         """Findings for one file's bytes (noqa applied, sorted). A caller on another thread that sets `cancel`
-        stops the check within milliseconds: it raises `mhalint.budget.Cancelled`."""
+        stops the check within milliseconds: it raises `mhalint.budget.Cancelled`. `reuse` keeps the tree of one
+        document from version to version (mhalint.incremental), for a caller that checks it again after each
+        edit."""
         if not self.prefilter.matches(source):
             return []
-        return self._check_matched(source, path, result or Result(), cancel)
+        return self._check_matched(source, path, result or Result(), cancel, reuse)
 
-    def _check_matched(self, source: bytes, path: str, result: Result,
-                       cancel: threading.Event | None = None) -> list[Finding]:
+    def _check_matched(self, source: bytes, path: str, result: Result, cancel: threading.Event | None = None,
+                       reuse: Reparser | None = None) -> list[Finding]:
         with _collector_paused():
-            return deep_stack.run(self._check, source, path, result, cancel)
+            return deep_stack.run(self._check, source, path, result, cancel, reuse)
 
-    def _check(self, source: bytes, path: str, result: Result, cancel: threading.Event | None) -> list[Finding]:
+    def _check(self, source: bytes, path: str, result: Result, cancel: threading.Event | None,
+               reuse: Reparser | None) -> list[Finding]:
         """The file's findings, or MHA903 (and the internal errors met until then) past the file's budget."""
         findings: list[Finding] = []  # the rules' findings, and internal errors, as they come
         try:
-            return self._check_within(source, path, result, Limits(self.budget, cancel), findings)
+            return self._check_within(source, path, result, Limits(self.budget, cancel), findings, reuse)
         except TooComplex as reason:
             return [_engine_finding(path, TOO_COMPLEX, f"{reason}; exclude the file or raise the limit"),
                     *(finding for finding in findings if finding.code == INTERNAL_ERROR)]
 
     def _check_within(self, source: bytes, path: str, result: Result, limits: Limits,
-                      findings: list[Finding]) -> list[Finding]:
+                      findings: list[Finding], reuse: Reparser | None = None) -> list[Finding]:
         try:
             text, _ = decode(source)
         except (UnicodeDecodeError, LookupError, SyntaxError) as error:
@@ -278,9 +284,10 @@ class Checker:
         try:
             with _recursion_limit(_RECURSION_LIMIT):  # safe here: this thread has a large stack
                 with _unvalidated_nodes():
-                    module = cst.parse_module(text)
+                    module = reuse.parse(text, statement_lines) if reuse is not None else cst.parse_module(text)
                 limits.check()
-                context = ModuleContext(module, path, text, statement_lines, self.project, limits)
+                context = ModuleContext(module, path, text, statement_lines, self.project, limits,
+                                        reuse.generated if reuse is not None else None)
                 walker = _Walker(context, self._instances(context, findings, path, result), path, result, findings)
                 walk(module, walker.on_visit, walker.on_leave)
                 result.read_project = context.read_project

@@ -35,7 +35,8 @@ class Span:
 @dataclass
 class _OffsetState(CodegenState):
     offset: int = 0
-    spans: dict = field(default_factory=dict)
+    spans: dict = field(default_factory=dict)  # syntactic: PositionProvider's
+    extents: dict = field(default_factory=dict)  # everything the node generates: its code_for_node, whitespace included
     _stack: list = field(default_factory=list)
 
     def add_indent_tokens(self) -> None:
@@ -55,6 +56,7 @@ class _OffsetState(CodegenState):
 
     def after_codegen(self, node: cst.CSTNode) -> None:
         start = self._stack.pop()
+        self.extents[node] = (start, self.offset)
         if node not in self.spans:  # a syntactic position recorded inside wins, as in PositionProvider
             self.spans[node] = (start, self.offset)
 
@@ -72,57 +74,102 @@ class _OffsetState(CodegenState):
             self.spans[node] = (start, end)
 
 
+@dataclass(frozen=True)
+class Generated:
+    """One top-level statement's generated code, with its nodes' spans and extents as offsets from its start: what
+    a later version of the same text can use again when it holds the same statement node (the language server
+    reuses the statements an edit did not touch)."""
+
+    text: str
+    spans: dict
+    extents: dict
+
+
+def generate(statement: cst.CSTNode, module: cst.Module) -> Generated:
+    state = _OffsetState(default_indent=module.default_indent, default_newline=module.default_newline)
+    statement._codegen(state)
+    return Generated("".join(state.tokens), state.spans, state.extents)
+
+
+_MISMATCH = object()  # a statement whose generated code is not the source at its offset
+
+
 class Positions:
-    """node -> Span.
+    """node -> Span, and node -> the source text it was parsed from.
 
     Generating a whole module's code to count characters cost more than parsing it, and most files need a few
     positions. So when the line each top-level statement starts on is known (`statement_starts`, read off
     CPython's tree of the same source), only the statement holding the node asked for is generated, starting at
     that line's offset, and the text it generates is compared with the source there. Without starts, or if a
-    statement's text does not match, the whole module is generated once.
+    statement's text does not match, the whole module is generated once. `generated` holds statements generated
+    for an earlier version of the text (and receives those generated now): one found at its offset unchanged is
+    not generated again.
     """
 
     def __init__(self, module: cst.Module, code: str, statement_starts: list[int] | None = None,
-                 top_statement: Callable[[cst.CSTNode], cst.CSTNode | None] | None = None):
+                 top_statement: Callable[[cst.CSTNode], cst.CSTNode | None] | None = None,
+                 generated: dict[cst.CSTNode, Generated] | None = None):
         self._module = module
         self._code = code
         self._line_starts = line_starts(code)
-        self._spans: dict[cst.CSTNode, tuple[int, int]] = {}
+        self._spans: dict[cst.CSTNode, tuple[int, int]] = {}  # of the whole module, once generated
+        self._extents: dict[cst.CSTNode, tuple[int, int]] = {}
         self._whole = False
         self._top_statement = top_statement
         self._offsets: dict[cst.CSTNode, int] = {}
         if statement_starts is not None and top_statement is not None:
             self._offsets = {statement: self._line_starts[line - 1]
                              for statement, line in zip(module.body, statement_starts)}
-        self._generated: set[cst.CSTNode] = set()
+        self._placed: dict[cst.CSTNode, object] = {}  # statement -> (its offset, Generated), or _MISMATCH
+        self._generated = generated if generated is not None else {}
 
     def __getitem__(self, node: cst.CSTNode) -> Span:
-        if node not in self._spans and not self._whole:
-            statement = self._top_statement(node) if self._offsets else None
-            if statement in self._offsets and statement not in self._generated:
-                self._generate_statement(statement)
-            if node not in self._spans:
-                self._generate_module()
-        start, end = self._spans[node]
-        return Span(self._point(start), self._point(end))
+        found = self._find(node, "spans")
+        if found is None:
+            self._generate_module()
+            found = self._spans[node]
+        return Span(self._point(found[0]), self._point(found[1]))
 
-    def _generate_statement(self, statement: cst.CSTNode) -> None:
-        self._generated.add(statement)
+    def text(self, node: cst.CSTNode) -> str | None:
+        """The source text of a node of the module (its `code_for_node`, as the source writes it), or None when it
+        cannot be found without generating the whole module (a node from elsewhere, or no statement starts)."""
+        found = self._find(node, "extents")
+        return self._code[found[0]:found[1]] if found is not None else None
+
+    def _find(self, node: cst.CSTNode, kind: str) -> tuple[int, int] | None:
+        """The node's (start, end) offsets, from its statement's generated code (generated now if need be)."""
+        if self._whole:
+            return (self._spans if kind == "spans" else self._extents).get(node)
+        statement = self._top_statement(node) if self._offsets else None
+        if statement not in self._offsets:
+            return None
+        placed = self._placed.get(statement)
+        if placed is None:
+            placed = self._placed[statement] = self._generate_statement(statement)
+        if placed is _MISMATCH:
+            return None
+        offset, generated = placed
+        found = getattr(generated, kind).get(node)
+        return (found[0] + offset, found[1] + offset) if found is not None else None
+
+    def _generate_statement(self, statement: cst.CSTNode):
+        """(offset, Generated) of a statement whose generated code is the source at its offset, else _MISMATCH."""
         offset = self._offsets[statement]
-        state = self._state(offset)
-        statement._codegen(state)
-        if self._code[offset:state.offset] == "".join(state.tokens):
-            self._spans.update(state.spans)
+        generated = self._generated.get(statement)
+        if generated is None or not self._code.startswith(generated.text, offset):
+            generated = generate(statement, self._module)
+            if not self._code.startswith(generated.text, offset):
+                return _MISMATCH
+            self._generated[statement] = generated
+        return offset, generated
 
     def _generate_module(self) -> None:
-        state = self._state(0)
+        state = _OffsetState(default_indent=self._module.default_indent,
+                             default_newline=self._module.default_newline)
         self._module._codegen(state)
         self._spans = state.spans
+        self._extents = state.extents
         self._whole = True
-
-    def _state(self, offset: int) -> _OffsetState:
-        return _OffsetState(default_indent=self._module.default_indent,
-                            default_newline=self._module.default_newline, offset=offset)
 
     def _point(self, offset: int) -> Point:
         line = bisect.bisect_right(self._line_starts, offset)

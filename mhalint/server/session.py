@@ -21,6 +21,7 @@ from mhalint.discovery import discover, excluded
 from mhalint.engine import Checker, Result
 from mhalint.finding import Finding
 from mhalint.fixes import fix_source
+from mhalint.incremental import Reparser
 from mhalint.notebook import Notebook, fix_cells
 from mhalint.rule import load_rules
 from mhalint.selection import SelectionError
@@ -72,6 +73,7 @@ class Session:
     rules: dict = field(default_factory=load_rules)
     buffers: dict[str, bytes] = field(default_factory=dict)  # open Python buffers by absolute path
     outcomes: dict[str, Outcome] = field(default_factory=dict)  # by document key
+    reparsers: dict[str, Reparser] = field(default_factory=dict)  # each open document's tree, kept between edits
     _settings: dict[tuple, _Resolved] = field(default_factory=dict)
     _checkers: dict[tuple, Checker] = field(default_factory=dict)
     _project: Project | None = None
@@ -88,6 +90,7 @@ class Session:
     def closed(self, source: Source) -> set[str]:
         """A document was closed: the disk's text counts again, and its outcome is forgotten."""
         self.outcomes.pop(source.key, None)
+        self.reparsers.pop(source.key, None)
         if source.is_notebook or self.buffers.pop(source.path, None) is None:
             return set()
         return self._affected(source.path)
@@ -153,10 +156,11 @@ class Session:
 
     def _findings(self, checker: Checker, source: Source, result: Result,
                   cancel: threading.Event | None) -> list[Finding]:
+        reuse = self.reparsers.setdefault(source.key, Reparser())
         if not source.is_notebook:
-            return checker.check_source(encoded(source.text), source.path, result, cancel=cancel)
+            return checker.check_source(encoded(source.text), source.path, result, cancel=cancel, reuse=reuse)
         notebook = Notebook.joining(source.cells)
-        found = checker.check_source(notebook.source.encode(), source.path, result, cancel=cancel)
+        found = checker.check_source(notebook.source.encode(), source.path, result, cancel=cancel, reuse=reuse)
         return [notebook.locate(finding) for finding in found]
 
     @property
