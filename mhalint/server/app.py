@@ -52,7 +52,7 @@ class MhalintServer(LanguageServer):
         self.diagnostics: dict[str, dict[Finding, types.Diagnostic]] = {}
         self.published_cells: dict[str, set[str]] = {}  # a notebook's cell URIs that were given diagnostics
         self.said: set[str] = set()  # tracebacks already logged, so that a failing rule is not logged at each key
-        self.shown: set[str] = set()  # problems shown and not yet gone: a broken file is not reported at each key
+        self.shown: set[str] = set()  # problems shown and not gone from every document: not reported at each key
         self.updated = asyncio.Condition()
         self.thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mhalint-session")
 
@@ -160,10 +160,10 @@ class MhalintServer(LanguageServer):
         made = {finding: diagnostic(finding, placed, self.docs, related, described) for finding in outcome.findings}
         self.outcomes[source.key] = outcome
         self.diagnostics[source.key] = made
-        for problem in outcome.problems:
-            if problem not in self.shown:
-                self.show(f"mhalint: {problem}; checking with the defaults in its place until it is fixed")
-        self.shown = set(outcome.problems)
+        problems = {problem for checked in self.outcomes.values() for problem in checked.problems}
+        for problem in sorted(problems - self.shown):
+            self.show(f"mhalint: {problem}; checking with the defaults in its place until it is fixed")
+        self.shown = problems  # a problem gone from every open document is shown again if it comes back
         for text in outcome.tracebacks:
             self.log_once(f"mhalint: a rule failed on {source.path} and was skipped for the rest of it "
                           f"(MHA902):\n{text}")
