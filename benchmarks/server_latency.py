@@ -47,6 +47,8 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from speed import cpu_model  # this script's folder is on the path when it runs
+
 REPO = Path(__file__).resolve().parents[1]
 
 TARGET_RATIO = 0.3  # server / process, at most
@@ -472,16 +474,6 @@ def versions() -> str:
         except importlib.metadata.PackageNotFoundError:
             found.append(f"{name} ?")
     return ", ".join(found)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def load() -> str:

@@ -18,6 +18,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcRequestCancelled
 from pytest_lsp import ClientServerConfig
 
+from test_project import MODEL, TRAIN
 from lsp import (Client, Document, apply, codes, diagnostics, initialize, make_client, server_command,
                  server_environment, wait_for)
 
@@ -333,33 +334,12 @@ async def test_excluded_files_get_no_diagnostics(client: Client, tmp_path):
     assert await document.diagnostics() == []
 
 
-MODEL = """\
-    import torch.nn as nn
-
-    class Encoder(nn.Module):
-        def __init__(self, dim, heads):
-            super().__init__()
-            self.layer = nn.TransformerEncoderLayer(dim, heads, batch_first=True)
-
-        def forward(self, src):
-            return self.layer(src)
-"""
-
-TRAIN = """\
-    import torch
-    from model import Encoder
-
-    def step(a, b):
-        B, T, C = a.shape
-        both = torch.cat([a, b], dim=1)
-        encoder = Encoder(64, 8)
-        return encoder(both)
-"""
+TRAIN_SCRIPT = TRAIN.format(module="model", op="")  # test_project's: model.py's Encoder called in train.py
 
 
 async def test_an_unsaved_edit_in_another_file_rechecks_the_file_that_depends_on_it(client: Client, tmp_path):
     model = Document.open(client, write(tmp_path, "model.py", MODEL))
-    train = Document.open(client, write(tmp_path, "train.py", TRAIN))
+    train = Document.open(client, write(tmp_path, "train.py", TRAIN_SCRIPT))
     assert await model.diagnostics() == [] and await train.diagnostics() == []
     before = len(client.published)
     train.replace("encoder(both)", "encoder(both.transpose(0, 1))")  # not saved: the disk still has the old call
@@ -375,10 +355,10 @@ async def test_an_unsaved_edit_in_another_file_rechecks_the_file_that_depends_on
 
 async def test_a_file_changed_on_disk_rechecks_the_open_files_that_read_it(client: Client, tmp_path):
     model = Document.open(client, write(tmp_path, "model.py", MODEL))
-    write(tmp_path, "train.py", TRAIN)
+    write(tmp_path, "train.py", TRAIN_SCRIPT)
     assert await model.diagnostics() == []
     before = len(client.published)
-    write(tmp_path, "train.py", TRAIN.replace("encoder(both)", "encoder(both.transpose(0, 1))"))
+    write(tmp_path, "train.py", TRAIN_SCRIPT.replace("encoder(both)", "encoder(both.transpose(0, 1))"))
     client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams([types.FileEvent(
         (tmp_path / "train.py").as_uri(), types.FileChangeType.Changed)]))
     assert codes(await diagnostics(client, model.uri, after=before)) == ["MHA001"]

@@ -323,13 +323,21 @@ async def did_change_configuration(ls: MhalintServer, params: types.DidChangeCon
         await ls.recheck(await ls.on_session(ls.session.configure, options), now=True)
 
 
-async def on_hover(ls: MhalintServer, params: types.HoverParams) -> types.Hover | None:
-    key = ls.key_of(params.text_document.uri)
+async def _located(ls: MhalintServer, uri: str) -> tuple[Outcome, Placed, int | None] | None:
+    """The current outcome of the document a request names, its text as placed, and the cell the URI is, if any."""
+    key = ls.key_of(uri)
     outcome = await ls.current(key) if key is not None else None
     if outcome is None:
         return None
     placed = ls.placed(outcome.source)
-    cell = _cell(placed, params.text_document.uri)
+    return outcome, placed, _cell(placed, uri)
+
+
+async def on_hover(ls: MhalintServer, params: types.HoverParams) -> types.Hover | None:
+    located = await _located(ls, params.text_document.uri)
+    if located is None:
+        return None
+    outcome, placed, cell = located
     point = placed.lines(cell).point(params.position)
     found = [finding for finding in outcome.findings if finding.cell == cell and _covers(finding, point, point)]
     if not found:
@@ -341,12 +349,11 @@ async def on_hover(ls: MhalintServer, params: types.HoverParams) -> types.Hover 
 
 
 async def on_code_action(ls: MhalintServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
-    key = ls.key_of(params.text_document.uri)
-    outcome = await ls.current(key) if key is not None else None
-    if outcome is None:
+    located = await _located(ls, params.text_document.uri)
+    if located is None:
         return None
-    placed = ls.placed(outcome.source)
-    cell = _cell(placed, params.text_document.uri)
+    outcome, placed, cell = located
+    key = outcome.source.key
     lines = placed.lines(cell)
     start, end = lines.point(params.range.start), lines.point(params.range.end)
     only = params.context.only
