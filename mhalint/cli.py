@@ -221,10 +221,30 @@ def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_sele
     else:
         cache = None if no_cache else Cache(cache_dir(settings.config.root), settings.selection.rules)
 
-        def run(on_file=None):
-            return checker.check_paths(paths or (Path("."),), cache=cache, jobs=jobs, on_file=on_file, **discovery)
+        bar = _progress(output_format, quiet or silent)
+        counted = 0
 
-        result = run((lambda path, found: printer.findings(shown(found))) if stream else None)
+        def advance(done: int, total: int, found) -> None:
+            nonlocal counted
+            counted += len(shown(found))
+            bar.update(done, total, counted)
+
+        def print_file(path: str, found) -> None:
+            if bar is not None:
+                bar.clear()  # the report's line starts at the left margin; the next update redraws the bar
+            printer.findings(shown(found))
+
+        def run(on_file=None):
+            nonlocal counted
+            counted = 0
+            try:
+                return checker.check_paths(paths or (Path("."),), cache=cache, jobs=jobs, on_file=on_file,
+                                           progress=advance if bar is not None else None, **discovery)
+            finally:
+                if bar is not None:
+                    bar.clear()
+
+        result = run(print_file if stream else None)
     if add_noqa:  # not on the engine's own findings (a file that cannot be read or parsed, an unused directive)
         added, failures = noqa.add_to_files([f for f in shown(result.findings) if f.code not in ENGINE_CODES
                                              or f.code == INTERNAL_ERROR], lambda text: click.echo(text, err=True))
@@ -270,6 +290,17 @@ def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_sele
     if exit_zero:
         sys.exit(EXIT_CLEAN)
     sys.exit(EXIT_FINDINGS if findings or (exit_non_zero_on_fix and fix and outcome.applied) else EXIT_CLEAN)
+
+
+def _progress(output_format: str, quiet: bool):
+    """A progress line on standard error for a long run: on a terminal only, for the formats people read, and
+    not with --quiet or --silent; None otherwise."""
+    from mhalint.progress import Progress
+    from mhalint.report.printer import HUMAN
+
+    if quiet or output_format not in HUMAN or not sys.stderr.isatty() or os.environ.get("TERM") == "dumb":
+        return None
+    return Progress()
 
 
 def _show_files(paths, discovery: dict) -> None:

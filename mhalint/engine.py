@@ -112,7 +112,8 @@ class Checker:
         self.project: Project | None = None
 
     def check_paths(self, paths: Iterable[str | Path], *, cache: Cache | None = None, jobs: int | None = None,
-                    on_file: Callable[[str, list[Finding]], None] | None = None, **discovery) -> Result:
+                    on_file: Callable[[str, list[Finding]], None] | None = None,
+                    progress: Callable[[int, int, list[Finding]], None] | None = None, **discovery) -> Result:
         """Check every file `discover(paths, **discovery)` finds (its keyword arguments: respect_gitignore,
         exclude, default_exclude, anchors). Unchanged files come from `cache`; files that need parsing are
         spread over `jobs` processes (default: the CPU count) when there are enough of them.
@@ -121,6 +122,9 @@ class Checker:
         order of `Result.findings` (sorted by path), as soon as that file and every file before it are done,
         cached or checked: a caller can print findings while later files are still being checked. `findings`
         are that file's part of `Result.findings`, the same objects (noqa applied, sorted), and may be empty.
+
+        `progress(done, total, findings)` is called as each file is done, in any order: how many of the `total`
+        are done, and that file's findings (a progress line counts them).
 
         The cache index is written only once every file is done: an interrupted run leaves the previous one."""
         result = Result()
@@ -138,9 +142,16 @@ class Checker:
         for path, reason in found.errors:
             unreadable.setdefault(str(path), []).append(_engine_finding(str(path), READ_ERROR, reason))
         in_order = _InPathOrder([*files, *unreadable], deliver)
+        total = len(set(files).union(unreadable))
+        finished = 0
 
         def done(path: str, findings: list[Finding]) -> None:
-            in_order.done(path, unreadable.pop(path, []) + findings)
+            nonlocal finished
+            findings = unreadable.pop(path, []) + findings
+            finished += 1
+            if progress is not None:
+                progress(finished, total, findings)
+            in_order.done(path, findings)
 
         for path in set(unreadable).difference(files):
             done(path, [])

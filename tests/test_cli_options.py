@@ -428,3 +428,84 @@ def test_machine_formats_and_runs_that_need_every_finding_are_printed_whole(tmp_
     streamed = subprocess.run([sys.executable, "-m", "mhalint", "check", "--no-cache", "--output-format", "concise",
                                "."], cwd=project, env=environment, capture_output=True, text=True, timeout=120)
     assert [line.split(":")[0] for line in streamed.stdout.splitlines()[:-1]] == ["a.py", "z.py"]  # path order
+
+
+def _check_with_a_terminal_for_stderr(project: Path, environment: dict, *args: str) -> tuple[str, str, int]:
+    """`mhalint check` with standard error on a pseudo-terminal (as in a shell) and standard output on a pipe; the
+    file z.py holds the run for 2.5 s, past the progress line's delay. (stdout, what the terminal got, exit)."""
+    import pty
+    import threading
+
+    primary, secondary = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "mhalint", "check", "--no-cache", "--jobs", "1", *args, "."],
+                               cwd=project, env={**environment, "TERM": "xterm"}, stdout=subprocess.PIPE,
+                               stderr=secondary, text=True)
+    os.close(secondary)
+    received = bytearray()
+
+    def read_terminal() -> None:
+        while True:
+            try:
+                chunk = os.read(primary, 4096)
+            except OSError:  # the process closed its end
+                return
+            if not chunk:
+                return
+            received.extend(chunk)
+
+    reader = threading.Thread(target=read_terminal, daemon=True)
+    reader.start()
+    threading.Timer(2.5, lambda: (project / "release").write_text("")).start()
+    stdout, _ = process.communicate(timeout=120)
+    reader.join(timeout=10)
+    os.close(primary)
+    (project / "release").unlink()
+    return stdout, received.decode(), process.returncode
+
+
+def test_a_long_run_shows_a_progress_line_on_a_terminal_and_erases_it(tmp_path: Path):
+    (tmp_path / "project").mkdir()
+    project = tree(tmp_path / "project", **{"a.py": WARNING, "z.py": "hold_here()\n"})
+    environment = _with_holding_plugin(tmp_path)
+    stdout, terminal, code = _check_with_a_terminal_for_stderr(project, environment, "--output-format", "concise")
+    assert code == 1 and stdout.splitlines()[-1] == "Found 2 findings (2 files checked)."
+    assert "\x1b" not in stdout  # the report itself is untouched
+    assert "] 2/2 files, 2 findings" in terminal and terminal.endswith("\r\x1b[K")  # drawn, then erased
+    for args in (["-q"], ["--output-format", "json"], ["--output-format", "sarif"]):
+        stdout, terminal, code = _check_with_a_terminal_for_stderr(project, environment, *args)
+        assert code == 1 and terminal == "", args
+
+
+def test_no_progress_line_when_standard_error_is_not_a_terminal(tmp_path: Path):
+    import threading
+
+    (tmp_path / "project").mkdir()
+    project = tree(tmp_path / "project", **{"a.py": WARNING, "z.py": "hold_here()\n"})
+    threading.Timer(2.5, lambda: (project / "release").write_text("")).start()  # a run past the delay
+    completed = subprocess.run([sys.executable, "-m", "mhalint", "check", "--no-cache", "--jobs", "1", "."],
+                               cwd=project, env={**_with_holding_plugin(tmp_path), "TERM": "xterm"},
+                               capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 1 and completed.stderr == ""
+
+
+def test_the_progress_line_waits_for_its_delay_redraws_at_most_ten_times_a_second_and_fits_the_width():
+    import io
+
+    from mhalint.progress import Progress
+
+    now = [0.0]
+    stream = io.StringIO()
+    progress = Progress(stream, delay=2.0, clock=lambda: now[0])
+    progress.update(1, 40, 0)
+    assert stream.getvalue() == ""  # a short run shows nothing
+    now[0] = 2.0
+    progress.update(10, 40, 3)
+    now[0] = 2.05
+    progress.update(11, 40, 3)  # within 0.1 s of the last draw
+    assert stream.getvalue().count("\r\x1b[K") == 1 and stream.getvalue().endswith("] 10/40 files, 3 findings")
+    progress.clear()
+    progress.clear()  # nothing drawn: nothing to erase
+    assert stream.getvalue().endswith("findings\r\x1b[K") and stream.getvalue().count("\r\x1b[K") == 2
+    assert progress.line(80) == "[" + "#" * 11 + "-" * 29 + "] 11/40 files, 3 findings"  # 11 of 40 in 40 cells
+    assert progress.line(60) == "[" + "#" * 9 + "-" * 25 + "] 11/40 files, 3 findings"  # 60 characters
+    assert progress.line(20) == "11/40 files, 3 findi"  # no room for the bar
