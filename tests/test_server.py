@@ -468,3 +468,13 @@ async def test_a_cancelled_request_stops_and_the_server_answers_the_next(tmp_pat
         hovered = await client.text_document_hover_async(types.HoverParams(
             types.TextDocumentIdentifier(document.uri), types.Position(7, 30)))
         assert hovered is not None and "MHA002" in hovered.contents.value
+
+
+async def test_a_document_that_is_not_python_is_left_alone(client: Client, tmp_path):
+    notes = (tmp_path / "notes.md").as_uri()
+    client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
+        notes, "markdown", 1, "F.scaled_dot_product_attention(q, k, v, attn_mask=pad)  # is_causal=True\n")))
+    client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(notes)))
+    document = Document.open(client, write(tmp_path, "attend.py", FLIPPED_MASK))  # later: all before it is handled
+    assert codes(await document.diagnostics()) == ["MHA002"]
+    assert [published.uri for published in client.published] == [document.uri]

@@ -180,10 +180,11 @@ class MhalintServer(LanguageServer):
         self.published_cells[source.key] = set(by_cell)
 
     def clear(self, key: str) -> None:
-        """A closed document's diagnostics are withdrawn."""
+        """A closed document's diagnostics are withdrawn (a document mhalint never published for, as a Markdown
+        file, gets nothing)."""
+        published = self.diagnostics.pop(key, None) is not None
         self.outcomes.pop(key, None)
-        self.diagnostics.pop(key, None)
-        for uri in sorted(self.published_cells.pop(key, set())) or [key]:
+        for uri in sorted(self.published_cells.pop(key, set())) or ([key] if published else []):
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri, []))
 
     async def current(self, key: str) -> Outcome | None:
