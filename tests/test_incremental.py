@@ -31,6 +31,7 @@ def parse(reparser: Reparser, text: str) -> cst.Module | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SyntaxWarning)  # `1x` after an edit: an invalid literal warns
+            warnings.simplefilter("ignore", DeprecationWarning)  # and so does a `\ ` escape
             lines = first_lines(ast.parse(text))
     except (SyntaxError, ValueError):
         return None  # the engine reports it and never parses it with libcst
