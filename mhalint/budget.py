@@ -86,7 +86,8 @@ class Limits:
 
     def _following(self, now: float) -> float:
         """When `check` next has something to look at: the deadline, a memory reading or the cancel event."""
-        return min(self._deadline, self._next_memory_check, now + _CANCEL_EVERY if self._cancel is not None else math.inf)
+        cancel = now + _CANCEL_EVERY if self._cancel is not None else math.inf
+        return min(self._deadline, self._next_memory_check, cancel)
 
     @contextlib.contextmanager
     def excluded(self):

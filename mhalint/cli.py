@@ -439,8 +439,6 @@ def _probe(findings, rules, limits: ProbeLimits):
         raise UsageError(str(error))
 
 
-
-
 @main.command()
 def server() -> None:
     """Run the language server on standard input and output, for an editor (needs the `server` extra)."""

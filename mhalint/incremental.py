@@ -23,7 +23,6 @@ from mhalint.positions import Generated, generate, statement_starts
 from mhalint.source import line_starts
 
 
-
 @dataclass
 class _Version:
     text: str
@@ -72,7 +71,6 @@ class Reparser:
         prefix = _common_prefix(last.text, text)
         suffix = _common_suffix(last.text, text, min(len(last.text), len(text)) - prefix)
         kept_before = max((index for index in range(len(body) + 1) if last.bounds[index] <= prefix), default=0)
-        kept_before = min(kept_before, len(body))
         first_after = min((index for index in range(kept_before, len(body) + 1)
                            if last.bounds[index] >= len(last.text) - suffix), default=len(body))
         if kept_before == 0 or last.text.count("\n", 0, last.bounds[kept_before]) < 2:

@@ -36,7 +36,7 @@ class Span:
 class _OffsetState(CodegenState):
     offset: int = 0
     spans: dict = field(default_factory=dict)  # syntactic: PositionProvider's
-    extents: dict = field(default_factory=dict)  # everything the node generates: its code_for_node, whitespace included
+    extents: dict = field(default_factory=dict)  # all the node generates (its code_for_node, whitespace too)
     _stack: list = field(default_factory=list)
 
     def add_indent_tokens(self) -> None:
@@ -86,9 +86,14 @@ class Generated:
 
 
 def generate(statement: cst.CSTNode, module: cst.Module) -> Generated:
-    state = _OffsetState(default_indent=module.default_indent, default_newline=module.default_newline)
+    state = _state(module)
     statement._codegen(state)
     return Generated("".join(state.tokens), state.spans, state.extents)
+
+
+def _state(module: cst.Module) -> _OffsetState:
+    """A code generation that counts characters, under the module's indentation and line ending."""
+    return _OffsetState(default_indent=module.default_indent, default_newline=module.default_newline)
 
 
 _MISMATCH = object()  # a statement whose generated code is not the source at its offset
@@ -164,8 +169,7 @@ class Positions:
         return offset, generated
 
     def _generate_module(self) -> None:
-        state = _OffsetState(default_indent=self._module.default_indent,
-                             default_newline=self._module.default_newline)
+        state = _state(self._module)
         self._module._codegen(state)
         self._spans = state.spans
         self._extents = state.extents

@@ -103,7 +103,8 @@ def test_an_edit_inside_one_statement_keeps_the_others():
     pytest.param("x = 1\ny = 2\nz = 3\n", "x = 1\ny = 2\nz = 3", id="the final line break removed"),
     pytest.param("x = 1\ny = 2\nif x:\n    a = 1\n", "x = 1\ny = 2\nif x:\n    a = 1\n    # c\n",
                  id="an indented comment at the end joins the last block"),
-    pytest.param("x = 1\r\ny = 2\r\nz = 3\r\n", "x = 1\r\ny = 2\r\nw = 0\nz = 3\r\n", id="a line ending of another kind"),
+    pytest.param("x = 1\r\ny = 2\r\nz = 3\r\n", "x = 1\r\ny = 2\r\nw = 0\nz = 3\r\n",
+                 id="a line ending of another kind"),
 ])
 def test_seams_a_full_parse_would_see_otherwise_are_parsed_whole(text, then):
     reparser = Reparser()

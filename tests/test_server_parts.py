@@ -167,8 +167,8 @@ def source(root: Path, name: str, text: str, version: int = 1) -> Source:
 
 def test_a_notebook_is_checked_as_its_cells_joined_and_reported_in_cell_lines(tmp_path):
     session = Session([str(tmp_path)])
-    cells = {1: "import torch.nn.functional as F\nPAD_ID = 0", 3: "pad = tokens == PAD_ID\nF.scaled_dot_product_attention("
-                                                       "q, k, v, attn_mask=pad[:, None, None, :])"}
+    cells = {1: "import torch.nn.functional as F\nPAD_ID = 0",
+             3: "pad = tokens == PAD_ID\nF.scaled_dot_product_attention(q, k, v, attn_mask=pad[:, None, None, :])"}
     outcome = session.check(Source("file:///n.ipynb", str(tmp_path / "n.ipynb"), 1, cells=cells))
     [finding] = outcome.findings
     assert (finding.code, finding.cell, finding.line) == ("MHA002", 3, 2)
@@ -324,7 +324,8 @@ def test_without_the_server_extra_it_says_what_to_install(tmp_path):
 
 def test_the_linter_does_not_import_the_server_or_pygls():
     code = ("import sys, mhalint.cli, mhalint.engine, mhalint.rule; mhalint.rule.load_rules(); "
-            "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('pygls', 'lsprotocol', 'mhalint.server')))))")
+            "print(json.dumps(sorted(m for m in sys.modules\n"
+            "                        if m.startswith(('pygls', 'lsprotocol', 'mhalint.server')))))")
     completed = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True,
                                timeout=60, check=True)
     assert json.loads(completed.stdout) == []

@@ -33,9 +33,9 @@ def quick_fixes(findings: Iterable[Finding], placed: Placed,
         if finding.fix is not None:
             safe = finding.fix.applicability == SAFE
             lines = placed.lines(finding.cell)
+            safety = "" if safe else ", unsafe: changes behaviour"
             actions.append(types.CodeAction(
-                title=f"mhalint: {finding.fix.title} ({finding.code})" + ("" if safe else
-                                                                         ", unsafe: changes behaviour"),
+                title=f"mhalint: {finding.fix.title} ({finding.code}){safety}",
                 kind=types.CodeActionKind.QuickFix, diagnostics=diagnostic, is_preferred=safe,
                 edit=types.WorkspaceEdit(changes={placed.uri(finding.cell): [lines.text_edit(edit)
                                                                              for edit in finding.fix.edits]})))

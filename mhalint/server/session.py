@@ -57,7 +57,6 @@ class Outcome:
     reads: frozenset[str] = frozenset()  # the other files the analysis read: a change there re-checks this one
     tracebacks: tuple[str, ...] = ()  # of the rules that failed on it (each also an MHA902 finding)
     problems: tuple[str, ...] = ()  # configuration the check could not use, in one line each
-    excluded: bool = False  # the settings exclude the file, as `mhalint check --force-exclude` would
 
 
 @dataclass
@@ -128,7 +127,7 @@ class Session:
         settings = resolved.settings
         if source.on_disk and excluded(source.path, exclude=settings.exclude,
                                        default_exclude=settings.default_exclude, anchors=[settings.config.root]):
-            outcome = Outcome(source, (), problems=resolved.problems, excluded=True)
+            outcome = Outcome(source, (), problems=resolved.problems)  # excluded, as `check --force-exclude` would
         else:
             checker = self._checker(settings)
             project = self.project
