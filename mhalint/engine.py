@@ -155,6 +155,7 @@ class Checker:
 
         for path in set(unreadable).difference(files):
             done(path, [])
+        project = Project(files)  # for this run's analyses only: check_source afterwards sees one file
         parse: list[tuple[str, bytes, os.stat_result | None]] = []
         for path in files:
             cached = cache.lookup(path, fingerprint) if cache is not None else None
@@ -164,6 +165,7 @@ class Checker:
                 except OSError as error:
                     done(path, [_engine_finding(path, READ_ERROR, error.strerror or str(error))])
                     continue
+                project.learn(path, raw)
                 if cache is not None and stat is not None:
                     cached = cache.lookup_content(path, raw, stat, fingerprint)
             result.files_checked += 1
@@ -188,7 +190,7 @@ class Checker:
                 cache.store(path, raw, stat, findings, fingerprint() if read_project else "")
             done(path, findings)
 
-        self.project = Project(files)  # for this run's analyses only: check_source afterwards sees one file
+        self.project = project
         try:
             self._run(parse, jobs, checked)
         finally:
@@ -213,6 +215,8 @@ class Checker:
         global _FORKED_CHECKER
         _FORKED_CHECKER = self  # inherited by the forked workers, so rules need not be pickled
         cst.Module  # load libcst here, once, so that the workers share its pages instead of each loading a copy
+        if self.project is not None:
+            self.project.prepare()
         gc.freeze()  # and keep the collector from writing to (so copying) every shared object in each worker
         try:
             with Workers(_check_in_worker, jobs) as pool:

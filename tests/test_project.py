@@ -8,8 +8,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from mhalint.analysis.project import Project, module_name
+from mhalint.analysis.project import _FROM_IMPORT, Project, _from_imports, module_name
 from mhalint.cache import Cache
 from mhalint.engine import Checker
 from mhalint.finding import Severity
@@ -125,6 +127,49 @@ def test_importers_need_the_import_not_only_the_name(tmp_path):
     project = Project([str(p) for p in tmp_path.glob("*.py")])
     [importer] = project.importers(str(tmp_path / "model.py"), "Encoder")
     assert (Path(importer.path).name, importer.local) == ("uses.py", "E")
+
+
+def test_imports_learnt_from_bytes_read_once_equal_those_read_from_disk(tmp_path):
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/model.py": "class Encoder: ...\n",
+                     "pkg/train.py": "from .model import (\n    Encoder as E,  # the model\n)\n",
+                     "run.py": "if True:\n    from pkg.model import Encoder; import os\n"})
+    paths = sorted(str(p) for p in tmp_path.rglob("*.py"))
+    learnt = Project(paths)
+    for path in paths:
+        learnt.learn(path, Path(path).read_bytes())
+        Path(path).unlink()  # what was learnt is not read again
+    read = learnt.importers(str(tmp_path / "pkg/model.py"), "Encoder")
+    assert sorted((Path(i.path).name, i.local) for i in read) == [("run.py", "Encoder"), ("train.py", "E")]
+
+
+def test_a_file_that_changes_before_the_index_is_used_is_read_again(tmp_path):
+    write(tmp_path, {"model.py": "class Encoder: ...\n", "uses.py": "import os\n"})
+    paths = [str(tmp_path / "model.py"), str(tmp_path / "uses.py")]
+    project = Project(paths)
+    project.learn(paths[1], b"import os\n")
+    (tmp_path / "uses.py").write_text("from model import Encoder\n")
+    assert project.changed(paths[1]) == set()  # nothing had used what was learnt
+    assert [Path(i.path).name for i in project.importers(paths[0], "Encoder")] == ["uses.py"]
+
+
+def test_an_open_buffer_is_not_replaced_by_the_bytes_on_disk(tmp_path):
+    write(tmp_path, {"model.py": "class Encoder: ...\n", "uses.py": "import os\n"})
+    uses = str(tmp_path / "uses.py")
+    project = Project([str(tmp_path / "model.py"), uses], overlay={uses: b"from model import Encoder as Enc\n"})
+    project.learn(uses, (tmp_path / "uses.py").read_bytes())
+    assert [i.local for i in project.importers(str(tmp_path / "model.py"), "Encoder")] == ["Enc"]
+
+
+_SOURCE_PIECES = st.sampled_from(["from ", "from", " import ", "import", " ", "\t", "\n", "\r\n", ".", "pkg", "E",
+                                  " as ", "(", ")", ",", ";", "#", "x", "\\", "from .pkg import E",
+                                  "\tfrom pkg import (E,\n", "  from . import x; from pkg import E\n"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_SOURCE_PIECES, max_size=40).map("".join))
+def test_the_import_scanner_finds_what_the_pattern_finds_at_every_line_start(text):
+    raw = text.encode()
+    assert [m.span() for m in _from_imports(raw)] == [m.span() for m in _FROM_IMPORT.finditer(raw)]
 
 
 # ---- a wrapper class defined in another file ---------------------------------------------------------------------
