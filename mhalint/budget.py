@@ -60,7 +60,7 @@ class Limits:
         self._cancel = cancel
         now = time.monotonic()
         self._deadline = now + budget.seconds if budget is not None else math.inf
-        self._resident_at_start = _resident_bytes() if budget is not None else None
+        self._resident_at_start = resident_bytes() if budget is not None else None
         self._next_memory_check = now + _MEMORY_EVERY if self._resident_at_start is not None else math.inf
         self._next = self._following(now)
         self._counted: str | None = None  # the text whose tokens were counted
@@ -78,7 +78,7 @@ class Limits:
             raise TooComplex(f"checking it passed the {self.budget.seconds:g} s time limit (file-time-limit)")
         if now >= self._next_memory_check:
             self._next_memory_check = now + _MEMORY_EVERY
-            used = (_resident_bytes() or 0) - self._resident_at_start
+            used = (resident_bytes() or 0) - self._resident_at_start
             if used > self.budget.megabytes * 2**20:
                 raise TooComplex(f"checking it took about {_megabytes(used)} of memory, over the "
                                  f"{self.budget.megabytes:,} MB limit (file-memory-limit)")
@@ -93,14 +93,14 @@ class Limits:
     def excluded(self):
         """What is not the file's (loading libcst, once per process): its time moves the deadline on, and the
         memory it takes is not counted."""
-        start, resident = time.monotonic(), _resident_bytes() if self._resident_at_start is not None else None
+        start, resident = time.monotonic(), resident_bytes() if self._resident_at_start is not None else None
         try:
             yield
         finally:
             self._deadline += time.monotonic() - start
             self._next = self._following(time.monotonic())
             if resident is not None:
-                self._resident_at_start += (_resident_bytes() or resident) - resident
+                self._resident_at_start += (resident_bytes() or resident) - resident
 
     def check_tree(self, text: str, parser: str) -> None:
         """Raise TooComplex when the syntax tree `parser` ("ast" or "libcst") would build for the file's `text`
@@ -127,7 +127,7 @@ def _megabytes(count: int) -> str:
     return f"{count / 2**30:.1f} GB" if count >= 2**30 else f"{math.ceil(count / 2**20):,} MB"
 
 
-def _resident_bytes() -> int | None:
+def resident_bytes() -> int | None:
     """The process's resident memory now (Linux), or None where /proc does not say."""
     try:
         with open("/proc/self/statm", "rb") as handle:
