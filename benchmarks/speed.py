@@ -1,4 +1,4 @@
-"""Speed of mhalint on a 3-million-line tree, against ruff and grep in the same run (issue 7).
+"""Speed of mhalint on a 3-million-line tree, against ruff and grep in the same run (issues 7 and 18).
 
 The corpus is the Python sources of pinned releases: transformers, diffusers and timm (their wheels, from
 `pip download --no-deps`, `.py` files only) and torch's own `torch/` package (copied from the installed torch).
@@ -14,8 +14,8 @@ every command alike), wall time and peak memory of each child process:
   1 file -    the same on a small file without one (it should not import libcst)
 Peak memory is ru_maxrss from os.wait4 (the largest single process of the child's tree) and, for a process pool,
 the largest sum over the child and its descendants of the resident (RSS) and proportional (PSS) set sizes, sampled
-from /proc every 0.1 s (the process tree is re-read every second). The memory figure is the larger of ru_maxrss and
-the PSS sum.
+from /proc every 0.1 s (the process tree is re-read every second). The memory figure held to the target is the PSS
+sum: the memory of all the run's processes, each page once.
 
 mhalint exiting 1 (findings) counts as success; any other failure is printed and makes the script exit 1.
 The script uses the standard library only; everything else runs in subprocesses.
@@ -51,11 +51,11 @@ TORCH_PIN = "2.13.0"
 RUFF_PIN = "0.17.6"
 CORPUS_FORMAT = 1  # bump when the layout of a built package changes
 
-TARGETS = {  # issue 7
-    "cold / ruff": (1.0, 0.5),
-    "warm / grep": (3.0, None),
-    "1 file + wall (s)": (0.35, None),
-    "cold peak RSS (MB)": (300.0, None),
+TARGETS = {  # issue 18 (issue 7 asked for cold <= 1.0x ruff, warm <= 3x grep, one file <= 0.35 s)
+    "cold / ruff": (2.0, None),
+    "warm / grep": (1.5, None),
+    "1 file + wall (s)": (0.25, None),
+    "cold peak PSS (MB)": (300.0, None),
 }
 
 PLAIN_FILE = '''\
@@ -675,12 +675,12 @@ def main(argv: list[str] | None = None) -> int:
     say(f"(ru_maxrss counts the image forked from this script before exec, so {own_rss_mb():.0f} MB, this script's"
         " own peak, is a floor: smaller tools show that figure)")
 
-    cold_rss = max(max(r.maxrss_mb, r.tree_pss_mb) for r in by_name["cold"].runs)  # the larger of the two
+    cold_pss = max(r.tree_pss_mb for r in by_name["cold"].runs)  # all processes, shared pages counted once
     figures = {
         "cold / ruff": medians["cold"] / medians["ruff"],
         "warm / grep": medians["warm"] / medians["grep"],
         "1 file + wall (s)": medians["1 file +"],
-        "cold peak RSS (MB)": cold_rss,
+        "cold peak PSS (MB)": cold_pss,
     }
     say("")
     say(f"{'figure':<20} {'value':>8}  target")

@@ -1,0 +1,152 @@
+"""Where a cold run of `mhalint check` spends its time, phase by phase (issue 18).
+
+Runs `Checker.check_paths` in this one process (`--jobs 1`, no cache, default settings), as `mhalint check` does,
+on a tree (by default benchmarks/speed.py's corpus), with a timer around each function that makes up a phase. A
+phase's time leaves out the phases it calls (the positions an analysis asks for are not analysis), so the
+phases add up to the run; the cyclic garbage collector's passes are a phase (`collector`, timed by a gc
+callback); what no timer covers (the engine's own loop, the pool's bookkeeping) is `other`.
+Start-up is the import of mhalint, its rules and libcst, measured in a fresh interpreter.
+
+A serial run's phases are CPU time spent one after the other; a parallel run spreads discovery to prefilter
+over one process and the rest over the workers. The figures come from wall clocks on a shared machine: run it
+twice and read the shares, not the third digit.
+
+Usage:
+    python benchmarks/profile.py [TREE]     (default /tmp/mhalint-speed-corpus/tree; build it with speed.py)
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import io
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+DEFAULT_TREE = Path("/tmp/mhalint-speed-corpus/tree")
+STARTUP = "import libcst, mhalint.cli, mhalint.rule; mhalint.rule.load_rules()"
+
+
+class Phases:
+    """Exclusive time per phase: each timed call's time, less that of the timed calls made inside it."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: Counter[str] = Counter()
+        self._inner: list[float] = []  # per open timed call, the time of the timed calls inside it so far
+
+    def timed(self, phase: str, function):
+        @functools.wraps(function)
+        def measured(*args, **kwargs):
+            start = time.perf_counter()
+            self._inner.append(0.0)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                elapsed = time.perf_counter() - start
+                self.seconds[phase] += elapsed - self._inner.pop()
+                self.calls[phase] += 1
+                if self._inner:
+                    self._inner[-1] += elapsed
+        return measured
+
+    def wrap(self, phase: str, owner, name: str) -> None:
+        setattr(owner, name, self.timed(phase, getattr(owner, name)))
+
+    def collections(self, stage: str, info: dict) -> None:
+        """A gc callback: the cyclic collector's passes are a phase of their own, out of the phase they interrupt."""
+        if stage == "start":
+            self._collecting = time.perf_counter()
+            return
+        elapsed = time.perf_counter() - self._collecting
+        self.seconds["collector"] += elapsed
+        self.calls["collector"] += 1
+        if self._inner:
+            self._inner[-1] += elapsed
+
+
+def instrument(phases: Phases) -> None:
+    """Timers around the functions of each phase, where the engine and the analyses look them up."""
+    from functools import cached_property
+
+    import libcst
+
+    from mhalint import engine, noqa, positions
+    from mhalint.analysis import project
+    from mhalint.lazy import cst
+    from mhalint.prefilter import Prefilter
+
+    phases.wrap("discovery", engine, "discover")
+    phases.wrap("read", engine, "_read")
+    phases.wrap("prefilter", Prefilter, "matches")
+    phases.wrap("prefilter", Prefilter, "only_passed_as_values")
+    phases.wrap("import index", project.Project, "_imports_of")
+    names = project.Project.__dict__["_names"]
+    assert isinstance(names, cached_property)
+    names.func = phases.timed("import index", names.func)
+    phases.wrap("CPython parse", engine, "_python_parse")
+    parse = phases.timed("libcst parse", libcst.parse_module)
+    for module in {libcst, cst}:  # the real module and mhalint's deferred stand-in for it
+        module.parse_module = parse
+    for name in ("first_lines", "statement_starts"):
+        phases.wrap("positions", positions, name)
+    for name in ("_generate_statement", "_generate_module"):
+        phases.wrap("positions", positions.Positions, name)
+    phases.wrap("analysis", engine, "walk")
+    phases.wrap("noqa", noqa, "suppress")
+    gc.callbacks.append(phases.collections)
+
+
+def startup_seconds() -> float:
+    """A fresh interpreter that imports mhalint, its rules and libcst (the best of three)."""
+    def once() -> float:
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", STARTUP], check=True)
+        return time.perf_counter() - start
+
+    return min(once() for _ in range(3))
+
+
+def main() -> None:
+    tree = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_TREE
+    if not tree.is_dir():
+        sys.exit(f"{tree}: no such directory (python benchmarks/speed.py builds the default corpus)")
+    startup = startup_seconds()
+    from mhalint.engine import Checker
+    from mhalint.report import concise
+    from mhalint.rule import load_rules
+    from mhalint.settings import resolve
+
+    phases = Phases()
+    instrument(phases)
+    settings = resolve(load_rules(), [tree], config_path=None, select=None, extend_select=[], ignore=None,
+                       exclude=None, extend_exclude=[], respect_gitignore=None, min_severity=None,
+                       probe_timeout=None, probe_total_timeout=None, probe_memory=None, isolated=True)
+    checker = Checker(settings.selection.rules, unused_noqa=True, budget=settings.file_budget)
+    start = time.perf_counter()
+    result = checker.check_paths([tree], jobs=1, respect_gitignore=settings.respect_gitignore,
+                                 exclude=settings.exclude, default_exclude=settings.default_exclude)
+    report_start = time.perf_counter()
+    shown = [finding for finding in result.findings if settings.reports(finding)]
+    io.StringIO().write(concise.render(shown))
+    phases.seconds["report"] += time.perf_counter() - report_start
+    phases.calls["report"] += 1
+    total = time.perf_counter() - start
+    phases.seconds["other"] = total - sum(phases.seconds.values())
+
+    print(f"mhalint profile: {tree}, {result.files_checked:,} files, {len(shown)} findings, one process")
+    print(f"{'phase':<14} {'seconds':>8} {'share':>6} {'calls':>7}")
+    print(f"{'start-up':<14} {startup:>8.2f} {'':>6} {'1':>7}   (Python and the imports; not in the total)")
+    for phase in ("discovery", "read", "prefilter", "import index", "CPython parse", "libcst parse", "positions",
+                  "analysis", "noqa", "collector", "report", "other"):
+        seconds = phases.seconds.get(phase, 0.0)
+        calls = str(phases.calls[phase]) if phase != "other" else ""
+        print(f"{phase:<14} {seconds:>8.2f} {seconds / total:>6.1%} {calls:>7}")
+    print(f"{'total':<14} {total:>8.2f} {1:>6.0%}")
+
+
+if __name__ == "__main__":
+    main()
