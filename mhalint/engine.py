@@ -306,6 +306,7 @@ class Checker:
                 walker = _Walker(context, self._instances(context, findings, path, result), path, result, findings)
                 walk(module, walker.on_visit, walker.on_leave)
                 result.read_project = context.read_project
+                context.release()
         except cst.ParserSyntaxError:
             return [_engine_finding(path, PARSE_ERROR, "Python accepts this file but libcst, the parser mhalint "
                                                        "uses, cannot parse it (syntax newer than the installed "
@@ -455,7 +456,8 @@ def _python_parse(text: str, path: str, limits: Limits) -> ast.Module | Finding:
 def _collector_paused():
     """No cyclic garbage collection while one file is checked: a parse allocates hundreds of thousands of nodes,
     and each allocation-triggered pass would walk the growing tree again (about 15% of a parse). The tree holds
-    no cycles; what the analysis leaves is collected once the file is done."""
+    no cycles, and the engine breaks those the analyses build on it (ModuleContext.release), so the file's objects
+    are freed when it is done without a collector pass over them."""
     enabled = gc.isenabled()
     gc.disable()
     try:
