@@ -72,6 +72,22 @@ def test_sequence_first_data_from_another_file_into_a_batch_first_layer_is_an_er
     assert "`B, T, C = a.shape` at " in evidence and f"{Path(path).name}:5" in evidence
 
 
+def test_worker_processes_follow_a_class_into_another_file_as_one_process_does(tmp_path, monkeypatch):
+    """The import index is built from the bytes the run read, before the workers fork; a run given a relative
+    path, in workers, finds what a serial one finds."""
+    from mhalint import engine
+
+    fillers = {f"other{i}.py": "import torch.nn as nn\nm = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+               for i in range(engine._PARALLEL_FROM)}  # enough files to parse for the pool to be used
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/model.py": MODEL, **fillers,
+                     "pkg/train.py": TRAIN.format(module=".model", op=".transpose(0, 1)")})
+    monkeypatch.chdir(tmp_path)
+    checker = Checker([load_rules()["MHA001"]])
+    serial, parallel = (checker.check_paths(["."], jobs=jobs).findings for jobs in (1, 2))
+    assert [(f.path, f.line, f.severity) for f in parallel] == [(f.path, f.line, f.severity) for f in serial]
+    assert [Path(f.path).name for f in parallel if f.severity == Severity.ERROR] == ["model.py"]
+
+
 def test_batch_first_data_from_another_file_is_clean(tmp_path):
     write(tmp_path, {"model.py": MODEL, "train.py": TRAIN.format(module="model", op="")})
     assert mha001(tmp_path) == []
