@@ -44,13 +44,12 @@ class _Group(click.Group):
         try:
             with interrupts.raised_as_exceptions():
                 return super().invoke(ctx)
-        except KeyboardInterrupt:
-            click.echo("mhalint: interrupted", err=True)
-            ctx.exit(interrupts.EXIT_INTERRUPTED)
-        except interrupts.Terminated:
-            click.echo("mhalint: terminated", err=True)
-            ctx.exit(interrupts.EXIT_TERMINATED)
+        except (KeyboardInterrupt, interrupts.Terminated) as interrupt:
+            _stop(ctx, interrupt)
         except Exception as error:
+            interrupt = interrupts.behind(error)
+            if interrupt is not None:
+                _stop(ctx, interrupt)
             from mhalint.config import ConfigError
             from mhalint.rule import PluginError
             from mhalint.selection import SelectionError
@@ -59,6 +58,14 @@ class _Group(click.Group):
                 raise
             click.echo(f"mhalint: error: {error}", err=True)
             ctx.exit(EXIT_ERROR)
+
+
+def _stop(ctx: click.Context, interrupt: KeyboardInterrupt | interrupts.Terminated):
+    if isinstance(interrupt, KeyboardInterrupt):
+        click.echo("mhalint: interrupted", err=True)
+        ctx.exit(interrupts.EXIT_INTERRUPTED)
+    click.echo("mhalint: terminated", err=True)
+    ctx.exit(interrupts.EXIT_TERMINATED)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

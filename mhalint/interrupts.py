@@ -31,6 +31,17 @@ class Terminated(BaseException):
     """SIGTERM arrived while `raised_as_exceptions()` was in effect (a CI job cancelled, `kill PID`)."""
 
 
+def behind(error: BaseException) -> KeyboardInterrupt | Terminated | None:
+    """The interrupt an exception stands for: Python 3.11 wraps what a `__set_name__` raises while a class is
+    created (as when libcst's dataclasses are made during its import) in a RuntimeError whose cause is it, so a
+    signal that lands there arrives as that error."""
+    while error is not None:
+        if isinstance(error, (KeyboardInterrupt, Terminated)):
+            return error
+        error = error.__cause__
+    return None
+
+
 def _raise(exception: type[BaseException]):
     def handler(signum, frame) -> None:
         raise exception()

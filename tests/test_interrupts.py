@@ -283,6 +283,38 @@ def test_an_import_of_libcst_interrupted_half_way_is_imported_again_on_next_use(
     assert completed.stdout == "interrupted\nx = 1\nTrue\n", completed.stdout + completed.stderr
 
 
+@pytest.mark.parametrize(("signum", "message", "code"), [(signal.SIGTERM, "mhalint: terminated\n", 143),
+                                                        (signal.SIGINT, "mhalint: interrupted\n", 130)])
+def test_a_signal_while_a_class_is_created_is_still_that_signal(tmp_path: Path, signum: int, message: str,
+                                                                code: int):
+    """A signal that lands in a `__set_name__` while a class is created (libcst's dataclasses, made during its
+    deferred import) reaches the command line wrapped in a RuntimeError on Python 3.11: it still exits as the
+    signal does, not with a traceback and exit 1."""
+    shutil.copy(EXAMPLES / "mha001_batch_first_bad.py", tmp_path / "model.py")
+    program = textwrap.dedent(f"""
+        import signal, sys
+        from mhalint import cli, engine
+
+        check_paths = engine.Checker.check_paths
+
+        def check_paths_signalled_in_a_class(self, *args, **kwargs):
+            class Field:
+                def __set_name__(self, owner, name):
+                    signal.raise_signal({int(signum)})
+
+            class Node:
+                whitespace_before = Field()
+
+            return check_paths(self, *args, **kwargs)
+
+        engine.Checker.check_paths = check_paths_signalled_in_a_class
+        sys.argv = ["mhalint", "check", "--no-cache", {str(tmp_path / "model.py")!r}]
+        cli.main()
+    """)
+    completed = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert (completed.returncode, completed.stderr) == (code, message)
+
+
 def test_a_run_stopped_while_the_probe_runs_stops_the_probe_process(tmp_path: Path):
     """SIGTERM to mhalint alone (`kill PID`) while its torch probe process runs: mhalint exits 143 and the probe
     process, which the signal did not reach, does not outlive it."""
