@@ -283,8 +283,10 @@ def test_an_import_of_libcst_interrupted_half_way_is_imported_again_on_next_use(
     assert completed.stdout == "interrupted\nx = 1\nTrue\n", completed.stdout + completed.stderr
 
 
-@pytest.mark.parametrize(("signum", "message", "code"), [(signal.SIGTERM, "mhalint: terminated\n", 143),
-                                                        (signal.SIGINT, "mhalint: interrupted\n", 130)])
+@pytest.mark.parametrize(("signum", "message", "code"), [
+    (signal.SIGTERM, "mhalint: terminated\n", 143),
+    (signal.SIGINT, "mhalint: interrupted\n", 130),
+])
 def test_a_signal_while_a_class_is_created_is_still_that_signal(tmp_path: Path, signum: int, message: str,
                                                                 code: int):
     """A signal that lands in a `__set_name__` while a class is created (libcst's dataclasses, made during its
