@@ -165,7 +165,8 @@ class Checker:
                 except OSError as error:
                     done(path, [_engine_finding(path, READ_ERROR, error.strerror or str(error))])
                     continue
-                project.learn(path, raw)
+                if parse:  # a file is to be analysed, so the index will be asked for; a run with none never needs it
+                    project.learn(path, raw)
                 if cache is not None and stat is not None:
                     cached = cache.lookup_content(path, raw, stat, fingerprint)
             result.files_checked += 1
