@@ -12,10 +12,10 @@ import re
 import sys
 import textwrap
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Callable, ClassVar, Iterable, Mapping
 
 from mhalint.context import ModuleContext, Scope
+from mhalint.entry_points import entry_points
 from mhalint.finding import HEADLINE_LIMIT, Edit, Finding, Fix, Severity, shorten
 from mhalint.lazy import cst
 from mhalint.source import LINE_BREAK
@@ -237,7 +237,7 @@ class PluginError(Exception):
 def load_rules() -> dict[str, type[Rule]]:
     """Every rule registered in the `mhalint.rules` entry-point group, by code."""
     rules: dict[str, type[Rule]] = {}
-    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
+    for entry_point in entry_points(ENTRY_POINT_GROUP):
         try:
             rule = entry_point.load()
         except Exception as error:  # a broken plugin must be reported, not crash the run
