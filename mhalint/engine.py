@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import ctypes
 import functools
 import gc
-import multiprocessing
 import os
 import sys
 import threading
@@ -23,20 +21,19 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 from mhalint import deep_stack, noqa
 from mhalint.analysis.project import Project
 from mhalint.budget import FileBudget, Limits, TooComplex, resident_bytes
-from mhalint.cache import Cache, project_fingerprint
 from mhalint.context import ModuleContext
 from mhalint.discovery import discover
 from mhalint.finding import Finding, Severity
 from mhalint.lazy import cst
-from mhalint.notebook import Notebook, NotebookError
 from mhalint.prefilter import Prefilter
 from mhalint.rule import Rule, runtime_only
 from mhalint.source import decode, regular_only
 from mhalint.walk import walk
-from mhalint.workers import WorkerLost, Workers
 
 if TYPE_CHECKING:
+    from mhalint.cache import Cache
     from mhalint.incremental import Reparser  # imports libcst, which a run without a trigger never loads
+    from mhalint.workers import WorkerLost, Workers
 
 # Diagnostics of the engine itself, reported like findings so a run never stops at one bad file.
 PARSE_ERROR = "MHA900"
@@ -130,7 +127,7 @@ class Checker:
         result = Result()
         found = discover(paths, extensions=SOURCES, **discovery)
         files = list(map(str, found.files))
-        fingerprint = functools.cache(lambda: project_fingerprint(files))
+        fingerprint = functools.cache(lambda: _project_fingerprint(files))
 
         def deliver(path: str, findings: list[Finding]) -> None:
             findings.sort(key=Finding.sort_key)
@@ -208,10 +205,11 @@ class Checker:
         """`checked(index, (findings, tracebacks of internal errors, read_project))` for each file as it is
         done; in worker processes when it pays."""
         jobs = jobs or os.cpu_count() or 1
-        if jobs < 2 or len(files) < _PARALLEL_FROM or "fork" not in multiprocessing.get_all_start_methods():
+        if jobs < 2 or len(files) < _PARALLEL_FROM or not _can_fork():
             for index, (path, raw, _) in enumerate(files):
                 checked(index, self._check_one(path, raw))
             return
+        from mhalint.workers import Workers
         deep_stack.stop()  # no thread of ours may be running when the workers are forked
         global _FORKED_CHECKER
         _FORKED_CHECKER = self  # inherited by the forked workers, so rules need not be pickled
@@ -246,6 +244,8 @@ class Checker:
         return findings, result.tracebacks, result.read_project
 
     def _check_notebook(self, raw: bytes, path: str, result: Result) -> list[Finding]:
+        from mhalint.notebook import Notebook, NotebookError  # only for notebooks: it loads the fixer
+
         try:
             notebook = Notebook.parse(raw)
         except NotebookError as error:
@@ -364,6 +364,8 @@ def _dispatch_by_size(pool: Workers, items: list[tuple[str, bytes]], jobs: int, 
     idle. Memory: a worker holds the libcst tree of its file, about 25 KB a line, so two of the largest files at
     once set the peak. The largest files that make up 1/jobs of the bytes are heavy and go one at a time, beside
     the light ones, each lane in descending order; a second heavy file starts only when no light one is left."""
+    from mhalint.workers import WorkerLost
+
     order = sorted(range(len(items)), key=lambda index: -len(items[index][1]))
     share = sum(len(raw) for _, raw in items) / jobs
     heavy: list[int] = []
@@ -427,9 +429,23 @@ def _release_memory() -> None:
 _RELEASE_ABOVE = 150 * 2**20  # with two workers, keeps a cold run's peak (PSS) near 265 MB instead of 300 MB
 
 
+def _can_fork() -> bool:
+    import multiprocessing  # only a run with enough files to spread loads it
+
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def _project_fingerprint(files: list[str]) -> str:
+    from mhalint.cache import project_fingerprint  # only a run with a cache loads it
+
+    return project_fingerprint(files)
+
+
 @functools.cache
 def _malloc_trim():
     """glibc's malloc_trim, or None where there is none."""
+    import ctypes  # only a worker that has grown loads it
+
     try:
         return ctypes.CDLL("libc.so.6").malloc_trim
     except (OSError, AttributeError):

@@ -14,9 +14,7 @@ interrupt's exception.
 
 from __future__ import annotations
 
-import difflib
 import os
-import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +82,8 @@ def fix_source(source: Document, lint: Callable[[str], Sequence[Finding]], unsaf
 
 def unified_diff(old: str, new: str, name: str) -> str:
     """`diff -u`'s text, `\\ No newline at end of file` included, so that `patch` can apply it."""
+    import difflib  # only --diff needs it
+
     lines = difflib.unified_diff(_lines(old), _lines(new), fromfile=name, tofile=name)
     return "".join(line if line.endswith(("\n", "\r")) else f"{line}\n\\ No newline at end of file\n"
                    for line in lines)
@@ -123,7 +123,7 @@ class SourceFile:
         target = Path(os.path.realpath(self.path))  # through a symlink: fix the file it points to, keep the link
         status = os.stat(target)
         _refuse_unless_writable(target, status)
-        name = f".{target.name}.{secrets.token_hex(4)}.mhalint"
+        name = f".{target.name}.{os.urandom(4).hex()}.mhalint"
         temporary: Path | None = target.with_name(name)
         try:  # everything from the file's creation on, so that an exception at any point removes it
             try:

@@ -3,7 +3,6 @@ each value came from (`--show-settings`)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -14,7 +13,7 @@ from mhalint.discovery import DEFAULT_EXCLUDE
 from mhalint.engine import ENGINE_CODES
 from mhalint.finding import Finding, Severity
 from mhalint.noqa import UNUSED_NOQA
-from mhalint.probe.runner import ProbeLimits
+from mhalint.probe.limits import ProbeLimits
 from mhalint.rule import Rule
 from mhalint.selection import Selection
 
@@ -125,6 +124,7 @@ def resolve(rules: Mapping[str, type[Rule]], paths: Sequence[Path], *, config_pa
 
 def _toml(value: object) -> str:
     """A value as TOML writes it (lists and strings as JSON does, which TOML reads the same)."""
+    import json  # only --show-settings needs it
     if isinstance(value, dict):
         return "{" + ", ".join(f"{json.dumps(key)} = {_toml(list(item))}" for key, item in value.items()) + "}"
     if isinstance(value, tuple):

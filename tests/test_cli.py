@@ -192,6 +192,63 @@ def test_checking_files_without_an_attention_call_does_not_load_libcst(tmp_path:
     assert "exit 1" in bad.stdout and "libcst loaded: True" in bad.stdout, bad.stdout + bad.stderr
 
 
+def test_checking_one_file_loads_only_what_it_uses(tmp_path: Path):
+    """A pre-commit run on one file pays for its imports: importlib.metadata (the rules' entry points are read
+    directly), multiprocessing (one file is not spread over workers), the probe, the notebook reader and, with
+    --no-cache, the cache are left unloaded."""
+    (tmp_path / "bad.py").write_text(BAD)
+    probe = textwrap.dedent("""
+        import sys
+        from mhalint.cli import console
+        try:
+            console()
+        except SystemExit as exit:
+            print("exit", exit.code)
+        unused = ("importlib.metadata", "multiprocessing", "mhalint.probe.runner", "mhalint.notebook",
+                  "mhalint.cache", "mhalint.workers", "difflib", "secrets")
+        print("loaded:", sorted(name for name in unused if name in sys.modules))
+    """)
+    completed = subprocess.run([sys.executable, "-c", probe, "check", "--no-cache", str(tmp_path / "bad.py")],
+                               capture_output=True, text=True)
+    assert "exit 1" in completed.stdout and "loaded: []" in completed.stdout, completed.stdout + completed.stderr
+
+
+def test_the_console_script_collects_garbage_while_it_checks_and_main_leaves_the_collector_alone(tmp_path: Path):
+    """console() keeps the collector off while modules and rules load, then freezes what they made and turns it
+    back on before any file is checked (and before any other command runs); main() called in-process, as
+    click's test runner does, changes nothing."""
+    (tmp_path / "bad.py").write_text(BAD)
+    probe = textwrap.dedent("""
+        import gc, sys
+        import mhalint.engine, mhalint.rule
+        from mhalint.cli import console
+        seen = []
+        load_rules, check_paths = mhalint.rule.load_rules, mhalint.engine.Checker.check_paths
+        def loading(*args):
+            seen.append(("load_rules", gc.isenabled()))
+            return load_rules(*args)
+        def checking(*args, **kwargs):
+            seen.append(("check_paths", gc.isenabled(), gc.get_freeze_count() > 0))
+            return check_paths(*args, **kwargs)
+        mhalint.rule.load_rules, mhalint.engine.Checker.check_paths = loading, checking
+        try:
+            console()
+        except SystemExit:
+            pass
+        print(seen)
+    """)
+    check = subprocess.run([sys.executable, "-c", probe, "check", "--no-cache", str(tmp_path / "bad.py")],
+                           capture_output=True, text=True)
+    assert check.stdout.strip().splitlines()[-1] == "[('load_rules', False), ('check_paths', True, True)]", check.stderr
+    listing = subprocess.run([sys.executable, "-c", probe, "rule", "--all"], capture_output=True, text=True)
+    assert listing.stdout.strip().splitlines()[-1] == "[('load_rules', True)]", listing.stderr
+    import gc
+
+    enabled, frozen = gc.isenabled(), gc.get_freeze_count()
+    assert run("check", "--no-cache", str(tmp_path / "bad.py")).exit_code == 1
+    assert (gc.isenabled(), gc.get_freeze_count()) == (enabled, frozen)
+
+
 def test_explain_adds_each_findings_explanation_to_the_full_format(tree: Path):
     short = run("check", "--no-cache", "--output-format", "full", str(tree / "bad.py"))
     explained = run("check", "--no-cache", "--output-format", "full", "--explain", str(tree / "bad.py"))

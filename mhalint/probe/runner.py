@@ -14,26 +14,19 @@ import resource
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from mhalint import INSTALL_TORCH
 from mhalint.finding import SKIPPED, Finding, ProbeResult
+from mhalint.probe.limits import ProbeLimits
 
 if TYPE_CHECKING:  # the rules import libcst, which `mhalint --version` and the probe worker need not load
     from mhalint.rule import Rule
 
 
-
 class ProbeUnavailable(Exception):
     """torch is not installed: the probe cannot run at all."""
-
-
-@dataclass(frozen=True)
-class ProbeLimits:
-    site_timeout: float = 20.0  # seconds per experiment
-    total_timeout: float = 300.0  # seconds for the whole worker, torch import included
-    memory_mb: int = 2048  # address-space cap of the worker
 
 
 def probe_findings(findings: Sequence[Finding], rules: Mapping[str, type[Rule]],
