@@ -81,12 +81,15 @@ class ModuleContext:
 
     def __init__(self, module: cst.Module, path: str, source: str | None = None,
                  statement_lines: list[int] | None = None, project: Project | None = None,
-                 limits: Limits | None = None, generated: dict | None = None):
+                 limits: Limits | None = None, generated: dict | None = None,
+                 body_lines: dict[int, list[int]] | None = None):
         """`source` is the text `module` was parsed from and `statement_lines` the first line of each top-level
         statement in CPython's tree of it (mhalint.positions.first_lines), when the caller has them: they spare
         generating the module's code again for lines and positions. `project` holds the run's other files.
         `limits` is the file's budget: the analyses call `limits.check()` in their loops (mhalint.budget).
-        `generated`: top-level statements' generated code kept from an earlier version of the text (Positions)."""
+        `generated`: top-level statements' generated code kept from an earlier version of the text (Positions).
+        `body_lines`: the first lines of the statements in classes' and functions' bodies, likewise
+        (mhalint.positions.body_lines): positions inside a method then generate the method, not its class."""
         self.module = module
         self.project = project
         self.limits = limits if limits is not None else Limits(None)
@@ -94,6 +97,7 @@ class ModuleContext:
         self.path = path
         self._source = source
         self._statement_lines = statement_lines
+        self._body_lines = body_lines
         self._positions: Positions | None = None
         self.generated = generated
         self.imports: dict[str, str] = {}  # local name -> dotted name it refers to
@@ -139,19 +143,10 @@ class ModuleContext:
             from mhalint.positions import Positions, statement_starts  # imported when first needed
 
             lines = self._statement_lines
-            starts = statement_starts(self.module, lines) if lines is not None else None
-            self._positions = Positions(self.module, self.source(), starts, self._top_statement, self.generated)
+            starts = statement_starts(self.module.body, lines) if lines is not None else None
+            self._positions = Positions(self.module, self.source(), starts, self.parent, self.generated,
+                                        self._body_lines)
         return self._positions
-
-    def _top_statement(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        """The statement of the module's body that holds `node`."""
-        while True:
-            parent = self.parent(node)
-            if parent is None:
-                return None
-            if parent is self.module:
-                return node
-            node = parent
 
     def source(self) -> str:
         """The module's source text."""

@@ -290,11 +290,12 @@ class Checker:
                                                                              syntax):
             return []  # e.g. torch's 27,820-line OpInfo table, which passes sdpa to a wrapper: 0.8 GB with libcst
         with limits.excluded():  # loading libcst is the process's time, not this file's
-            from mhalint.positions import (
-                first_lines,  # imports libcst, which is needed from here on anyway
+            from mhalint.positions import (  # imports libcst, which is needed from here on anyway
+                body_lines,
+                first_lines,
             )
 
-        statement_lines = first_lines(syntax)
+        statement_lines, bodies = first_lines(syntax), body_lines(syntax)
         del syntax  # not two trees of a large file in memory at once
         limits.check_tree(text, "libcst")
         try:
@@ -303,7 +304,7 @@ class Checker:
                     module = reuse.parse(text, statement_lines) if reuse is not None else cst.parse_module(text)
                 limits.check()
                 context = ModuleContext(module, path, text, statement_lines, self.project, limits,
-                                        reuse.generated if reuse is not None else None)
+                                        reuse.generated if reuse is not None else None, bodies)
                 walker = _Walker(context, self._instances(context, findings, path, result), path, result, findings)
                 walk(module, walker.on_visit, walker.on_leave)
                 result.read_project = context.read_project

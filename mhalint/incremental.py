@@ -109,7 +109,7 @@ class Reparser:
         footer = text[offset:end] if not kept_after else ""
         if footer != (_lines(module, module.footer) if not kept_after else ""):
             return None
-        starts = statement_starts(module, statement_lines)
+        starts = statement_starts(module.body, statement_lines)
         lines = line_starts(text)
         self.generated = generated
         version = self._version(text, module)

@@ -12,7 +12,7 @@ import ast
 import bisect
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -51,7 +51,11 @@ class _OffsetState(CodegenState):
     def pop_trailing_newline(self) -> None:
         """Kept: positions count the final newline, as PositionProvider's line counting does."""
 
+    stop_at: object = None  # a node whose code is not wanted: generation ends where it would begin
+
     def before_codegen(self, node: cst.CSTNode) -> None:
+        if node is self.stop_at:
+            raise _HeaderDone
         self._stack.append(self.offset)
 
     def after_codegen(self, node: cst.CSTNode) -> None:
@@ -63,15 +67,17 @@ class _OffsetState(CodegenState):
     @contextmanager
     def record_syntactic_position(self, node, *, start_node=None, end_node=None):
         start = self.offset
-        try:
-            yield
-        finally:
-            end = self.offset
-            if start_node is not None:
-                start = self.spans[start_node][0]
-            if end_node is not None:
-                end = self.spans[end_node][1]
-            self.spans[node] = (start, end)
+        yield  # a generation that stops inside records nothing for the node
+        end = self.offset
+        if start_node is not None:
+            start = self.spans[start_node][0]
+        if end_node is not None:
+            end = self.spans[end_node][1]
+        self.spans[node] = (start, end)
+
+
+class _HeaderDone(Exception):
+    """A header's code is generated: the body that follows is not wanted."""
 
 
 @dataclass(frozen=True)
@@ -85,9 +91,19 @@ class Generated:
     extents: dict
 
 
-def generate(statement: cst.CSTNode, module: cst.Module) -> Generated:
+def generate(statement: cst.CSTNode, module: cst.Module, indents: tuple[str, ...] = (), *,
+             header: bool = False) -> Generated:
+    """A statement's code, as it generates inside blocks indented by `indents` (none: at the top level). With
+    `header`, a class's or function's code up to its body (decorators, name, bases or parameters, the colon),
+    with the spans of the nodes in it: a parameter's line does not need the function's body generated."""
     state = _state(module)
-    statement._codegen(state)
+    state.indent_tokens.extend(indents)
+    if header:
+        state.stop_at = statement.body
+    try:
+        statement._codegen(state)
+    except _HeaderDone:
+        pass
     return Generated("".join(state.tokens), state.spans, state.extents)
 
 
@@ -105,26 +121,30 @@ class Positions:
     Generating a whole module's code to count characters cost more than parsing it, and most files need a few
     positions. So when the line each top-level statement starts on is known (`statement_starts`, read off
     CPython's tree of the same source), only the statement holding the node asked for is generated, starting at
-    that line's offset, and the text it generates is compared with the source there. Without starts, or if a
-    statement's text does not match, the whole module is generated once. `generated` holds statements generated
-    for an earlier version of the text (and receives those generated now): one found at its offset unchanged is
-    not generated again.
+    that line's offset, and the text it generates is compared with the source there. Inside classes and functions
+    the same holds one level down at a time (`body_lines`): a position in a method generates that method, not its
+    class, which in a model file is most of the module. A statement whose text does not match gives way to the
+    one around it; without starts, or if no statement matches, the whole module is generated once. `generated`
+    holds statements generated for an earlier version of the text (and receives those generated now): one found
+    at its offset unchanged is not generated again.
     """
 
     def __init__(self, module: cst.Module, code: str, statement_starts: list[int] | None = None,
-                 top_statement: Callable[[cst.CSTNode], cst.CSTNode | None] | None = None,
-                 generated: dict[cst.CSTNode, Generated] | None = None):
+                 parent: Callable[[cst.CSTNode], cst.CSTNode | None] | None = None,
+                 generated: dict[cst.CSTNode, Generated] | None = None,
+                 body_lines: dict[int, list[int]] | None = None):
         self._module = module
         self._code = code
         self._line_starts = line_starts(code)
         self._spans: dict[cst.CSTNode, tuple[int, int]] = {}  # of the whole module, once generated
         self._extents: dict[cst.CSTNode, tuple[int, int]] = {}
         self._whole = False
-        self._top_statement = top_statement
-        self._offsets: dict[cst.CSTNode, int] = {}
-        if statement_starts is not None and top_statement is not None:
-            self._offsets = {statement: self._line_starts[line - 1]
-                             for statement, line in zip(module.body, statement_starts)}
+        self._parent = parent
+        self._starts: dict[cst.CSTNode, int] = {}  # statement -> the line its code starts on
+        if statement_starts is not None and parent is not None:
+            self._starts = dict(zip(module.body, statement_starts))
+        self._body_lines = body_lines or {}
+        self._blocks: dict[cst.CSTNode, dict[cst.CSTNode, int] | None] = {}  # a block's statements' starts
         self._placed: dict[cst.CSTNode, object] = {}  # statement -> (its offset, Generated), or _MISMATCH
         self._generated = generated if generated is not None else {}
 
@@ -142,30 +162,80 @@ class Positions:
         return self._code[found[0]:found[1]] if found is not None else None
 
     def _find(self, node: cst.CSTNode, kind: str) -> tuple[int, int] | None:
-        """The node's (start, end) offsets, from its statement's generated code (generated now if need be)."""
+        """The node's (start, end) offsets, from the generated code of the innermost statement around it whose
+        code is the source at its offset (generated now if need be)."""
         if self._whole:
             return (self._spans if kind == "spans" else self._extents).get(node)
-        statement = self._top_statement(node) if self._offsets else None
-        if statement not in self._offsets:
-            return None
-        placed = self._placed.get(statement)
-        if placed is None:
-            placed = self._placed[statement] = self._generate_statement(statement)
-        if placed is _MISMATCH:
-            return None
-        offset, generated = placed
-        found = getattr(generated, kind).get(node)
-        return (found[0] + offset, found[1] + offset) if found is not None else None
+        for statement, indents, header in self._around(node):
+            key = (statement, "header") if header else statement
+            placed = self._placed.get(key)
+            if placed is None:
+                placed = self._placed[key] = self._generate_statement(statement, indents, header)
+            if placed is _MISMATCH:
+                continue
+            offset, generated = placed
+            found = getattr(generated, kind).get(node)
+            if found is not None:
+                return found[0] + offset, found[1] + offset
+        return None
 
-    def _generate_statement(self, statement: cst.CSTNode):
-        """(offset, Generated) of a statement whose generated code is the source at its offset, else _MISMATCH."""
-        offset = self._offsets[statement]
-        generated = self._generated.get(statement)
+    def _around(self, node: cst.CSTNode) -> list[tuple[cst.CSTNode, tuple[str, ...], bool]]:
+        """The statements holding `node` whose start line is known, innermost first, each with the indentation
+        of the blocks it is in (the top-level statement, then down through the indented bodies of classes and
+        functions), and whether the header of the innermost one is enough: `node` is in a class's or function's
+        header, not its body."""
+        if not self._starts:
+            return []
+        chain = [node]
+        while chain[-1] is not self._module:
+            parent = self._parent(chain[-1])
+            if parent is None:
+                return []
+            chain.append(parent)
+        chain.reverse()  # the module, its statement holding node, ..., node
+        if len(chain) < 2 or chain[1] not in self._starts:
+            return []
+        found = [(chain[1], (), False)]
+        depth = 1  # chain[depth] is the innermost statement found
+        indents: tuple[str, ...] = ()
+        for statement, block, inner in zip(chain[1::2], chain[2::2], chain[3::2]):
+            if not isinstance(statement, (cst.ClassDef, cst.FunctionDef)) or block is not statement.body:
+                break
+            starts = self._block_starts(statement, block)
+            if starts is None or inner not in starts:
+                break
+            indents += (self._module.default_indent if block.indent is None else block.indent,)
+            found.append((inner, indents, False))
+            depth += 2
+        statement = chain[depth]
+        if isinstance(statement, (cst.ClassDef, cst.FunctionDef)) and depth + 1 < len(chain) and \
+                chain[depth + 1] is not statement.body:
+            found.append((statement, found[-1][1], True))
+        found.reverse()
+        return found
+
+    def _block_starts(self, statement: cst.CSTNode, block: cst.IndentedBlock) -> dict[cst.CSTNode, int] | None:
+        """The start line of each statement in a class's or function's indented body (None if unknown)."""
+        if block not in self._blocks:
+            start = self._starts[statement]
+            lines = self._body_lines.get(start + _lines_before(statement))
+            starts = statement_starts(block.body, lines) if lines is not None else None
+            self._blocks[block] = dict(zip(block.body, starts)) if starts is not None else None
+            if starts is not None:
+                self._starts.update(self._blocks[block])
+        return self._blocks[block]
+
+    def _generate_statement(self, statement: cst.CSTNode, indents: tuple[str, ...], header: bool):
+        """(offset, Generated) of a statement (or its header) whose generated code is the source at its offset,
+        else _MISMATCH. Whole statements are kept in `generated` for a later version of the text."""
+        offset = self._line_starts[self._starts[statement] - 1]
+        generated = None if header else self._generated.get(statement)
         if generated is None or not self._code.startswith(generated.text, offset):
-            generated = generate(statement, self._module)
+            generated = generate(statement, self._module, indents, header=header)
             if not self._code.startswith(generated.text, offset):
                 return _MISMATCH
-            self._generated[statement] = generated
+            if not header:
+                self._generated[statement] = generated
         return offset, generated
 
     def _generate_module(self) -> None:
@@ -182,27 +252,48 @@ class Positions:
 
 def first_lines(syntax: ast.Module) -> list[int]:
     """The line of each top-level statement's first token in CPython's tree (its first decorator's, if any)."""
-    return [statement.decorator_list[0].lineno if getattr(statement, "decorator_list", None) else statement.lineno
-            for statement in syntax.body]
+    return [_first_line(statement) for statement in syntax.body]
 
 
-def statement_starts(module: cst.Module, lines: list[int]) -> list[int] | None:
-    """The line on which each of `module.body`'s statements begins to generate code (its leading blank and
-    comment lines included), from `first_lines` of CPython's tree of the same source; None when the two do not
-    pair up.
+def body_lines(syntax: ast.Module) -> dict[int, list[int]]:
+    """For each class and function under the top level, classes and functions (not under `if` or `with`): its
+    first line, as first_lines counts it -> the first line of each statement of its body."""
+    found: dict[int, list[int]] = {}
+    stack = list(syntax.body)
+    while stack:
+        statement = stack.pop()
+        if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            found[_first_line(statement)] = [_first_line(inner) for inner in statement.body]
+            stack.extend(statement.body)
+    return found
+
+
+def _first_line(statement: ast.stmt) -> int:
+    return statement.decorator_list[0].lineno if getattr(statement, "decorator_list", None) else statement.lineno
+
+
+def _lines_before(statement: cst.CSTNode) -> int:
+    """The blank and comment lines a statement's code starts with, before its first token."""
+    before = len(getattr(statement, "leading_lines", ()))
+    if getattr(statement, "decorators", None):
+        before += len(statement.decorators[0].leading_lines)
+    return before
+
+
+def statement_starts(statements: Sequence[cst.CSTNode], lines: list[int]) -> list[int] | None:
+    """The line on which each statement of a body (the module's, or an indented block's) begins to generate code
+    (its leading blank and comment lines included), from the first lines of the same body's statements in
+    CPython's tree of the same source (`first_lines`, `body_lines`); None when the two do not pair up.
 
     A libcst line of simple statements (`a = 1; b = 2`) is as many ast statements; any other statement is one.
     A parenthesised start (ast does not count the parenthesis) gives a wrong line, which Positions catches by
     comparing texts."""
     starts = []
     index = 0
-    for statement in module.body:
+    for statement in statements:
         if index >= len(lines):
             return None
         line = lines[index]
         index += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
-        line -= len(statement.leading_lines)
-        if getattr(statement, "decorators", None):
-            line -= len(statement.decorators[0].leading_lines)
-        starts.append(line)
+        starts.append(line - _lines_before(statement))
     return starts if index == len(lines) else None

@@ -1,4 +1,5 @@
-"""Positions per top-level statement (offsets read off CPython's tree) equal those of generating the whole module."""
+"""Positions per statement (offsets read off CPython's tree: top-level statements, then those in classes' and
+functions' bodies) equal those of generating the whole module."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import libcst as cst
 import pytest
 
 from mhalint.context import ModuleContext
-from mhalint.positions import Positions, first_lines, statement_starts
+from mhalint.positions import Positions, body_lines, first_lines, statement_starts
 from mhalint.walk import walk
 
 EXAMPLES = sorted((Path(__file__).parents[1] / "examples").glob("*.py"))
@@ -25,12 +26,28 @@ SOURCES = {
     "windows line endings": "import torch\r\n\r\nclass A:\r\n    def f(self):\r\n        return 1\r\n",
     "compound statements": "if x:\n    a = 1\nelse:\n    a = 2\ntry:\n    b = 1\nexcept E:\n    pass\nfor i in r: pass\n",
     "only comments": "# nothing\n# at all\n",
+    "nested classes and functions": (
+        "class A(nn.Module):\n    # about x\n\n    x = 1; y = 2\n\n    @property\n    # between\n    @cached\n"
+        "    def f(self):\n        def g():\n            return 1\n        return g()\n\n"
+        "    class Inner:\n        async def h(self):\n            await z\n    def one(self): return 2\n"
+        "    # trailing comment in the class\n\n\ndef top():\n    class Local:\n        w = 3\n    return Local\n"
+    ),
+    "indentation that varies": "class A:\n  def f(self):\n       if x:\n        return 1\n  def g(self):\n"
+                               "      return 2\n",
+    "tabs": "class A:\n\tdef f(self):\n\t\t# c\n\t\treturn 1\n",
+    "parenthesised start in a method": "class A:\n    def f(self):\n        (\n            print(1)\n        )\n"
+                                       "        return 2\n",
+    "windows line endings in a method": "class A:\r\n    def f(self):\r\n        # c\r\n        return 1\r\n",
+    "under if and with": "if T:\n    class A:\n        def f(self):\n            return 1\nwith m:\n"
+                         "    def g():\n        return 2\n",
 }
 
 
 def _all_positions(source: str, per_statement: bool):
     module = cst.parse_module(source)
-    context = ModuleContext(module, "x.py", source, first_lines(ast.parse(source)) if per_statement else None)
+    syntax = ast.parse(source)
+    context = ModuleContext(module, "x.py", source, first_lines(syntax) if per_statement else None,
+                            body_lines=body_lines(syntax) if per_statement else None)
     nodes: list[cst.CSTNode] = []
     walk(module, lambda node: nodes.append(node) or True, lambda node: None)
     return [(type(node).__name__, context.position(node)) for node in nodes], context
@@ -55,14 +72,45 @@ def test_a_position_in_one_statement_generates_only_that_statement(path):
     assert not positions._whole and set(positions._placed) == {last}
 
 
+def test_a_position_in_a_method_generates_only_that_method_and_one_in_a_header_only_the_header():
+    source = SOURCES["nested classes and functions"]
+    module = cst.parse_module(source)
+    syntax = ast.parse(source)
+    context = ModuleContext(module, "x.py", source, first_lines(syntax), body_lines=body_lines(syntax))
+    method = module.body[0].body.body[1]  # A.f, after `x = 1; y = 2` and its comment
+    inner_return = method.body.body[0].body.body[0]  # `return 1` in g, inside f
+    assert context.position(inner_return).start.line == 11
+    positions: Positions = context._positions
+    assert not positions._whole and set(positions._placed) == {inner_return}
+    assert context.position(method.params.params[0]).start.line == 9  # self: from f's header alone
+    assert set(positions._placed) == {inner_return, (method, "header")}
+    assert context.position(method).start.line == 9  # f itself: from `def`, as PositionProvider has it
+    assert set(positions._placed) == {inner_return, (method, "header"), method}
+
+
+def test_a_statement_whose_text_does_not_match_gives_way_to_the_one_around_it():
+    """Lines that do not fit the tree (here f's body placed one line too low) cost time, never a wrong position."""
+    source = SOURCES["nested classes and functions"]
+    module = cst.parse_module(source)
+    syntax = ast.parse(source)
+    wrong = {first: [line + 1 for line in lines] if first == 6 else lines
+             for first, lines in body_lines(syntax).items()}
+    context = ModuleContext(module, "x.py", source, first_lines(syntax), body_lines=wrong)
+    method = module.body[0].body.body[1]
+    inner_return = method.body.body[1]  # `return g()`
+    assert context.position(inner_return).start.line == 12
+    positions: Positions = context._positions
+    assert not positions._whole and set(positions._placed) == {inner_return, method}
+
+
 def test_statement_starts_are_the_lines_of_leading_comments_and_decorators():
     source = SOURCES["decorators and comments"]
     module = cst.parse_module(source)
     # `import torch` on line 3 (the module header holds lines 1-2); f from the blank lines after it (4-5, then its
     # comment on 6 and its first decorator on 7); A from the blank lines 13-14 before `class` on 15.
-    assert statement_starts(module, first_lines(ast.parse(source))) == [3, 4, 13]
+    assert statement_starts(module.body, first_lines(ast.parse(source))) == [3, 4, 13]
 
 
 def test_trees_that_do_not_pair_up_give_no_starts():
     module = cst.parse_module("a = 1\nb = 2\n")
-    assert statement_starts(module, first_lines(ast.parse("a = 1\n"))) is None
+    assert statement_starts(module.body, first_lines(ast.parse("a = 1\n"))) is None
