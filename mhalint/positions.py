@@ -12,7 +12,7 @@ import ast
 import bisect
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -145,15 +145,20 @@ class Positions:
             self._starts = dict(zip(module.body, statement_starts))
         self._body_lines = body_lines or {}
         self._blocks: dict[cst.CSTNode, dict[cst.CSTNode, int] | None] = {}  # a block's statements' starts
+        self._indents: dict[cst.CSTNode, tuple[str, ...]] = {}  # of the blocks a nested statement is in
+        self._known: dict[cst.CSTNode, Span] = {}
         self._placed: dict[cst.CSTNode, object] = {}  # statement -> (its offset, Generated), or _MISMATCH
         self._generated = generated if generated is not None else {}
 
     def __getitem__(self, node: cst.CSTNode) -> Span:
-        found = self._find(node, "spans")
-        if found is None:
-            self._generate_module()
-            found = self._spans[node]
-        return Span(self._point(found[0]), self._point(found[1]))
+        span = self._known.get(node)
+        if span is None:
+            found = self._find(node, "spans")
+            if found is None:
+                self._generate_module()
+                found = self._spans[node]
+            span = self._known[node] = Span(self._point(found[0]), self._point(found[1]))
+        return span
 
     def text(self, node: cst.CSTNode) -> str | None:
         """The source text of a node of the module (its `code_for_node`, as the source writes it), or None when it
@@ -166,11 +171,11 @@ class Positions:
         code is the source at its offset (generated now if need be)."""
         if self._whole:
             return (self._spans if kind == "spans" else self._extents).get(node)
-        for statement, indents, header in self._around(node):
+        for statement, header in self._around(node):
             key = (statement, "header") if header else statement
             placed = self._placed.get(key)
             if placed is None:
-                placed = self._placed[key] = self._generate_statement(statement, indents, header)
+                placed = self._placed[key] = self._generate_statement(statement, header)
             if placed is _MISMATCH:
                 continue
             offset, generated = placed
@@ -179,40 +184,41 @@ class Positions:
                 return found[0] + offset, found[1] + offset
         return None
 
-    def _around(self, node: cst.CSTNode) -> list[tuple[cst.CSTNode, tuple[str, ...], bool]]:
-        """The statements holding `node` whose start line is known, innermost first, each with the indentation
-        of the blocks it is in (the top-level statement, then down through the indented bodies of classes and
-        functions), and whether the header of the innermost one is enough: `node` is in a class's or function's
-        header, not its body."""
+    def _around(self, node: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, bool]]:
+        """The statements holding `node` whose start line is known, innermost first (down from the top-level
+        statement through the indented bodies of classes and functions), each with whether its header is enough:
+        `node` is in a class's or function's header, not its body. The way up stops at the nearest statement
+        already placed, so a second node in the same method costs a few steps."""
         if not self._starts:
-            return []
+            return
         chain = [node]
-        while chain[-1] is not self._module:
+        while chain[-1] not in self._starts:
             parent = self._parent(chain[-1])
-            if parent is None:
-                return []
+            if parent is None or parent is self._module:
+                return
             chain.append(parent)
-        chain.reverse()  # the module, its statement holding node, ..., node
-        if len(chain) < 2 or chain[1] not in self._starts:
-            return []
-        found = [(chain[1], (), False)]
-        depth = 1  # chain[depth] is the innermost statement found
-        indents: tuple[str, ...] = ()
-        for statement, block, inner in zip(chain[1::2], chain[2::2], chain[3::2]):
+        chain.reverse()  # a statement with a known start, ..., node
+        found = [chain[0]]
+        depth = 0  # chain[depth] is the innermost statement found
+        for statement, block, inner in zip(chain[0::2], chain[1::2], chain[2::2]):
             if not isinstance(statement, (cst.ClassDef, cst.FunctionDef)) or block is not statement.body:
                 break
             starts = self._block_starts(statement, block)
             if starts is None or inner not in starts:
                 break
-            indents += (self._module.default_indent if block.indent is None else block.indent,)
-            found.append((inner, indents, False))
+            found.append(inner)
             depth += 2
         statement = chain[depth]
         if isinstance(statement, (cst.ClassDef, cst.FunctionDef)) and depth + 1 < len(chain) and \
                 chain[depth + 1] is not statement.body:
-            found.append((statement, found[-1][1], True))
-        found.reverse()
-        return found
+            yield statement, True
+        for statement in reversed(found):
+            yield statement, False
+        outer = self._parent(chain[0])
+        while outer is not None and outer is not self._module:  # the known statements around the first one
+            if outer in self._starts:
+                yield outer, False
+            outer = self._parent(outer)
 
     def _block_starts(self, statement: cst.CSTNode, block: cst.IndentedBlock) -> dict[cst.CSTNode, int] | None:
         """The start line of each statement in a class's or function's indented body (None if unknown)."""
@@ -223,15 +229,18 @@ class Positions:
             self._blocks[block] = dict(zip(block.body, starts)) if starts is not None else None
             if starts is not None:
                 self._starts.update(self._blocks[block])
+                indents = self._indents.get(statement, ()) + (
+                    self._module.default_indent if block.indent is None else block.indent,)
+                self._indents.update(dict.fromkeys(block.body, indents))
         return self._blocks[block]
 
-    def _generate_statement(self, statement: cst.CSTNode, indents: tuple[str, ...], header: bool):
+    def _generate_statement(self, statement: cst.CSTNode, header: bool):
         """(offset, Generated) of a statement (or its header) whose generated code is the source at its offset,
         else _MISMATCH. Whole statements are kept in `generated` for a later version of the text."""
         offset = self._line_starts[self._starts[statement] - 1]
         generated = None if header else self._generated.get(statement)
         if generated is None or not self._code.startswith(generated.text, offset):
-            generated = generate(statement, self._module, indents, header=header)
+            generated = generate(statement, self._module, self._indents.get(statement, ()), header=header)
             if not self._code.startswith(generated.text, offset):
                 return _MISMATCH
             if not header:
