@@ -17,7 +17,7 @@ from mhalint.budget import Limits
 from mhalint.comments import comments
 from mhalint.lazy import cst
 from mhalint.source import line_starts
-from mhalint.walk import parents, walk
+from mhalint.walk import walk
 
 if TYPE_CHECKING:
     from mhalint.analysis.project import Project
@@ -157,7 +157,7 @@ class ModuleContext:
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The node `node` sits in (computed for the whole module on first use)."""
         if "parents" not in self.memo:
-            self.memo["parents"] = parents(self.module)
+            self._index_tree()
         return self.memo["parents"].get(node)
 
     def source_lines(self) -> list[str]:
@@ -253,10 +253,36 @@ class ModuleContext:
         """Every call in the module with the scope it is in; built on first use (only rules that follow values
         across functions need it)."""
         if self._calls is None:
-            collector = _CallCollector(self)
-            walk(self.module, collector.on_visit, collector.on_leave)
-            self._calls = collector.calls
+            self._index_tree()
         return self._calls
+
+    def _index_tree(self) -> None:
+        """Each node's parent (`parent`) and every call with its scope (`calls`), in one walk: most files whose
+        analyses need one need the other, and each walk over a model file's tree is tens of milliseconds."""
+        parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        calls: list[tuple[cst.Call, Scope]] = []
+        path: list[cst.CSTNode] = []
+        scopes = [self.root]
+
+        def enter(node: cst.CSTNode) -> bool:
+            if path:
+                parents[node] = path[-1]
+            path.append(node)
+            scope = self.scopes.get(node)
+            if scope is not None:
+                scopes.append(scope)
+            if isinstance(node, cst.Call):
+                calls.append((node, scopes[-1]))
+            return True
+
+        def leave(node: cst.CSTNode) -> None:
+            path.pop()
+            if node in self.scopes and len(scopes) > 1:
+                scopes.pop()
+
+        walk(self.module, enter, leave)
+        self.memo["parents"] = parents
+        self._calls = calls
 
     def calls_in(self, scope: Scope) -> list[tuple[cst.Call, Scope]]:
         """The calls whose scope is `scope` (not those of functions nested in it), in source order."""
@@ -302,25 +328,6 @@ class ModuleContext:
                 return scope
             scope = scope.parent
         return None
-
-
-class _CallCollector:
-    def __init__(self, ctx: ModuleContext):
-        self.ctx = ctx
-        self.stack = [ctx.root]
-        self.calls: list[tuple[cst.Call, Scope]] = []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        scope = self.ctx.scopes.get(node)
-        if scope is not None:
-            self.stack.append(scope)
-        if isinstance(node, cst.Call):
-            self.calls.append((node, self.stack[-1]))
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        if original_node in self.ctx.scopes and len(self.stack) > 1:
-            self.stack.pop()
 
 
 class _ScopeBuilder:

@@ -69,20 +69,5 @@ def own_nodes(root: cst.CSTNode, kinds: tuple[type, ...]) -> list[cst.CSTNode]:
     return found
 
 
-def parents(root: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
-    """Each node's parent, for every node under `root` that carries code."""
-    found: dict[cst.CSTNode, cst.CSTNode] = {}
-    stack: list[cst.CSTNode] = []
-
-    def enter(node: cst.CSTNode) -> bool:
-        if stack:
-            found[node] = stack[-1]
-        stack.append(node)
-        return True
-
-    walk(root, enter, lambda node: stack.pop())
-    return found
-
-
 def _nothing(node: cst.CSTNode) -> None:
     return None
