@@ -104,6 +104,8 @@ class ModuleContext:
         self.star_imports: list[str] = []
         self.root = Scope("module", module, None)
         self.scopes: dict[cst.CSTNode, Scope] = {module: self.root}
+        # the node types that open a scope: a walk asks `scopes` only of those (libcst's __hash__ is Python code)
+        self.scope_types = frozenset((cst.Module, cst.ClassDef, cst.FunctionDef))
         self.classes: dict[str, Scope] = {}  # every class in the module, by name (last definition wins)
         self.functions: dict[str, Scope] = {}  # module-level functions by name
         self.scope = self.root  # the scope around the node the engine is visiting; moved by the engine
@@ -268,16 +270,17 @@ class ModuleContext:
             if path:
                 parents[node] = path[-1]
             path.append(node)
-            scope = self.scopes.get(node)
-            if scope is not None:
-                scopes.append(scope)
-            if isinstance(node, cst.Call):
+            if type(node) in self.scope_types:
+                scope = self.scopes.get(node)
+                if scope is not None:
+                    scopes.append(scope)
+            elif isinstance(node, cst.Call):
                 calls.append((node, scopes[-1]))
             return True
 
         def leave(node: cst.CSTNode) -> None:
             path.pop()
-            if node in self.scopes and len(scopes) > 1:
+            if type(node) in self.scope_types and node in self.scopes and len(scopes) > 1:
                 scopes.pop()
 
         walk(self.module, enter, leave)

@@ -552,17 +552,19 @@ class _Walker:
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         self.limits.check()  # the file's time and memory budget (mhalint.budget): cooperative, in this thread
-        scope = self.context.scopes.get(node)
-        if scope is not None:
-            self.context.scope = scope
+        if type(node) in self.context.scope_types:
+            scope = self.context.scopes.get(node)
+            if scope is not None:
+                self.context.scope = scope
         self._dispatch(self.visitors.get(type(node).__name__), node)
         return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         self._dispatch(self.leavers.get(type(original_node).__name__), original_node)
-        scope = self.context.scopes.get(original_node)
-        if scope is not None and scope.parent is not None:
-            self.context.scope = scope.parent
+        if type(original_node) in self.context.scope_types:
+            scope = self.context.scopes.get(original_node)
+            if scope is not None and scope.parent is not None:
+                self.context.scope = scope.parent
 
     def _dispatch(self, handlers, node: cst.CSTNode) -> None:
         if not handlers:
