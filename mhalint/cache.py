@@ -101,22 +101,29 @@ class Cache:
             return None
         return [_with_path(f, path) for f in entry[_FINDINGS]]
 
-    def lookup_content(self, path: str, raw: bytes, stat: os.stat_result,
+    @staticmethod
+    def digest(raw: bytes) -> str:
+        """What identifies a file's bytes in the cache (taken where they were read, a worker included)."""
+        return hashlib.blake2b(raw, digest_size=_DIGEST_SIZE).hexdigest()
+
+    def lookup_content(self, path: str, digest: str, stat: os.stat_result,
                        project: Callable[[], str] = str) -> list[Finding] | None:
-        """The cached findings if the file's bytes are those cached (touched, or checked out again, but not
-        changed); its new size and time are remembered. None when it must be checked."""
+        """The cached findings if the file's bytes are those cached (their `digest`: touched, or checked out
+        again, but not changed); its new size and time are remembered. None when it must be checked."""
         entry = self._entries.get(self._key(path))
-        if entry is None or _digest(raw) != entry[_DIGEST] or _stale(entry, project):
+        if entry is None or digest != entry[_DIGEST] or _stale(entry, project):
             return None
         self._entries[os.path.abspath(path)] = (stat.st_size, stat.st_mtime_ns, *entry[_DIGEST:])
         self._dirty = True
         return [_with_path(f, path) for f in entry[_FINDINGS]]
 
-    def store(self, path: str, raw: bytes, stat: os.stat_result, findings: list[Finding], project: str = "") -> None:
-        """`project`: the fingerprint of the run's files, when the findings depend on other files."""
+    def store(self, path: str, digest: str, stat: os.stat_result, findings: list[Finding],
+              project: str = "") -> None:
+        """`digest`: Cache.digest of the bytes checked; `project`: the fingerprint of the run's files, when the
+        findings depend on other files."""
         stored = tuple(_with_path(f, "") for f in findings)
         self._entries[self._key(path)] = (
-            stat.st_size, stat.st_mtime_ns, _digest(raw), stored, [f.to_dict() for f in stored], project)
+            stat.st_size, stat.st_mtime_ns, digest, stored, [f.to_dict() for f in stored], project)
         self._dirty = True
 
     def _key(self, path: str) -> str:
@@ -314,11 +321,7 @@ def project_fingerprint(paths: Iterable[str]) -> str:
         except OSError:
             continue
         entries.append(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}")
-    return _digest("\n".join(entries).encode("utf-8", "surrogateescape"))
-
-
-def _digest(raw: bytes) -> str:
-    return hashlib.blake2b(raw, digest_size=_DIGEST_SIZE).hexdigest()
+    return Cache.digest("\n".join(entries).encode("utf-8", "surrogateescape"))
 
 
 def _with_path(finding: Finding, path: str) -> Finding:

@@ -26,8 +26,9 @@ from mhalint.discovery import discover
 from mhalint.finding import Finding, Severity
 from mhalint.lazy import cst
 from mhalint.prefilter import Prefilter
+from mhalint.scan import scan
 from mhalint.rule import Rule, runtime_only
-from mhalint.source import decode, regular_only
+from mhalint.source import decode
 from mhalint.walk import walk
 
 if TYPE_CHECKING:
@@ -154,27 +155,35 @@ class Checker:
             done(path, [])
         project = Project(files)  # for this run's analyses only: check_source afterwards sees one file
         parse: list[tuple[str, bytes, os.stat_result | None]] = []
+        unread = []
         for path in files:
             cached = cache.lookup(path, fingerprint) if cache is not None else None
             if cached is None:
-                try:
-                    raw, stat = _read(path)
-                except OSError as error:
-                    done(path, [_engine_finding(path, READ_ERROR, error.strerror or str(error))])
-                    continue
-                if parse:  # a file is to be analysed, so the index will be asked for; a run with none never needs it
-                    project.learn(path, raw)
-                if cache is not None and stat is not None:
-                    cached = cache.lookup_content(path, raw, stat, fingerprint)
-            result.files_checked += 1
-            if cached is not None:
-                done(path, cached)
-            elif self.prefilter.matches(raw) or path.endswith(".ipynb"):  # a notebook is read even to say it is broken
-                parse.append((path, raw, stat))
+                unread.append(path)
             else:
-                if cache is not None and stat is not None:
-                    cache.store(path, raw, stat, [])
-                done(path, [])
+                result.files_checked += 1
+                done(path, cached)
+        jobs = jobs or os.cpu_count() or 1
+        scanning = scan(unread, self.prefilter, project, cache.digest if cache is not None else None, jobs)
+        with contextlib.closing(scanning):  # an exception here (an interrupt) stops its workers at once
+            for path, scanned in scanning:
+                if isinstance(scanned, str):
+                    done(path, [_engine_finding(path, READ_ERROR, scanned)])
+                    continue
+                if scanned.imports is not None:  # a file is to be analysed, so the index will be asked for
+                    project.learnt(path, scanned.imports)
+                cached = None
+                if cache is not None and scanned.stat is not None:
+                    cached = cache.lookup_content(path, scanned.digest, scanned.stat, fingerprint)
+                result.files_checked += 1
+                if cached is not None:
+                    done(path, cached)
+                elif scanned.matched:
+                    parse.append((path, scanned.raw, scanned.stat))
+                else:
+                    if cache is not None and scanned.stat is not None:
+                        cache.store(path, scanned.digest, scanned.stat, [])
+                    done(path, [])
 
         failures_by_index: dict[int, list[str]] = {}  # tracebacks in the files' order, not in the workers'
 
@@ -185,7 +194,7 @@ class Checker:
             failures_by_index[index] = failures
             if cache is not None and stat is not None and not failures and \
                     not any(f.code in (READ_ERROR, TOO_COMPLEX) for f in findings):  # a raised limit applies
-                cache.store(path, raw, stat, findings, fingerprint() if read_project else "")
+                cache.store(path, cache.digest(raw), stat, findings, fingerprint() if read_project else "")
             done(path, findings)
 
         self.project = project
@@ -205,11 +214,19 @@ class Checker:
         """`checked(index, (findings, tracebacks of internal errors, read_project))` for each file as it is
         done; in worker processes when it pays."""
         jobs = jobs or os.cpu_count() or 1
-        if jobs < 2 or len(files) < _PARALLEL_FROM or not _can_fork():
-            for index, (path, raw, _) in enumerate(files):
-                checked(index, self._check_one(path, raw))
-            return
+        if jobs >= 2 and len(files) >= _PARALLEL_FROM:
+            from mhalint.workers import can_fork  # only a run with enough files to spread loads multiprocessing
+
+            if can_fork():
+                self._run_in_workers(files, jobs, checked)
+                return
+        for index, (path, raw, _) in enumerate(files):
+            checked(index, self._check_one(path, raw))
+
+    def _run_in_workers(self, files: list[tuple[str, bytes, os.stat_result | None]], jobs: int,
+                        checked: Callable[[int, tuple[list[Finding], list[str], bool]], None]) -> None:
         from mhalint.workers import Workers
+
         deep_stack.stop()  # no thread of ours may be running when the workers are forked
         global _FORKED_CHECKER
         _FORKED_CHECKER = self  # inherited by the forked workers, so rules need not be pickled
@@ -325,19 +342,6 @@ class Checker:
 _PARALLEL_FROM = 8  # files to parse: below this, starting processes costs more than it saves
 
 
-def _read(path: str) -> tuple[bytes, os.stat_result | None]:
-    """The file's bytes and its status; the status is None when the file changed while it was read (its status
-    before and after differ), so that no findings are cached under a status whose bytes were not the ones read.
-    Only a regular file is read: never a FIFO or a device."""
-    with open(path, "rb", opener=regular_only) as handle:
-        before = os.fstat(handle.fileno())
-        raw = handle.read()
-        after = os.fstat(handle.fileno())
-    unchanged = (before.st_size, before.st_mtime_ns, before.st_ctime_ns) == \
-        (after.st_size, after.st_mtime_ns, after.st_ctime_ns) and len(raw) == after.st_size
-    return raw, after if unchanged else None
-
-
 class _InPathOrder:
     """Each file's findings handed on in path order, the order of the run's result, as soon as that file and
     every file before it are done: files finish in any order (cached ones first, parsed ones as the workers
@@ -428,12 +432,6 @@ def _release_memory() -> None:
 
 
 _RELEASE_ABOVE = 150 * 2**20  # with two workers, keeps a cold run's peak (PSS) near 265 MB instead of 300 MB
-
-
-def _can_fork() -> bool:
-    import multiprocessing  # only a run with enough files to spread loads it
-
-    return "fork" in multiprocessing.get_all_start_methods()
 
 
 def _project_fingerprint(files: list[str]) -> str:

@@ -30,6 +30,11 @@ from mhalint import interrupts
 _STOP_SECONDS = 5  # how long idle workers get to exit on their own at the end of a run before they are killed
 
 
+def can_fork() -> bool:
+    """Whether this platform can fork workers (not Windows)."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
 class WorkerLost(Exception):
     """The worker process checking an item died (killed by the system for memory, a crash in native code)."""
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from invoke import invoke
-from mhalint import engine
+from mhalint import engine, scan
 from mhalint.source import decode
 
 GOOD = b"import torch.nn as nn\n\nattn = nn.MultiheadAttention(64, 8)\n"
@@ -471,7 +471,7 @@ def test_unreadable_file_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPa
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(file))
         return open(file, *args, **kwargs)
 
-    monkeypatch.setattr(engine, "open", fake_open, raising=False)  # the engine's own reads only
+    monkeypatch.setattr(scan, "open", fake_open, raising=False)  # the run's own reads only (mhalint.scan)
     run = mhalint(tmp_path)
     assert_sound(run)
     row = run.only("secret.py")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mhalint import engine
+from mhalint import engine, scan
 from mhalint.cache import FORMAT_VERSION, Cache, clean
 from mhalint.cli import main
 from mhalint.engine import Checker
@@ -85,7 +85,7 @@ def _count_engine_reads(monkeypatch) -> list[str]:
     read: list[str] = []
     original = Path.read_bytes
     monkeypatch.setattr(Path, "read_bytes", lambda self: read.append(str(self)) or original(self))
-    monkeypatch.setattr(engine, "open", lambda file, *a, **k: read.append(str(file)) or open(file, *a, **k),
+    monkeypatch.setattr(scan, "open", lambda file, *a, **k: read.append(str(file)) or open(file, *a, **k),
                         raising=False)
     return read
 
@@ -301,7 +301,7 @@ def test_a_file_rewritten_while_it_is_read_is_not_cached(tmp_path: Path, monkeyp
             os.utime(target, ns=(10**18, 10**18))
             return raw
 
-    monkeypatch.setattr(engine, "open", lambda *args, **kwargs: RewrittenOnRead(open(*args, **kwargs)),
+    monkeypatch.setattr(scan, "open", lambda *args, **kwargs: RewrittenOnRead(open(*args, **kwargs)),
                         raising=False)
     during = Checker(rules).check_paths([target], cache=Cache(tmp_path / "cache", rules))
     assert [f.code for f in during.findings] == ["MHA001"]  # the bytes that were read
