@@ -74,13 +74,13 @@ def instrument(phases: Phases) -> None:
 
     import libcst
 
-    from mhalint import engine, noqa, positions
+    from mhalint import engine, noqa, positions, scan
     from mhalint.analysis import project
     from mhalint.lazy import cst
     from mhalint.prefilter import Prefilter
 
     phases.wrap("discovery", engine, "discover")
-    phases.wrap("read", engine, "_read")
+    phases.wrap("read", scan, "read")
     phases.wrap("prefilter", Prefilter, "matches")
     phases.wrap("prefilter", Prefilter, "only_passed_as_values")
     phases.wrap("import index", project.Project, "_imports_of")
@@ -91,7 +91,7 @@ def instrument(phases: Phases) -> None:
     parse = phases.timed("libcst parse", libcst.parse_module)
     for module in {libcst, cst}:  # the real module and mhalint's deferred stand-in for it
         module.parse_module = parse
-    for name in ("first_lines", "statement_starts"):
+    for name in ("first_lines", "body_lines", "statement_starts"):
         phases.wrap("positions", positions, name)
     for name in ("_generate_statement", "_generate_module"):
         phases.wrap("positions", positions.Positions, name)

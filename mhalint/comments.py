@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import io
 import tokenize
 
@@ -16,3 +17,14 @@ def comments(source: str) -> dict[int, str]:
     except (tokenize.TokenError, SyntaxError):
         return {}
     return found
+
+
+def statement_lines_around(line: int, starts: list[int], last_line: int) -> tuple[int, int]:
+    """The first and last line of the top-level statement around `line`, with the comment and blank lines after
+    it (before the first statement: the lines up to it), from the sorted first lines of the module's top-level
+    statements (mhalint.positions.first_lines): a piece of the source that tokenizes on its own, as it does in
+    the whole file."""
+    index = bisect.bisect_right(starts, line) - 1
+    first = starts[index] if index >= 0 else 1
+    last = starts[index + 1] - 1 if index + 1 < len(starts) else last_line
+    return first, last

@@ -8,13 +8,12 @@ attention code uses.
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
 from mhalint import torchapi
 from mhalint.budget import Limits
-from mhalint.comments import comments
+from mhalint.comments import comments, statement_lines_around
 from mhalint.lazy import cst
 from mhalint.source import line_starts
 from mhalint.walk import walk
@@ -240,11 +239,8 @@ class ModuleContext:
         if not 1 <= line <= len(lines) or "#" not in lines[line - 1]:
             return None
         first, last = 1, len(lines)
-        starts = self._statement_lines
-        if starts:
-            index = bisect.bisect_right(starts, line) - 1
-            first = starts[index] if index >= 0 else 1
-            last = starts[index + 1] - 1 if index + 1 < len(starts) else len(lines)
+        if self._statement_lines:
+            first, last = statement_lines_around(line, self._statement_lines, len(lines))
         table = self.memo.setdefault("comments", {})
         if first not in table:
             table[first] = {first + number - 1: text

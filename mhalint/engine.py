@@ -335,7 +335,8 @@ class Checker:
         except RecursionError:
             return [_engine_finding(path, PARSE_ERROR, "the code is nested too deeply to analyse")]
         kept = noqa.suppress(findings, text, path=path,
-                             enabled={rule.code for rule in self.rules} if self.unused_noqa else None)
+                             enabled={rule.code for rule in self.rules} if self.unused_noqa else None,
+                             statement_lines=statement_lines)
         return sorted(kept, key=Finding.sort_key)
 
 

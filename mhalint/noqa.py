@@ -14,13 +14,15 @@ MHA904 itself is never reported.
 
 from __future__ import annotations
 
+import bisect
 import io
 import re
 import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Collection, Iterable
 
+from mhalint.comments import statement_lines_around
 from mhalint.finding import SAFE, UNSAFE, Edit, Finding, Fix, Severity
 from mhalint.source import LINE_BREAK, line_starts
 
@@ -70,6 +72,23 @@ def _scan(source: str) -> _Comments:
     return _Comments(directives, frozenset(open_ends))
 
 
+def _directives_by_statement(source: str, statement_lines: list[int]) -> dict[int, Directive]:
+    """`_scan(source).directives`, from the top-level statements that mention noqa, each tokenized alone."""
+    starts = line_starts(source)
+    found: dict[int, Directive] = {}
+    scanned: set[int] = set()
+    for mention in _MENTION.finditer(source):
+        first, last = statement_lines_around(bisect.bisect_right(starts, mention.start()), statement_lines,
+                                              len(starts))
+        if first in scanned:
+            continue
+        scanned.add(first)
+        piece = source[starts[first - 1]:starts[last] if last < len(starts) else len(source)]
+        for line, directive in _scan(piece).directives.items():
+            found[line + first - 1] = replace(directive, line=line + first - 1)
+    return found
+
+
 def _directive(line: int, comment_start: int, comment_end: int, match: re.Match[str]) -> Directive:
     codes = match.group("codes")
     return Directive(line, ALL if codes is None else frozenset(code.upper() for code in _CODE.findall(codes)),
@@ -84,14 +103,16 @@ def directives(source: str) -> dict[int, frozenset[str]]:
     return {line: directive.codes for line, directive in _scan(source).directives.items()}
 
 
-def suppress(findings: Iterable[Finding], source: str, *, path: str,
-             enabled: Collection[str] | None) -> list[Finding]:
+def suppress(findings: Iterable[Finding], source: str, *, path: str, enabled: Collection[str] | None,
+             statement_lines: list[int] | None = None) -> list[Finding]:
     """The findings no directive suppresses, then (unless `enabled` is None) an MHA904 finding for each directive
-    that suppresses nothing, judging only the codes in `enabled`: the rules that ran."""
+    that suppresses nothing, judging only the codes in `enabled`: the rules that ran. `statement_lines`, the first
+    line of each top-level statement (mhalint.positions.first_lines), spares tokenizing the whole file: only the
+    statements whose text mentions noqa are (a model file's `# noqa: F401` on an import is not its every class)."""
     findings = list(findings)
     if (enabled is None and not findings) or not _MENTION.search(source):
         return findings
-    table = _scan(source).directives
+    table = _scan(source).directives if not statement_lines else _directives_by_statement(source, statement_lines)
     kept = [f for f in findings if not _suppressed(f, table.get(f.line))]
     if enabled is None:
         return kept
