@@ -7,8 +7,8 @@ phases add up to the run; the cyclic garbage collector's passes are a phase (`co
 callback); what no timer covers (the engine's own loop, the pool's bookkeeping) is `other`.
 Start-up is the import of mhalint, its rules and libcst, measured in a fresh interpreter.
 
-A serial run's phases are CPU time spent one after the other; a parallel run spreads discovery to prefilter
-over one process and the rest over the workers. The figures come from wall clocks on a shared machine: run it
+A serial run's phases are CPU time spent one after the other; a parallel run spreads the first pass (read,
+prefilter, import index) and then the parse and analysis over worker processes. The figures come from wall clocks on a shared machine: run it
 twice and read the shares, not the third digit.
 
 Usage:
