@@ -201,7 +201,8 @@ class Positions:
         found = [chain[0]]
         depth = 0  # chain[depth] is the innermost statement found
         for statement, block, inner in zip(chain[0::2], chain[1::2], chain[2::2]):
-            if not isinstance(statement, (cst.ClassDef, cst.FunctionDef)) or block is not statement.body:
+            if not isinstance(statement, (cst.ClassDef, cst.FunctionDef)) or block is not statement.body or \
+                    not isinstance(block, cst.IndentedBlock):  # `def f(): return 1`: the def is the statement
                 break
             starts = self._block_starts(statement, block)
             if starts is None or inner not in starts:
