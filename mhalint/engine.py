@@ -209,11 +209,10 @@ class Checker:
         result.findings.sort(key=Finding.sort_key)
         return result
 
-    def _run(self, files: list[tuple[str, bytes, os.stat_result | None]], jobs: int | None,
+    def _run(self, files: list[tuple[str, bytes, os.stat_result | None]], jobs: int,
              checked: Callable[[int, tuple[list[Finding], list[str], bool]], None]) -> None:
         """`checked(index, (findings, tracebacks of internal errors, read_project))` for each file as it is
         done; in worker processes when it pays."""
-        jobs = jobs or os.cpu_count() or 1
         if jobs >= 2 and len(files) >= _PARALLEL_FROM:
             from mhalint.workers import can_fork  # only a run with enough files to spread loads multiprocessing
 

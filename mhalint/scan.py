@@ -99,19 +99,19 @@ def _in_workers(paths: list[str], prefilter: Prefilter, project: Project, digest
                     running -= 1
                     done[index] = None if isinstance(outcome, WorkerLost) else outcome
                 while handed_on in done:  # in the files' order, while the workers go on
-                    yield from _chunk_results(chunks[handed_on], done.pop(handed_on), prefilter, project, digest)
+                    outcome = done.pop(handed_on)
+                    if outcome is None:  # its worker died (a crash, the system's memory killer): read here instead
+                        outcome = _scan_all(chunks[handed_on], prefilter, project, digest)
+                    yield from outcome
                     handed_on += 1
     finally:
         _JOB = None
 
 
-def _chunk_results(chunk: list[str], outcome: list | None, prefilter: Prefilter, project: Project,
-                   digest: Callable[[bytes], str] | None) -> list[tuple[str, Scanned | str]]:
-    if outcome is None:  # its worker died (a crash, the system's memory killer): read here instead
-        outcome = [(path, _scan_one(path, prefilter, project, digest, True)) for path in chunk]
-    return outcome
-
-
 def _scan_chunk(paths: list[str]) -> list[tuple[str, Scanned | str]]:
-    prefilter, project, digest = _JOB
+    return _scan_all(paths, *_JOB)
+
+
+def _scan_all(paths: list[str], prefilter: Prefilter, project: Project,
+              digest: Callable[[bytes], str] | None) -> list[tuple[str, Scanned | str]]:
     return [(path, _scan_one(path, prefilter, project, digest, True)) for path in paths]

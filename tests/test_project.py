@@ -152,7 +152,7 @@ def test_imports_learnt_from_bytes_read_once_equal_those_read_from_disk(tmp_path
     paths = sorted(str(p) for p in tmp_path.rglob("*.py"))
     learnt = Project(paths)
     for path in paths:
-        learnt.learn(path, Path(path).read_bytes())
+        learnt.learnt(path, learnt.imports_in(path, Path(path).read_bytes()))
         Path(path).unlink()  # what was learnt is not read again
     read = learnt.importers(str(tmp_path / "pkg/model.py"), "Encoder")
     assert sorted((Path(i.path).name, i.local) for i in read) == [("run.py", "Encoder"), ("train.py", "E")]
@@ -162,7 +162,7 @@ def test_a_file_that_changes_before_the_index_is_used_is_read_again(tmp_path):
     write(tmp_path, {"model.py": "class Encoder: ...\n", "uses.py": "import os\n"})
     paths = [str(tmp_path / "model.py"), str(tmp_path / "uses.py")]
     project = Project(paths)
-    project.learn(paths[1], b"import os\n")
+    project.learnt(paths[1], project.imports_in(paths[1], b"import os\n"))
     (tmp_path / "uses.py").write_text("from model import Encoder\n")
     assert project.changed(paths[1]) == set()  # nothing had used what was learnt
     assert [Path(i.path).name for i in project.importers(paths[0], "Encoder")] == ["uses.py"]
@@ -172,7 +172,7 @@ def test_an_open_buffer_is_not_replaced_by_the_bytes_on_disk(tmp_path):
     write(tmp_path, {"model.py": "class Encoder: ...\n", "uses.py": "import os\n"})
     uses = str(tmp_path / "uses.py")
     project = Project([str(tmp_path / "model.py"), uses], overlay={uses: b"from model import Encoder as Enc\n"})
-    project.learn(uses, (tmp_path / "uses.py").read_bytes())
+    assert project.imports_in(uses, (tmp_path / "uses.py").read_bytes()) is None  # the buffer is what is read
     assert [i.local for i in project.importers(str(tmp_path / "model.py"), "Encoder")] == ["Enc"]
 
 

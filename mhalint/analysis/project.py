@@ -66,27 +66,24 @@ class Project:
         (their lookups leave its pages shared) instead of each building a copy."""
         self._imported
 
-    def learn(self, path: str, raw: bytes) -> None:
-        """The bytes of a file the caller has read anyway: its imports are collected from them now, once, instead
-        of from a second read in each worker that asks."""
-        imports = self.imports_in(path, raw)
-        if imports is not None:
-            self.learnt(path, imports)
-
     def imports_in(self, path: str, raw: bytes) -> tuple | None:
         """What the index keeps of a file, from bytes the caller has read anyway (check_paths, before its
         workers fork), for `learnt`; None when the index reads that file itself or has no use for it."""
         path = os.path.abspath(path)
-        if path not in self._overlay and not self._complete and path in self._names:
-            return self._imports_of(path, raw)
-        return None
+        return self._imports_of(path, raw) if self._learns(path) else None
 
     def learnt(self, path: str, imports: tuple) -> None:
         """Keep `imports_in`'s answer (computed here or in a worker), so that the file is not read again for
-        the index. Names are interned again: a worker's come back as copies."""
+        the index, instead of once more in each worker that asks. Names are interned again: a worker's come back
+        as copies."""
         path = os.path.abspath(path)
-        if path not in self._overlay and not self._complete and path in self._names:
+        if self._learns(path):
             self._entries[path] = tuple(tuple(map(sys.intern, entry)) for entry in imports)
+
+    def _learns(self, path: str) -> bool:
+        """Whether the index takes a file's imports from its caller: not for an open buffer (read from the
+        overlay), nor once the index is complete, nor for a file outside the run."""
+        return path not in self._overlay and not self._complete and path in self._names
 
     def name_modules(self) -> None:
         """Work out each file's dotted module name now: before workers fork, so that they share them."""
