@@ -8,9 +8,10 @@ Two costs shaped this module (measured on the 3.2M-line speed corpus, issue 7):
   a comment naming `scaled_dot_product_attention`. No rule can act on prose, so those files are not parsed
   (200 of the 319 files that match somewhere, 230,000 of their 410,000 lines).
 
-A trigger matches within one line. A match inside a string counts as code when the string is an f-string or a
-t-string (its replacement fields are code); a string or comment the lexer below cannot close counts as code too,
-so every doubt ends in a parse.
+A trigger matches within one line. A match inside an f-string or a t-string counts as code when it may lie in a
+replacement field (`f"{F.scaled_dot_product_attention(q, k, v)}"`), not in the text around the fields (an error
+message naming the API); a string or comment the lexer below cannot close counts as code too, so every doubt
+ends in a parse.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ _CODE_PREFIX = re.compile(rb"(?:[fFtT][A-Za-z]?|[A-Za-z][fFtT])\Z")  # f, rf, Ft
 _ZERO_WIDTH_OR_CLASS = set("bBsSwWdDAZ")
 _QUANTIFIERS = set("?*+{")
 _LINE_END = re.compile(rb"[\r\n]")
+_FIELD_MARKS = re.compile(rb"\{\{|\}\}|[{}'\"]")  # what opens or closes an f-string's replacement field
 
 
 class Prefilter:
@@ -159,7 +161,30 @@ class _Prose:
         if index < 0 or offset >= self._spans[index][1]:
             return False
         start = self._starts[index]
-        return self.source[start] == ord("#") or not _CODE_PREFIX.search(self.source[max(0, start - 2):start])
+        if self.source[start] == ord("#") or not _CODE_PREFIX.search(self.source[max(0, start - 2):start]):
+            return True
+        quotes = 3 if self.source[start + 1:start + 3] == self.source[start:start + 1] * 2 else 1
+        return _in_literal_text(self.source[start + quotes:offset])
+
+
+def _in_literal_text(before: bytes) -> bool:
+    """Whether the end of `before`, the start of an f-string's body, is in the text between its replacement
+    fields: every `{` that opens a field is closed (`{{` and `}}` are literal braces). A quote inside a field may
+    hold braces of its own, and an unbalanced `}` is not Python's: both count as code."""
+    depth = 0
+    for mark in _FIELD_MARKS.finditer(before):
+        text = mark.group()
+        if text in (b"{{", b"}}") and depth == 0:
+            continue
+        if text[0] == ord("{"):
+            depth += len(text)
+        elif text[0] == ord("}"):
+            depth -= len(text)
+            if depth < 0:
+                return False
+        elif depth:  # a quote inside a field
+            return False
+    return depth == 0
 
 
 def anchors_of(pattern: str) -> list[str] | None:

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from mhalint.analysis.calls import PROJECT_PREFIX, returned
+from mhalint import torchapi
 from mhalint.analysis.values import resolve
 from mhalint.context import Scope
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, Severity
@@ -202,9 +203,12 @@ class FlexModConvention(Rule):
     code = "MHA015"
     name = "flex-mod-convention"
     summary = "flex_attention mask_mod or score_mod written in the wrong convention (True = hide, bool or bias-only score)"
-    # What the rule reads is reached through these names (imported from torch.nn.attention.flex_attention, whose
-    # import line names flex_attention): `mask_mod` and `score_mod` alone are everywhere in torch's own compiler.
-    triggers = (r"\bflex_attention\b", r"\bcreate_block_mask\b", r"\bcreate_mask\b")
+    # What the rule reads is reached through these names, each named where it is imported or called: `mask_mod`
+    # and `score_mod` alone are everywhere in torch's own compiler. `flex_attention` followed by `.name` or
+    # `import` is the module (`from torch.nn.attention.flex_attention import BlockMask`), and what it leads to
+    # counts only where it is one of these names (a match of its own).
+    triggers = (torchapi.OWN + r"\bflex_attention\b(?!\s*\.\s*\w|\s+import\b)",
+                *(torchapi.OWN + rf"\b{name}\b" for name in ("create_block_mask", "create_mask", "and_masks")))
     # A mask_mod is handed over as a value, but to create_block_mask or flex_attention, whose names are calls (or
     # `score_mod=` keywords) in the same file: a file where every trigger is a passed value has nothing to read.
     acts_on_passed_values = False

@@ -60,7 +60,7 @@ def test_default_path_is_cwd_and_syntax_error_does_not_stop_the_run(tree: Path):
 
 
 def test_syntax_error_alone_exits_one_not_two(tmp_path: Path):
-    (tmp_path / "broken.py").write_text("class MultiheadAttention(\n")
+    (tmp_path / "broken.py").write_text("attn = nn.MultiheadAttention(\n")
     result = run("check", str(tmp_path / "broken.py"))
     assert result.exit_code == 1
     assert "MHA900" in result.output

@@ -41,6 +41,12 @@ def test_anchors_are_literals_every_match_contains(pattern, anchors):
     ("def f():\n    '''Calls\n    F.scaled_dot_product_attention(q, k, v).\n    '''\n", False),
     ("name = 'nn.MultiheadAttention'\n", False),
     ('text = f"{nn.MultiheadAttention(8, 2)}"\n', True),  # a replacement field is code
+    ('raise ValueError(f"{name} needs F.scaled_dot_product_attention")\n', False),  # the text around it is not
+    ('text = f"""{x}\n{nn.MultiheadAttention(8, 2)}"""\n', True),
+    ('text = f"{{{nn.MultiheadAttention(8, 2)}}}"\n', True),  # a field between literal braces
+    ('text = f"{{nn.MultiheadAttention}}"\n', False),  # literal braces
+    ("text = f\"{d['}']} nn.MultiheadAttention\"\n", True),  # a quote in a field: braces unknown, parsed
+    ('text = rb"{x} nn.MultiheadAttention"\n', False),  # bytes, not an f-string
     ("x = 1  # MultiheadAttention\ny = nn.MultiheadAttention(8, 2)\n", True),
     ("x = 'it''s'  # a comment\rmha = nn.MultiheadAttention(8, 2)\r", True),  # CR-only line breaks
     ('s = "unterminated\nmha = nn.MultiheadAttention(8, 2)\n', True),  # a string the lexer cannot close
@@ -75,25 +81,31 @@ _STATEMENTS = [
     'doc = "an \\"escaped\\" TransformerDecoder"',
     "r = rb'\\'MultiheadAttention'",
     'msg = f"{nn.MultiheadAttention(8, 2)}"',
+    'raise ValueError(f"{name} needs F.scaled_dot_product_attention")',
+    'msg = f"{{nn.MultiheadAttention}} {x:>{width}}"',
+    'msg = f"{x} {{ {nn.MultiheadAttention(8, 2)} }}"',
     "total = a + b",
     "s = '#' + \"'\"",
 ]
 
 
 def _reference(source: str, regex: re.Pattern[str]) -> bool:
-    """What Python's own tokenizer says: a match that starts outside comments and non-f strings."""
-    prose = []
+    """What Python's own tokenizer and parser say: a match that starts outside comments and strings, or in an
+    expression of an f-string's replacement field."""
     lines = source.splitlines(keepends=True)
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line))
+    prose, fields = [], []
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        is_f_string = token.type == tokenize.STRING and "f" in token.string.split(token.string[-1])[0].lower()
-        if token.type == tokenize.COMMENT or (token.type == tokenize.STRING and not is_f_string):
-            start = offsets[token.start[0] - 1] + token.start[1]
-            end = offsets[token.end[0] - 1] + token.end[1]
-            prose.append((start, end))
-    return any(not any(start <= match.start() < end for start, end in prose) for match in regex.finditer(source))
+        if token.type in (tokenize.COMMENT, tokenize.STRING):
+            prose.append((offsets[token.start[0] - 1] + token.start[1], offsets[token.end[0] - 1] + token.end[1]))
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FormattedValue):
+            fields.append((offsets[node.value.lineno - 1] + node.value.col_offset,
+                           offsets[node.value.end_lineno - 1] + node.value.end_col_offset))
+    return any(any(start <= match.start() < end for start, end in fields)
+               or not any(start <= match.start() < end for start, end in prose) for match in regex.finditer(source))
 
 
 @settings(max_examples=200, deadline=None)
@@ -145,3 +157,34 @@ def test_the_engine_skips_passed_values_only_when_no_enabled_rule_acts_on_them()
     assert [f.code for f in Checker([PassedSdpa]).check_source(source, "x.py")] == ["XYZ201"]
     PassedSdpa.acts_on_passed_values = False
     assert Checker([PassedSdpa]).check_source(source, "x.py") == []
+
+
+@pytest.mark.parametrize("source, expected", [
+    # the project's own names: what it defines, or reads off self
+    ("def scaled_dot_product_attention(q, k, v):\n    return q\n", False),
+    ("class MultiheadAttention(nn.Module):\n    pass\n", False),
+    ("class Transformer(nn.Module):\n    pass\n", False),
+    ("class TransformerEncoderLayer(Module):\n    pass\n", False),
+    ("class A:\n    def create_mask(self, n):\n        return n\n    def f(self):\n        return self.create_mask(3)\n",
+     False),
+    # torch.fx's graph Transformer, and flex_attention as the module on the way to another name
+    ("class Graph(torch.fx.Transformer):\n    pass\n", False),
+    ("from torch.nn.attention.flex_attention import BlockMask\n", False),
+    ("mask_mod = torch.nn.attention.flex_attention.noop_mask\n", False),
+    # torch's names, however they are reached
+    ("class Mine(nn.MultiheadAttention):\n    pass\n", True),
+    ("nn.MultiheadAttention.__init__(self, 8, 2)\n", True),
+    ("self.sdpa = F.scaled_dot_product_attention\n", True),
+    ("layer = nn.Transformer(d_model=8)\n", True),
+    ("from torch.nn.attention.flex_attention import and_masks\n", True),
+    ("from torch.nn.attention.flex_attention import (\n    BlockMask,\n    create_block_mask,\n)\n", True),
+    ("from torch.nn.attention import flex_attention\n", True),
+    ("import torch.nn.attention.flex_attention as fa\n", True),
+    ("out = fa.flex_attention(q, k, v, score_mod=mod)\n", True),
+    ("def  scaled_dot_product_attention(q):\n    return q\n", True),  # an unusual spacing: parsed, to be safe
+])
+def test_a_name_the_project_defines_is_not_torchs(source, expected):
+    from mhalint.engine import Checker
+    from mhalint.rule import load_rules
+
+    assert Checker(list(load_rules().values())).prefilter.matches(source.encode()) is expected
