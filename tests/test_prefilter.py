@@ -165,8 +165,8 @@ def test_the_engine_skips_passed_values_only_when_no_enabled_rule_acts_on_them()
     ("class MultiheadAttention(nn.Module):\n    pass\n", False),
     ("class Transformer(nn.Module):\n    pass\n", False),
     ("class TransformerEncoderLayer(Module):\n    pass\n", False),
-    ("class A:\n    def create_mask(self, n):\n        return n\n    def f(self):\n        return self.create_mask(3)\n",
-     False),
+    ("class A:\n    def create_mask(self, n):\n        return n\n"
+     "    def f(self):\n        return self.create_mask(3)\n", False),
     # torch.fx's graph Transformer, and flex_attention as the module on the way to another name
     ("class Graph(torch.fx.Transformer):\n    pass\n", False),
     ("from torch.nn.attention.flex_attention import BlockMask\n", False),
