@@ -157,10 +157,17 @@ def short_name(api: str) -> str:
 # (`self.create_mask(`) names the project's own function, class or method, never torch's: the analyses resolve a
 # name to torch's only through an import or an assignment, and each of those names the API again (a match). Such
 # words alone do not make a file worth parsing (on the speed corpus: 16 files, 22,000 lines, none with a finding).
-OWN = r"(?<!def )(?<!class )(?<!self\.)"
-MHA_TRIGGER = OWN + r"\bMultiheadAttention\b"
-TRANSFORMER_TRIGGER = (OWN + r"\bTransformer(?:Encoder|Decoder)(?:Layer)?\b|(?<!\bfx)\.Transformer\b|"
-                       + OWN + r"(?<!\bfx\.)\bTransformer\s*[(,)]|\bimport\s+Transformer\b|\bTransformer\s+as\b")
-SDPA_TRIGGER = OWN + r"\bscaled_dot_product_attention\b"
-MHA_FORWARD_FN_TRIGGER = OWN + r"\bmulti_head_attention_forward\b"
+def trigger(word: str) -> str:
+    """A trigger for `word` (a regular expression that starts with a word character) where code names it, not
+    where a statement defines it or reads it off `self`. The look-behinds come after `\\b`, which fails fast at
+    most positions: before it, they cost a quarter of the prefilter's time."""
+    return r"\b(?<!def )(?<!class )(?<!self\.)" + word
+
+
+MHA_TRIGGER = trigger(r"MultiheadAttention\b")
+TRANSFORMER_TRIGGER = "|".join((trigger(r"Transformer(?:Encoder|Decoder)(?:Layer)?\b"), r"\.(?<!\bfx\.)Transformer\b",
+                                trigger(r"(?<!\bfx\.)Transformer\s*[(,)]"), r"\bimport\s+Transformer\b",
+                                r"\bTransformer\s+as\b"))
+SDPA_TRIGGER = trigger(r"scaled_dot_product_attention\b")
+MHA_FORWARD_FN_TRIGGER = trigger(r"multi_head_attention_forward\b")
 MODULE_TRIGGERS = (MHA_TRIGGER, TRANSFORMER_TRIGGER)

@@ -207,8 +207,8 @@ class FlexModConvention(Rule):
     # and `score_mod` alone are everywhere in torch's own compiler. `flex_attention` followed by `.name` or
     # `import` is the module (`from torch.nn.attention.flex_attention import BlockMask`), and what it leads to
     # counts only where it is one of these names (a match of its own).
-    triggers = (torchapi.OWN + r"\bflex_attention\b(?!\s*\.\s*\w|\s+import\b)",
-                *(torchapi.OWN + rf"\b{name}\b" for name in ("create_block_mask", "create_mask", "and_masks")))
+    triggers = (torchapi.trigger(r"flex_attention\b(?!\s*\.\s*\w|\s+import\b)"),
+                *(torchapi.trigger(rf"{name}\b") for name in ("create_block_mask", "create_mask", "and_masks")))
     # A mask_mod is handed over as a value, but to create_block_mask or flex_attention, whose names are calls (or
     # `score_mod=` keywords) in the same file: a file where every trigger is a passed value has nothing to read.
     acts_on_passed_values = False
