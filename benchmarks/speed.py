@@ -396,7 +396,7 @@ def trigger_words(python: str, cwd: Path) -> list[str]:
                        "print('\\n'.join(sorted(words)))"], cwd=cwd)
     if result.returncode != 0 or not result.stdout.strip():
         fail(f"could not read the rules' trigger words:\n{result.stderr[-2000:]}")
-    return result.stdout.split()
+    return result.stdout.splitlines()  # a pattern may hold spaces (`(?<!def )`)
 
 
 def imported(python: str, argv_tail: list[str], cwd: Path, env: dict[str, str]) -> dict[str, bool]:
