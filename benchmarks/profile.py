@@ -74,7 +74,7 @@ def instrument(phases: Phases) -> None:
 
     import libcst
 
-    from mhalint import engine, noqa, positions, scan
+    from mhalint import context, engine, noqa, positions, scan
     from mhalint.analysis import project
     from mhalint.lazy import cst
     from mhalint.prefilter import Prefilter
@@ -95,7 +95,8 @@ def instrument(phases: Phases) -> None:
         phases.wrap("positions", positions, name)
     for name in ("_generate_statement", "_generate_module"):
         phases.wrap("positions", positions.Positions, name)
-    phases.wrap("analysis", engine, "walk")
+    phases.wrap("analysis", context.ModuleContext, "walk_indexed")  # the one walk, which indexes the tree
+    phases.wrap("analysis", engine._Dispatch, "run")  # the rules, and the analyses they ask
     phases.wrap("noqa", noqa, "suppress")
     gc.callbacks.append(phases.collections)
 

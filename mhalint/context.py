@@ -8,8 +8,9 @@ attention code uses.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, TypeVar
 
 from mhalint import torchapi
 from mhalint.budget import Limits
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from mhalint.positions import Positions
 
 T = TypeVar("T")
+_NONE: Mapping[type, bool] = defaultdict(bool)  # no node type watched
 
 
 @dataclass(eq=False)
@@ -156,7 +158,7 @@ class ModuleContext:
         return self._source
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        """The node `node` sits in (computed for the whole module on first use)."""
+        """The node `node` sits in (built by `walk_indexed`, or for the whole module on first use)."""
         if "parents" not in self.memo:
             self._index_tree()
         return self.memo["parents"].get(node)
@@ -248,40 +250,56 @@ class ModuleContext:
         return table[first].get(line)
 
     def calls(self) -> list[tuple[cst.Call, Scope]]:
-        """Every call in the module with the scope it is in; built on first use (only rules that follow values
-        across functions need it)."""
+        """Every call in the module with the scope it is in (built by `walk_indexed`, or on first use)."""
         if self._calls is None:
             self._index_tree()
         return self._calls
 
     def _index_tree(self) -> None:
-        """Each node's parent (`parent`) and every call with its scope (`calls`), in one walk: most files whose
-        analyses need one need the other, and each walk over a model file's tree is tens of milliseconds."""
+        self.walk_indexed(_NONE, _NONE)
+
+    def walk_indexed(self, visited: Mapping[type, bool],
+                     left: Mapping[type, bool]) -> list[tuple[bool, cst.CSTNode, Scope]]:
+        """One walk over the module: each node's parent (`parent`) and every call with its scope (`calls`), kept,
+        and the events of the walk the engine hands to the rules, returned: in walk order, (True, node, scope)
+        on entering a node whose type `visited` maps to True and (False, node, scope) on leaving one `left` does,
+        `scope` the innermost around it (a class's or function's own). Most files' analyses need the index, and
+        a walk over a model file's tree is tens of milliseconds: the rules do not walk it again."""
         parents: dict[cst.CSTNode, cst.CSTNode] = {}
         calls: list[tuple[cst.Call, Scope]] = []
+        events: list[tuple[bool, cst.CSTNode, Scope]] = []
         path: list[cst.CSTNode] = []
         scopes = [self.root]
+        scope_types, call_type, check = self.scope_types, cst.Call, self.limits.check
 
         def enter(node: cst.CSTNode) -> bool:
+            check()  # the file's time and memory budget (mhalint.budget): cooperative, in this thread
             if path:
                 parents[node] = path[-1]
             path.append(node)
-            if type(node) in self.scope_types:
+            node_type = type(node)
+            if node_type in scope_types:
                 scope = self.scopes.get(node)
                 if scope is not None:
                     scopes.append(scope)
-            elif isinstance(node, cst.Call):
+            elif node_type is call_type:
                 calls.append((node, scopes[-1]))
+            if visited[node_type]:
+                events.append((True, node, scopes[-1]))
             return True
 
         def leave(node: cst.CSTNode) -> None:
             path.pop()
-            if type(node) in self.scope_types and node in self.scopes and len(scopes) > 1:
+            node_type = type(node)
+            if left[node_type]:
+                events.append((False, node, scopes[-1]))
+            if node_type in scope_types and node in self.scopes and len(scopes) > 1:
                 scopes.pop()
 
         walk(self.module, enter, leave)
         self.memo["parents"] = parents
         self._calls = calls
+        return events
 
     def calls_in(self, scope: Scope) -> list[tuple[cst.Call, Scope]]:
         """The calls whose scope is `scope` (not those of functions nested in it), in source order."""

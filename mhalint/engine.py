@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 from mhalint import deep_stack, noqa
 from mhalint.analysis.project import Project
 from mhalint.budget import FileBudget, Limits, TooComplex, resident_bytes
-from mhalint.context import ModuleContext
+from mhalint.context import ModuleContext, Scope
 from mhalint.discovery import discover
 from mhalint.finding import Finding, Severity
 from mhalint.lazy import cst
@@ -29,7 +29,6 @@ from mhalint.prefilter import Prefilter
 from mhalint.scan import scan
 from mhalint.rule import Rule, runtime_only
 from mhalint.source import decode
-from mhalint.walk import walk
 
 if TYPE_CHECKING:
     from mhalint.cache import Cache
@@ -321,8 +320,8 @@ class Checker:
                 limits.check()
                 context = ModuleContext(module, path, text, statement_lines, self.project, limits,
                                         reuse.generated if reuse is not None else None, bodies)
-                walker = _Walker(context, self._instances(context, findings, path, result), path, result, findings)
-                walk(module, walker.on_visit, walker.on_leave)
+                rules = _Dispatch(context, self._instances(context, findings, path, result), path, result, findings)
+                rules.run(context.walk_indexed(rules.visited, rules.left))
                 result.read_project = context.read_project
                 context.release()
         except cst.ParserSyntaxError:
@@ -523,8 +522,9 @@ def _recursion_limit(limit: int):
 _RECURSION_LIMIT = 20_000
 
 
-class _Walker:
-    """One traversal for all rules: calls each rule's visit_<Node>/leave_<Node> and keeps the scope current.
+class _Dispatch:
+    """Hands the rules the nodes of one walk (ModuleContext.walk_indexed, which indexes the tree on the way):
+    each rule's visit_<Node> and leave_<Node> called in walk order, with the scope current.
 
     A rule that raises is switched off for the rest of the file and reported as an internal error, so one bug in
     one rule never stops the run.
@@ -537,7 +537,6 @@ class _Walker:
         self.path = path
         self.result = result
         self.failures = failures
-        self.limits = context.limits
         self.visitors: dict[str, list] = {}
         self.leavers: dict[str, list] = {}
         for rule in rules:
@@ -546,36 +545,37 @@ class _Walker:
                     self.visitors.setdefault(attribute[6:], []).append((rule, getattr(rule, attribute)))
                 elif attribute.startswith("leave_"):
                     self.leavers.setdefault(attribute[6:], []).append((rule, getattr(rule, attribute)))
+        self.visited = _TypesNamed(self.visitors)  # the node types some rule has a handler for
+        self.left = _TypesNamed(self.leavers)
         self.disabled: set[int] = set()
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        self.limits.check()  # the file's time and memory budget (mhalint.budget): cooperative, in this thread
-        if type(node) in self.context.scope_types:
-            scope = self.context.scopes.get(node)
-            if scope is not None:
-                self.context.scope = scope
-        self._dispatch(self.visitors.get(type(node).__name__), node)
-        return True
+    def run(self, events: list[tuple[bool, cst.CSTNode, Scope]]) -> None:
+        context, check = self.context, self.context.limits.check
+        for entering, node, scope in events:
+            check()
+            context.scope = scope
+            handlers = (self.visitors if entering else self.leavers)[type(node).__name__]
+            for rule, handler in handlers:
+                if id(rule) in self.disabled:
+                    continue
+                try:
+                    handler(node)
+                except Exception as error:  # contained, even a RecursionError: CPython already refused deep code
+                    self.disabled.add(id(rule))
+                    self.failures.append(_internal_error(self.path, _line_or_one(context, node), rule.code, error,
+                                                         self.result))
 
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self._dispatch(self.leavers.get(type(original_node).__name__), original_node)
-        if type(original_node) in self.context.scope_types:
-            scope = self.context.scopes.get(original_node)
-            if scope is not None and scope.parent is not None:
-                self.context.scope = scope.parent
 
-    def _dispatch(self, handlers, node: cst.CSTNode) -> None:
-        if not handlers:
-            return
-        for rule, handler in handlers:
-            if id(rule) in self.disabled:
-                continue
-            try:
-                handler(node)
-            except Exception as error:  # contained, even a RecursionError: CPython already refused deep code
-                self.disabled.add(id(rule))
-                self.failures.append(_internal_error(self.path, _line_or_one(self.context, node), rule.code, error,
-                                                     self.result))
+class _TypesNamed(dict):
+    """node type -> whether its name is a key of `handlers`, filled as types are met (the walk asks per node)."""
+
+    def __init__(self, handlers: dict[str, list]):
+        super().__init__()
+        self.names = frozenset(handlers)
+
+    def __missing__(self, node_type: type) -> bool:
+        self[node_type] = named = node_type.__name__ in self.names
+        return named
 
 
 def _internal_error(path: str, line: int, code: str, error: Exception, result: Result) -> Finding:
