@@ -47,6 +47,7 @@ def test_anchors_are_literals_every_match_contains(pattern, anchors):
     ('text = f"{{nn.MultiheadAttention}}"\n', False),  # literal braces
     ("text = f\"{d['}']} nn.MultiheadAttention\"\n", True),  # a quote in a field: braces unknown, parsed
     ('text = rb"{x} nn.MultiheadAttention"\n', False),  # bytes, not an f-string
+    ('text = f"} {nn.MultiheadAttention(8, 2)"\n', True),  # a lone `}`: not Python, parsed to say so
     ("x = 1  # MultiheadAttention\ny = nn.MultiheadAttention(8, 2)\n", True),
     ("x = 'it''s'  # a comment\rmha = nn.MultiheadAttention(8, 2)\r", True),  # CR-only line breaks
     ('s = "unterminated\nmha = nn.MultiheadAttention(8, 2)\n', True),  # a string the lexer cannot close
@@ -188,3 +189,35 @@ def test_a_name_the_project_defines_is_not_torchs(source, expected):
     from mhalint.rule import load_rules
 
     assert Checker(list(load_rules().values())).prefilter.matches(source.encode()) is expected
+
+
+_FIELD_PARTS = st.sampled_from([
+    "x", "d['}']", 'd["{"]', "f(a, b)", "x!r", "x:>{width}", "x:{w}.{p}f", "{1: 2}[1]", "'{'", "y if z else w",
+    "nn.MultiheadAttention(8, 2)", "F.scaled_dot_product_attention(q, k, v)",
+    "d['}'] or nn.MultiheadAttention(8, 2)", "(g('{') or F.scaled_dot_product_attention)(q)",
+])
+_TEXT_PARTS = st.sampled_from([
+    "text ", "{{", "}}", "{{x}}", " nn.MultiheadAttention ", "F.scaled_dot_product_attention", " 'quoted' ", "#",
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_TEXT_PARTS, _FIELD_PARTS.map(lambda field: "{" + field + "}")), max_size=6),
+       st.sampled_from(['f"', "f'''", 'rf"', "F'"]))
+def test_a_trigger_in_a_replacement_field_is_never_taken_for_prose(parts, opening):
+    """Whatever the f-string, a trigger that Python reads as code (in a field's expression) makes the file worth
+    parsing; the prefilter may also count text around the fields as code where a quote in a field hides the
+    braces, never the other way round."""
+    closing = opening.lstrip("rfF")
+    body = "".join(parts)
+    if closing[0] in body and len(closing) == 1 or "\\" in body:
+        return  # the quote would end the string: not this test's subject
+    source = f"msg = {opening}{body}{closing}\n"
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        return
+    prefilter = Prefilter(ALL_TRIGGERS)
+    regex = re.compile(prefilter.regex.pattern.decode())
+    if _reference(source, regex):
+        assert prefilter.matches(source.encode()), source
