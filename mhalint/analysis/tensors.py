@@ -201,9 +201,11 @@ class ShapeReader:
     def _unpacking(self, name: str, scope: Scope, reaching: Binding, use: cst.CSTNode) -> Traced | None:
         """`B, T, C = x.shape` (or `x.size()`) names the axes of `x`, as long as `x` is not reassigned between the
         value that reaches the use and the unpacking."""
-        since = 0 if reaching.kind == "param" else self.ctx.line(reaching.node)
         groups = _shape_unpackings(self.ctx, scope).get(name, [])
-        until = self.ctx.line(use) if groups else 0
+        if not groups:
+            return None  # most names: no line asked, so no statement generated for its position
+        since = 0 if reaching.kind == "param" else self.ctx.line(reaching.node)
+        until = self.ctx.line(use)
         for lines, bindings in groups:
             for index in range(bisect.bisect_left(lines, since), len(lines)):
                 if lines[index] > until:

@@ -182,11 +182,9 @@ def _parameter_values(ctx: ModuleContext, name: str, binding: Binding,
     """(value, the call's line) per caller (the default where a caller leaves it out), or the default alone (no
     line) when nothing in the module calls the function; None when a caller's value is unknown."""
     default = resolve(ctx, binding.value, binding.scope, depth + 1) if binding.value is not None else None
-    line = ctx.line(binding.node)
-    function = binding.scope.name
     if default is not None:
-        default = Value(default.value, (f"`{name}` defaults to {default.value!r} in `{function}()` at line "
-                                        f"{line}",) + default.trail)
+        default = Value(default.value, (f"`{name}` defaults to {default.value!r} in `{binding.scope.name}()` at "
+                                        f"line {ctx.line(binding.node)}",) + default.trail)
     sites = callers(ctx, binding.scope) if depth < _MAX_DEPTH - 2 else []
     if not sites:
         return [(default, None)] if default is not None else None
