@@ -31,6 +31,9 @@ import statistics
 import sys
 from pathlib import Path
 
+from mhalint.positions import first_lines
+from mhalint.source import decode, line_starts
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import speed  # noqa: E402  (a sibling script, not a package)
 
@@ -38,28 +41,30 @@ _CHILD = "--child"  # first argument of this script run as a patched mhalint, fo
 
 
 def sliced(source: bytes, prefilter, trimmed: dict[str, ast.Module]) -> bytes:
-    """`source` with the top-level statements that are neither imports nor hold a trigger match blanked out;
-    `trimmed` gets CPython's tree of the whole file cut to the statements kept, under the sliced text."""
+    """`source` with the top-level statements that are neither imports nor hold a trigger match blanked out (each
+    line's break kept; comments between statements, an encoding declaration among them, stay); `trimmed` gets
+    CPython's tree of the whole file cut to the statements kept, under the sliced text."""
     try:
-        text = source.decode("utf-8")
+        text, encoding = decode(source)
         syntax = ast.parse(text)
-    except (UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+    except (UnicodeDecodeError, LookupError, SyntaxError, ValueError, RecursionError, MemoryError):
         return source  # the engine reports it as it stands
-    line_starts = [0]
-    for line in source.split(b"\n"):
-        line_starts.append(line_starts[-1] + len(line) + 1)
-    matched = {bisect.bisect_right(line_starts, match.start()) for match in prefilter.code_matches(source)}
+    breaks = line_starts(source)
+    matched = {bisect.bisect_right(breaks, match.start()) for match in prefilter.code_matches(source)}
     kept_lines: set[int] = set()
-    for statement in syntax.body:
-        first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))])
+    dropped_lines: set[int] = set()
+    for first, statement in zip(first_lines(syntax), syntax.body):
         span = range(first, statement.end_lineno + 1)
-        if isinstance(statement, (ast.Import, ast.ImportFrom)) or not matched.isdisjoint(span):
-            kept_lines.update(span)
+        keep = isinstance(statement, (ast.Import, ast.ImportFrom)) or not matched.isdisjoint(span)
+        (kept_lines if keep else dropped_lines).update(span)
     syntax.body = [statement for statement in syntax.body if statement.lineno in kept_lines]
-    text = "\n".join(line if number in kept_lines else ""
-                     for number, line in enumerate(text.split("\n"), 1))
+    blank = dropped_lines - kept_lines  # a line two statements share stays with the one kept
+    starts = line_starts(text)
+    lines = (text[start:end] for start, end in zip(starts, [*starts[1:], len(text)]))
+    text = "".join(line[len(line.rstrip("\r\n")):] if number in blank else line
+                   for number, line in enumerate(lines, 1))
     trimmed[text] = syntax
-    return text.encode("utf-8")
+    return text.encode(encoding)
 
 
 def run_patched_mhalint(variant: str, argv: list[str]) -> None:

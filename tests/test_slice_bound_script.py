@@ -62,6 +62,16 @@ def test_only_imports_and_trigger_statements_are_left_at_their_lines_and_columns
     assert [(p.line, p.column) for p in calls] == [(14, 11), (15, 11)]
 
 
+def test_line_breaks_and_the_encoding_are_kept():
+    lines = ["# -*- coding: latin-1 -*-\r\n", "import torch\r\n", "NAME = 'caf\xe9'\r\n",
+             "m = torch.nn.MultiheadAttention(8, 2)\r\n"]
+    trimmed: dict[str, ast.Module] = {}
+    result = _slice_bound().sliced("".join(lines).encode("latin-1"), Prefilter([trigger("MultiheadAttention")]),
+                                   trimmed)
+    assert result.decode("latin-1") == "".join([lines[0], lines[1], "\r\n", lines[3]])
+    assert [statement.lineno for statement in trimmed.popitem()[1].body] == [2, 4]
+
+
 def test_a_file_that_does_not_parse_is_left_as_it_is():
     trimmed: dict[str, ast.Module] = {}
     broken = b"import torch\nnn.MultiheadAttention(\n"
