@@ -22,9 +22,9 @@ import json
 import os
 import random
 import re
+import resource
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -339,16 +339,18 @@ def test_empty_comment_only_and_whitespace_files_are_checked_quietly(tmp_path: P
 
 @pytest.mark.slow
 def test_fifty_thousand_lines_finish_and_report_the_last_line(tmp_path: Path):
-    """A hang check, not a speed test (the bound is generous)."""
+    """A check against a blow-up, not a speed test: the bound is on CPU time (which other work on the machine does
+    not lengthen), and generous (a second or two is the usual)."""
     source = HEADER + "x = 1\n" * 49_998 + CALL + "\n"
     assert source.count("\n") == 50_000
     tree_with(tmp_path, **{"long.py": source.encode()})
-    started = time.monotonic()
-    run = mhalint_process(tmp_path, timeout=90)
-    elapsed = time.monotonic() - started
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run = mhalint_process(tmp_path, timeout=600)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     assert_sound(run)
     assert run.only("long.py").key == ("long.py", None, 50_000, 8, "MHA001")
-    assert elapsed < 60, f"50,000 lines took {elapsed:.1f} s"
+    assert cpu < 60, f"50,000 lines took {cpu:.1f} s of CPU"
 
 
 # ------------------------------------------------------------------------------------------------ deep nesting

@@ -13,7 +13,6 @@ import re
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ from mhalint.rule import load_rules
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 RULES = load_rules()
+HANG_GUARD = 600  # seconds: only a hang is this slow; the tests assert outcomes, never how long they took
 
 NUMBER = r"([0-9]+(?:\.[0-9]+)?(?:e[+-]?[0-9]+)?)"
 FINDING_LINE = re.compile(r"^(?P<path>\S+):(?P<line>\d+):(?P<column>\d+): (?P<code>[A-Z]+[0-9]+) "
@@ -46,12 +46,12 @@ def number(pattern: str, text: str) -> float:
 
 
 def mhalint(*args: str, cwd: Path = ROOT, env: dict | None = None, stdin: str | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess:
+            timeout: float = HANG_GUARD) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "mhalint", *args], cwd=cwd, env=env, input=stdin,
                           capture_output=True, text=True, timeout=timeout)
 
 
-def worker(request: str | bytes, timeout: float = 60) -> subprocess.CompletedProcess:
+def worker(request: str | bytes, timeout: float = HANG_GUARD) -> subprocess.CompletedProcess:
     """`python -m mhalint.probe` fed `request` on stdin."""
     data = request.encode() if isinstance(request, str) else request
     completed = subprocess.run([sys.executable, "-m", "mhalint.probe"], cwd=ROOT, input=data, capture_output=True,
@@ -121,7 +121,7 @@ PLUGIN = textwrap.dedent('''
 
         @staticmethod
         def probe(arguments, torch):
-            time.sleep(60)
+            time.sleep(3600)  # never answers: only a time limit ends it
             return CONFIRMED, "woke up"
 
 
@@ -606,25 +606,23 @@ SLOW_FILE = "import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\nslow_si
 @pytest.mark.slow
 def test_a_site_over_its_time_limit_is_skipped_and_the_others_still_run(tmp_path: Path, plugin_env, torch):
     (tmp_path / "model.py").write_text(SLOW_FILE)
-    start = time.monotonic()
-    completed = mhalint("check", "--probe", "--select", SELECT, "--probe-timeout", "0.5", "model.py", cwd=tmp_path,
-                        env=plugin_env, timeout=60)
-    assert time.monotonic() - start < 30
+    # The slow experiment never answers, so a result at all shows that its limit stopped it (the subprocess
+    # timeout is only a guard against a hang); the limit leaves the quick ones room on a loaded machine.
+    completed = mhalint("check", "--probe", "--select", SELECT, "--probe-timeout", "5", "model.py", cwd=tmp_path,
+                        env=plugin_env, timeout=HANG_GUARD)
     no_traceback(completed)
     assert completed.returncode == 1, completed.stderr
     probes = by_code(completed.stdout)
     assert set(probes) == {"MHA001", "XYZ101", "MHA004"}
     assert probes["XYZ101"]["status"] == SKIPPED
-    assert probes["XYZ101"]["evidence"] == "the experiment took longer than 0.5 s and was stopped"
+    assert probes["XYZ101"]["evidence"] == "the experiment took longer than 5 s and was stopped"
     assert probes["MHA001"]["status"] == REPRODUCED and probes["MHA004"]["status"] == CONFIRMED  # after the slow one
 
 
 def test_the_total_time_limit_skips_every_site_and_keeps_the_findings(tmp_path: Path, plugin_env, torch):
     (tmp_path / "model.py").write_text(SLOW_FILE)
-    start = time.monotonic()
     completed = mhalint("check", "--probe", "--select", SELECT, "--probe-total-timeout", "1", "model.py", cwd=tmp_path,
-                        env=plugin_env, timeout=60)
-    assert time.monotonic() - start < 20
+                        env=plugin_env, timeout=HANG_GUARD)
     no_traceback(completed)
     assert completed.returncode == 1, completed.stderr
     probes = by_code(completed.stdout)
@@ -647,9 +645,7 @@ def test_the_total_time_limit_keeps_the_results_streamed_before_it(plugin_env, e
                 Finding("model.py", 3, 1, "XYZ101", "m", arguments=(("api", "slow_site"),)),
                 Finding("model.py", 4, 7, "MHA004", "m", arguments=tuple(MHA004_MHA.items()))]
     rules = {**RULES, "XYZ101": type("SlowStub", (), {"probe": staticmethod(lambda arguments, torch: None)})}
-    start = time.monotonic()
-    results = probe_findings(findings, rules, ProbeLimits(site_timeout=60, total_timeout=limit))
-    assert time.monotonic() - start < limit + 10
+    results = probe_findings(findings, rules, ProbeLimits(site_timeout=HANG_GUARD, total_timeout=limit))
     assert [f.code for f in results] == ["MHA001", "XYZ101", "MHA004"]
     assert results[0].probe.status == CONFIRMED, results[0].probe
     for late in results[1:]:
@@ -753,7 +749,7 @@ def test_a_worker_that_cannot_import_torch_under_its_memory_cap_skips_every_site
 ], ids=["not-json", "empty", "no-sites", "array", "sites-not-list", "string-id", "site-not-object",
         "zero-timeout", "string-timeout", "too-many-sites"])
 def test_malformed_requests_are_refused_in_one_line_before_torch_is_imported(request_text, reason):
-    completed = worker(request_text, timeout=30)
+    completed = worker(request_text, timeout=HANG_GUARD)
     no_traceback(completed)
     assert completed.returncode == 2
     assert messages(completed.stdout) == [{"error": reason}]
@@ -792,14 +788,14 @@ DEEP = "[" * 100_000 + "]" * 100_000
 
 
 def test_deeply_nested_json_is_refused_in_one_line_by_the_worker():
-    completed = worker(DEEP, timeout=30)
+    completed = worker(DEEP, timeout=HANG_GUARD)
     no_traceback(completed)
     assert completed.returncode == 2
     assert [m["error"].startswith("malformed probe request: ") for m in messages(completed.stdout)] == [True]
 
 
 def test_deeply_nested_json_is_a_usage_error_for_the_probe_command():
-    completed = mhalint("probe", "-", stdin=DEEP, timeout=30)
+    completed = mhalint("probe", "-", stdin=DEEP, timeout=HANG_GUARD)
     no_traceback(completed)
     assert completed.returncode == 2
     assert len(completed.stderr.splitlines()) == 1
@@ -807,7 +803,7 @@ def test_deeply_nested_json_is_a_usage_error_for_the_probe_command():
 
 
 def test_probe_command_refuses_a_file_that_is_not_findings():
-    completed = mhalint("probe", "-", stdin="not json", timeout=30)
+    completed = mhalint("probe", "-", stdin="not json", timeout=HANG_GUARD)
     no_traceback(completed)
     assert completed.returncode == 2
     assert len(completed.stderr.splitlines()) == 1

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import time
 
 import pytest
 
@@ -139,12 +138,10 @@ def test_power_is_refused_before_anything_is_allocated(monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("torch.ones ran")
 
-    monkeypatch.setattr(torch, "ones", boom)
-    start = time.perf_counter()
+    monkeypatch.setattr(torch, "ones", boom)  # raises if anything reached torch
     assert "operator `**`" in refusal("torch.ones(10**9)")
     assert "elements (limit" in refusal("torch.ones(1000000000)")
     assert "elements (limit" in refusal("torch.ones(100000, 100000)")
-    assert time.perf_counter() - start < 1.0
 
 
 def test_node_count_limit():
