@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--burners", type=int, default=usable_cpus(), help="busy processes (default: one per CPU)")
     options, pytest_args = parser.parse_known_args(argv)
-    burners = [subprocess.Popen([sys.executable, "-c", _SPIN.format(parent=os.getpid())]) for _ in range(options.burners)]
+    spin = _SPIN.format(parent=os.getpid())
+    burners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(options.burners)]
     started = time.monotonic()
     try:
         completed = subprocess.run([sys.executable, "-m", "pytest", "-q", *pytest_args])
