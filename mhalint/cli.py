@@ -22,6 +22,8 @@ from mhalint.output import Output, OutputError
 from mhalint.probe.limits import ProbeLimits
 
 if TYPE_CHECKING:
+    from typing import Sequence
+
     from mhalint.engine import Checker, Result
 
 # Everything that imports libcst (the engine, the rules, the formats that need rule metadata) is imported inside the
@@ -209,6 +211,7 @@ def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_sele
     """Check PATHS (files or directories; default: the current directory; - reads standard input)."""
     from mhalint import noqa, summary
     from mhalint.engine import ENGINE_CODES, INTERNAL_ERROR, Checker
+    from mhalint.fixes import project_roots
     from mhalint.report import RenderOptions
     from mhalint.report.printer import HUMAN, Printer
     from mhalint.rule import load_rules
@@ -287,14 +290,16 @@ def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_sele
                     bar.clear()
 
         result = run(print_file if stream else None)
+    within = project_roots(paths or (Path("."),), settings.config.root)  # what --fix and --add-noqa may write
     if add_noqa:  # not on the engine's own findings (a file that cannot be read or parsed, an unused directive)
         added, failures = noqa.add_to_files([f for f in shown(result.findings) if f.code not in ENGINE_CODES
-                                             or f.code == INTERNAL_ERROR], lambda text: click.echo(text, err=True))
+                                             or f.code == INTERNAL_ERROR], lambda text: click.echo(text, err=True),
+                                            within)
         out.status(f"Added {summary.plural(added, 'noqa directive')}.")
         sys.exit(EXIT_ERROR if failures else EXIT_CLEAN)
     before = shown(result.findings)
     if diff or fix:
-        outcome = _fix_files(checker, before, shown, unsafe=unsafe_fixes, write=not diff, out=out)
+        outcome = _fix_files(checker, before, shown, unsafe=unsafe_fixes, write=not diff, out=out, within=within)
         if diff:
             out.close()
             out.status(summary.would_fix(outcome.applied, before, unsafe_fixes))
@@ -443,9 +448,11 @@ class _FixOutcome:
     failures: int = 0
 
 
-def _fix_files(checker: Checker, findings, shown, *, unsafe: bool, write: bool, out: Output) -> _FixOutcome:
-    """Fix (or, when not writing, print the diff of) every file with an applicable fix, a notebook's cells too. A
-    file that cannot be fixed gets a one-line message, and the others are still fixed."""
+def _fix_files(checker: Checker, findings, shown, *, unsafe: bool, write: bool, out: Output,
+               within: Sequence[Path]) -> _FixOutcome:
+    """Fix (or, when not writing, print the diff of) every file with an applicable fix, a notebook's cells too, in
+    files whose real path is `within` the project. A file that cannot be fixed gets a one-line message, and the
+    others are still fixed."""
     from mhalint import notebook
     from mhalint.fixes import FixError, SourceFile, applicable, fix_source
     from mhalint.lazy import cst
@@ -462,7 +469,7 @@ def _fix_files(checker: Checker, findings, shown, *, unsafe: bool, write: bool, 
 
             new_text, applied = (notebook.fix if in_notebook else fix_source)(source.text, lint, unsafe)
             if applied and write:
-                source.write(new_text)
+                source.write(new_text, within)
             elif applied:
                 out.report(notebook.diff(source.text, new_text, path) if in_notebook else source.diff(new_text),
                            end="")

@@ -6,9 +6,11 @@ applied to code that another fix has just changed. The result must parse before 
 
 The text is encoded back with the file's own encoding and written to a temporary file in the file's directory,
 which replaces it with `os.replace`: a reader never sees half a file. Through a symlink, the file it points to is
-fixed and the link stays. Owner, group and mode are kept; a file they cannot be kept for, a read-only file and a
-file with several hard links (a rename would split them) are refused, as is a file that changed in any way since
-it was read, checked again just before the rename. The temporary file is removed on every way out, including an
+fixed and the link stays, but only when its real path lies inside the project being checked (`project_roots`): the
+tree may be someone else's (a fork's pull request), whose links must not lead a fix to files outside it. Owner,
+group and mode are kept; a file they cannot be kept for, a read-only file and a file with several hard links (a
+rename would split them) are refused, as is a file that changed in any way since it was read or whose real path
+changed, both checked again just before the rename. The temporary file is removed on every way out, including an
 interrupt's exception.
 """
 
@@ -116,11 +118,12 @@ class SourceFile:
     def diff(self, new_text: str) -> str:
         return unified_diff(self.text, new_text, str(self.path))
 
-    def write(self, new_text: str) -> None:
+    def write(self, new_text: str, within: Sequence[Path]) -> None:
         """Replace the file's content with `new_text` atomically, keeping links, owner, group and mode, unless the
-        file changed since it was read (or cannot be written so); FixError says why nothing was written."""
+        file changed since it was read, its real path is outside `within` (`project_roots`), or it cannot be
+        written so; FixError says why nothing was written."""
         data = new_text.encode(self.encoding)
-        target = Path(os.path.realpath(self.path))  # through a symlink: fix the file it points to, keep the link
+        target = self._target(within)  # through a symlink: fix the file it points to, keep the link
         status = os.stat(target)
         _refuse_unless_writable(target, status)
         name = f".{target.name}.{os.urandom(4).hex()}.mhalint"
@@ -138,16 +141,33 @@ class SourceFile:
                 os.fsync(out.fileno())
             if not self._unchanged(target):  # as late as possible: an edit made while the fix was written stays
                 raise FixError(f"the file changed on disk while mhalint was fixing it; {NOTHING_WRITTEN}")
+            if self._target(within) != target:  # a link or directory on the way changed meanwhile
+                raise FixError(f"its path changed while mhalint was fixing it; {NOTHING_WRITTEN}")
             os.replace(temporary, target)
         finally:
             if temporary is not None:
                 temporary.unlink(missing_ok=True)
+
+    def _target(self, within: Sequence[Path]) -> Path:
+        """The real path of the file, which a write replaces; FixError unless it lies inside one of `within`."""
+        target = Path(os.path.realpath(self.path))
+        if not any(target.is_relative_to(root) for root in within):
+            raise FixError(f"it leads to {target}, outside the project being checked; {NOTHING_WRITTEN}")
+        return target
 
     def _unchanged(self, target: Path) -> bool:
         """Whether `target` is still the file that was read (same inode), with the same size, mtime and bytes."""
         now, then = os.stat(target), self.status
         return ((now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) ==
                 (then.st_dev, then.st_ino, then.st_size, then.st_mtime_ns) and target.read_bytes() == self.raw)
+
+
+def project_roots(paths: Iterable[str | Path], project_root: Path) -> tuple[Path, ...]:
+    """Where fixes may write: the real path of each path given, its last component not followed (a link given as
+    a path, or a linked directory, does not bring its target in), and of the project's root."""
+    given = [os.path.abspath(path) for path in paths]
+    return (*(Path(os.path.realpath(os.path.dirname(path)), os.path.basename(path)) for path in given),
+            Path(os.path.realpath(project_root)))
 
 
 def _refuse_unless_writable(target: Path, status: os.stat_result) -> None:

@@ -20,7 +20,7 @@ import re
 import tokenize
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Collection, Iterable
+from typing import Callable, Collection, Iterable, Sequence
 
 from mhalint.comments import statement_lines_around
 from mhalint.finding import SAFE, UNSAFE, Edit, Finding, Fix, Severity
@@ -208,9 +208,10 @@ def add_directives(source: str, findings: Iterable[Finding]) -> tuple[str, int]:
     return source, len(edits)
 
 
-def add_to_files(findings: Iterable[Finding], say: Callable[[str], None]) -> tuple[int, int]:
-    """`--add-noqa`: `add_directives` on the file of each finding, written as `--fix` writes; `say` gets a
-    one-line message for each file left alone. (directives added, files that could not be written)."""
+def add_to_files(findings: Iterable[Finding], say: Callable[[str], None], within: Sequence[Path]) -> tuple[int, int]:
+    """`--add-noqa`: `add_directives` on the file of each finding, written as `--fix` writes (only inside `within`,
+    the project); `say` gets a one-line message for each file left alone. (directives added, files that could not
+    be written)."""
     from mhalint.fixes import FixError, SourceFile
 
     by_path: dict[str, list[Finding]] = {}
@@ -225,7 +226,7 @@ def add_to_files(findings: Iterable[Finding], say: Callable[[str], None]) -> tup
             source = SourceFile.read(Path(path))
             text, count = add_directives(source.text, found)
             if count:
-                source.write(text)
+                source.write(text, within)
             added += count
         except (FixError, OSError, UnicodeError, SyntaxError) as error:
             failures += 1

@@ -160,7 +160,7 @@ def test_file_changed_on_disk_between_read_and_write_is_not_overwritten(tmp_path
     source = fixes.SourceFile.read(path)
     path.write_text(MASK_BUG + "# edited meanwhile\n")
     with pytest.raises(fixes.FixError, match="changed on disk"):
-        source.write(source.text.replace("attn_mask=pad", "attn_mask=~pad"))
+        source.write(source.text.replace("attn_mask=pad", "attn_mask=~pad"), [tmp_path])
     assert path.read_text().endswith("# edited meanwhile\n")
 
 
