@@ -14,6 +14,7 @@ import asyncio
 import concurrent.futures
 import functools
 import os
+import sys
 import threading
 import traceback
 from typing import Any, Callable, TypeVar
@@ -29,6 +30,7 @@ from mhalint.server import actions
 from mhalint.server.diagnostics import Placed, diagnostic
 from mhalint.server.hover import hover
 from mhalint.server.options import ClientOptions, OptionsError
+from mhalint.server.protocol import Protocol
 from mhalint.server.rule_docs import RuleDocs
 from mhalint.server.scheduler import Scheduler
 from mhalint.server.session import CONFIG_NAMES, Outcome, Session, Source
@@ -44,7 +46,8 @@ class MhalintServer(LanguageServer):
                          notebook_document_sync=types.NotebookDocumentSyncOptions(
                              notebook_selector=[types.NotebookDocumentFilterWithNotebook(
                                  notebook="jupyter-notebook", cells=[types.NotebookCellLanguage("python")])],
-                             save=True))
+                             save=True), protocol_cls=Protocol)
+        self.shut_down = False  # the client asked for shutdown: the exit code is 0, else 1
         self.session: Session | None = None
         self.docs: RuleDocs | None = None
         self.scheduler = Scheduler(self._check, self._settled, ClientOptions().debounce)
@@ -248,6 +251,7 @@ async def initialized(ls: MhalintServer, params: types.InitializedParams) -> Non
 
 
 def shutdown(ls: MhalintServer, params: None) -> None:
+    ls.shut_down = True
     ls.thread.shutdown(wait=False, cancel_futures=True)
 
 
@@ -427,5 +431,8 @@ def build() -> MhalintServer:
 
 
 def serve() -> None:
-    """Speak LSP over standard input and output until the client says exit."""
-    build().start_io()
+    """Speak LSP over standard input and output until the client says exit (or closes them); exit 0 if the client
+    asked for shutdown before, else 1, as the LSP specifies (pygls's start_io swallows the SystemExit that says so)."""
+    server = build()
+    server.start_io()
+    sys.exit(0 if server.shut_down else 1)
