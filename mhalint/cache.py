@@ -19,8 +19,10 @@ request from a fork, a pre-commit hook in a cloned project), so:
   UTF-8 is parsed; anything else counts as no cache;
 - the top level must be this format's object (name, version, the key in the file's name); every entry must be
   what `save` writes, `[size, mtime_ns, digest, findings]`: integers in range, a hex digest, and findings that
-  `Finding.from_dict` accepts and `Finding.to_dict` gives back unchanged. A bad entry is dropped, the good ones are
-  kept, and the file is rewritten at the end of the run;
+  `Finding.from_dict` accepts and `Finding.to_dict` gives back unchanged, and that this run could have found: a
+  code of its rules or of the engine (MHA9xx), at a place a file of the entry's size can hold (lines 1 to size + 1,
+  columns from 1, an end after the start). A bad entry is dropped (its file is checked again, so a planted code is
+  never printed nor written by `--add-noqa`), the good ones are kept, and the file is rewritten at the end of the run;
 - it is written atomically (a temporary file in the same directory, then `os.replace`, which replaces a symlink
   planted at the index's path rather than writing through it) and no temporary file is left behind on failure;
   a cache that cannot be written is only a slower next run. Interrupts (Ctrl-C, SIGTERM) wait for that write,
@@ -45,6 +47,7 @@ from typing import Callable, Iterable
 
 import mhalint
 from mhalint import interrupts
+from mhalint.engine import ENGINE_CODES
 from mhalint.finding import Finding
 
 CACHE_DIR_NAME = ".mhalint_cache"
@@ -80,7 +83,9 @@ _SIZE, _MTIME, _DIGEST, _FINDINGS, _DATA, _PROJECT = range(6)
 class Cache:
     def __init__(self, directory: Path, rules: Iterable[type]):
         self.directory = directory
+        rules = tuple(rules)
         self.key = _salt(rules)
+        self._codes = {rule.code for rule in rules}.union(ENGINE_CODES)  # what an entry's findings may be
         self.index_path = directory / f"findings-{self.key}.json"
         self._dirty = False  # set when the index must be (re)written: new entries, or bad content read
         self._entries: dict[str, _Entry] = self._load()
@@ -203,7 +208,7 @@ class Cache:
                         -_INT64 <= mtime_ns < _INT64 and type(digest) is str and len(digest) == _HEX_LENGTH and \
                         type(data) is list and type(project) is str and len(project) in (0, _HEX_LENGTH) and \
                         _is_absolute(path):
-                    findings = _findings(data) if data else ()
+                    findings = _findings(data, size, self._codes) if data else ()
                     if findings is not None:
                         entries[path] = (size, mtime_ns, digest, findings, data, project)
                         continue
@@ -215,10 +220,10 @@ class Cache:
         return entries
 
 
-def _findings(data: list) -> tuple[Finding, ...] | None:
+def _findings(data: list, size: int, codes: set[str]) -> tuple[Finding, ...] | None:
     """The findings of an entry if every item is exactly what `Cache.store` writes, else None: a dict that
     `Finding.from_dict` accepts and `Finding.to_dict` gives back unchanged (no coerced, missing or extra field),
-    with the path left out."""
+    with the path left out, and each `_possible` in a file of `size` bytes for a run that reports `codes`."""
     if len(data) > MAX_FINDINGS_PER_FILE:
         return None
     findings = []
@@ -230,10 +235,22 @@ def _findings(data: list) -> tuple[Finding, ...] | None:
             canonical = finding.to_dict() == item
         except Exception:  # KeyError, TypeError, OverflowError (int(inf)), AttributeError...: whatever the data
             return None    # makes Finding raise, it is a bad entry, never a crash of the run
-        if not canonical:
+        if not canonical or not _possible(finding, size, codes):
             return None
         findings.append(finding)
     return tuple(findings)
+
+
+def _possible(finding: Finding, size: int, codes: set[str]) -> bool:
+    """What this run could have found in a file of `size` bytes (an entry is used only while the size matches):
+    a code of its rules or of the engine, at lines from 1 to size + 1 (no file of that size has more), columns from
+    1, an end after the start (or none: 0, 0), a notebook cell from 1. Else a planted entry would be printed, and
+    `--add-noqa` would write its code."""
+    last = size + 1
+    return finding.code in codes and 1 <= finding.line <= last and finding.column >= 1 and \
+        (finding.end_line == finding.end_column == 0 or
+         (finding.line, finding.column) < (finding.end_line, finding.end_column) <= (last, _INT64)) and \
+        (finding.cell is None or finding.cell >= 1)
 
 
 def _read_regular_file(path: Path, limit: int) -> bytes:
