@@ -18,6 +18,7 @@ import click
 
 from mhalint import __version__, interrupts
 from mhalint.finding import Severity
+from mhalint.names import printable
 from mhalint.output import Output, OutputError
 from mhalint.probe.limits import ProbeLimits
 
@@ -64,7 +65,7 @@ class _Group(click.Group):
 
             if not isinstance(error, (UsageError, PluginError, SelectionError, ConfigError, OutputError)):
                 raise
-            click.echo(f"mhalint: error: {error}", err=True)
+            click.echo(f"mhalint: error: {printable(str(error))}", err=True)  # it may name a file
             ctx.exit(EXIT_ERROR)
 
 
@@ -358,9 +359,9 @@ def _show_files(paths, discovery: dict) -> None:
 
     found = discover(paths, extensions=SOURCES, **discovery)
     for path in found.files:
-        click.echo(os.fsdecode(path))
+        click.echo(printable(os.fsdecode(path)))
     for path, reason in found.errors:
-        click.echo(f"mhalint: warning: {path}: cannot be checked: {reason}", err=True)
+        click.echo(f"mhalint: warning: {printable(os.fsdecode(path))}: cannot be checked: {reason}", err=True)
 
 
 def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: bool, unsafe: bool) -> Result:
@@ -405,8 +406,8 @@ def clean() -> None:
     found = config.find(Path.cwd())
     directory = cache_dir(found.parent if found else Path.cwd())
     removed = clean_cache(directory)
-    click.echo(f"Removed {directory} ({summary.plural(removed, 'file')})." if removed
-               else f"No cache at {directory}.")
+    shown = printable(str(directory))
+    click.echo(f"Removed {shown} ({summary.plural(removed, 'file')})." if removed else f"No cache at {shown}.")
 
 
 @main.command(name="probe")
@@ -477,7 +478,8 @@ def _fix_files(checker: Checker, findings, shown, *, unsafe: bool, write: bool, 
         except (FixError, OSError, UnicodeError, LookupError, notebook.NotebookError,
                 cst.ParserSyntaxError) as error:
             outcome.failures += 1
-            click.echo(f"mhalint: error: cannot fix {path}: {getattr(error, 'strerror', None) or error}", err=True)
+            click.echo(f"mhalint: error: cannot fix {printable(path)}: {getattr(error, 'strerror', None) or error}",
+                       err=True)
     return outcome
 
 

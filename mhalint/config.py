@@ -23,6 +23,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 from mhalint.finding import Severity
+from mhalint.names import printable
 from mhalint.source import regular_only
 
 _LISTS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
@@ -60,7 +61,7 @@ class Config:
     @property
     def source(self) -> str:
         """Where the settings came from, for messages: `pyproject.toml ([tool.mhalint])`."""
-        return f"{self.path} ({self.table})" if self.path is not None else "no configuration file"
+        return f"{printable(str(self.path))} ({self.table})" if self.path is not None else "no configuration file"
 
     @property
     def root(self) -> Path:

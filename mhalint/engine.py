@@ -25,6 +25,7 @@ from mhalint.context import ModuleContext, Scope
 from mhalint.discovery import discover
 from mhalint.finding import Finding, Severity
 from mhalint.lazy import cst
+from mhalint.names import printable
 from mhalint.prefilter import Prefilter
 from mhalint.scan import scan
 from mhalint.rule import Rule, runtime_only
@@ -401,7 +402,7 @@ def _lost(path: str, error: WorkerLost) -> tuple[list[Finding], list[str], bool]
     finding = Finding(path, 1, 1, INTERNAL_ERROR, name="internal-error", severity=Severity.ERROR,
                       message=f"internal error: {error} while checking this file; the other files are still "
                               f"checked. Please report it with the file (or a reduced copy).")
-    return [finding], [f"{path}: {error}"], False
+    return [finding], [f"{printable(path)}: {error}"], False
 
 
 _FORKED_CHECKER: Checker | None = None
@@ -581,7 +582,7 @@ class _TypesNamed(dict):
 def _internal_error(path: str, line: int, code: str, error: Exception, result: Result) -> Finding:
     """MHA902 for one rule on one file, with the traceback kept for --show-traceback."""
     result.internal_errors += 1
-    result.tracebacks.append(f"{path}: {code}\n{traceback.format_exc()}")
+    result.tracebacks.append(f"{printable(path)}: {code}\n{traceback.format_exc()}")
     return Finding(path, line, 1, INTERNAL_ERROR, name="internal-error", severity=Severity.ERROR,
                    message=f"internal error in rule {code} ({type(error).__name__}: {error}); the rest of this "
                            f"file was not checked by {code}. Run with --show-traceback and report it.")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from mhalint.names import printable
+
 
 class Severity(enum.IntEnum):
     """The tool's confidence that results are corrupted, not a style level (see DESIGN.md)."""
@@ -113,9 +115,9 @@ class Finding:
 
     @property
     def location(self) -> str:
-        """`path:line:col`, or `path:cell N:line:col` in a notebook."""
+        """`path:line:col`, or `path:cell N:line:col` in a notebook; the path as text outputs print it."""
         cell = f"cell {self.cell}:" if self.cell is not None else ""
-        return f"{self.path}:{cell}{self.line}:{self.column}"
+        return f"{printable(self.path)}:{cell}{self.line}:{self.column}"
 
     def to_dict(self) -> dict:
         return {

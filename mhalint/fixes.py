@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Sequence, TypeVar
 
 from mhalint.finding import SAFE, Finding, Fix
 from mhalint.lazy import cst
+from mhalint.names import printable
 from mhalint.source import decode, line_starts
 
 MAX_ROUNDS = 10  # ruff's limit too: fixes that keep producing fixes are a bug, not a reason to loop forever
@@ -83,10 +84,11 @@ def fix_source(source: Document, lint: Callable[[str], Sequence[Finding]], unsaf
 
 
 def unified_diff(old: str, new: str, name: str) -> str:
-    """`diff -u`'s text, `\\ No newline at end of file` included, so that `patch` can apply it."""
+    """`diff -u`'s text, `\\ No newline at end of file` included, so that `patch` can apply it (a name with a
+    control character quoted as git quotes it, which GNU patch reads)."""
     import difflib  # only --diff needs it
 
-    lines = difflib.unified_diff(_lines(old), _lines(new), fromfile=name, tofile=name)
+    lines = difflib.unified_diff(_lines(old), _lines(new), fromfile=printable(name), tofile=printable(name))
     return "".join(line if line.endswith(("\n", "\r")) else f"{line}\n\\ No newline at end of file\n"
                    for line in lines)
 
@@ -152,7 +154,8 @@ class SourceFile:
         """The real path of the file, which a write replaces; FixError unless it lies inside one of `within`."""
         target = Path(os.path.realpath(self.path))
         if not any(target.is_relative_to(root) for root in within):
-            raise FixError(f"it leads to {target}, outside the project being checked; {NOTHING_WRITTEN}")
+            raise FixError(f"it leads to {printable(str(target))}, outside the project being checked; "
+                           f"{NOTHING_WRITTEN}")
         return target
 
     def _unchanged(self, target: Path) -> bool:

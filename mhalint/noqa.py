@@ -24,6 +24,7 @@ from typing import Callable, Collection, Iterable, Sequence
 
 from mhalint.comments import statement_lines_around
 from mhalint.finding import SAFE, UNSAFE, Edit, Finding, Fix, Severity
+from mhalint.names import printable
 from mhalint.source import LINE_BREAK, line_starts
 
 UNUSED_NOQA = "MHA904"
@@ -220,7 +221,7 @@ def add_to_files(findings: Iterable[Finding], say: Callable[[str], None], within
     added = failures = 0
     for path, found in sorted(by_path.items()):
         if path.endswith(".ipynb"):
-            say(f"mhalint: warning: {path}: --add-noqa does not edit notebooks")
+            say(f"mhalint: warning: {printable(path)}: --add-noqa does not edit notebooks")
             continue
         try:
             source = SourceFile.read(Path(path))
@@ -230,5 +231,6 @@ def add_to_files(findings: Iterable[Finding], say: Callable[[str], None], within
             added += count
         except (FixError, OSError, UnicodeError, SyntaxError) as error:
             failures += 1
-            say(f"mhalint: error: cannot add noqa directives to {path}: {getattr(error, 'strerror', None) or error}")
+            say(f"mhalint: error: cannot add noqa directives to {printable(path)}: "
+                f"{getattr(error, 'strerror', None) or error}")
     return added, failures

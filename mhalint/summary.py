@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Iterable, Sequence
 
 from mhalint.finding import PROBE_STATUSES, SAFE, Finding, Severity
+from mhalint.names import printable
 from mhalint.fixes import applicable
 
 
@@ -86,7 +87,7 @@ def fixes_by_file(fixed_codes: Counter, names: dict[str, str]) -> str:
     total = sum(fixed_codes.values())
     lines = [f"Fixed {plural(total, 'finding')}:"] if total else []
     for path in sorted({path for path, _ in fixed_codes}):
-        lines.append(f"- {path}:")
+        lines.append(f"- {printable(path)}:")
         lines += [f"    {fixed_codes[path, code]} × {code} ({names.get(code, '')})".removesuffix(" ()")
                   for code in sorted(code for where, code in fixed_codes if where == path)]
     return "\n".join(lines)

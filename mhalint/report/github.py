@@ -4,8 +4,10 @@ turns into an annotation on the file and line (in the log and in the pull reques
     ::warning file=model.py,line=20,col=21,endLine=20,endColumn=64,title=MHA001 batch-first-default::message
 
 Values are escaped as the runner's parser expects: `%`, `\\r` and `\\n` everywhere, and `:` and `,` also in the
-properties, where they would end a value. A finding in a notebook cell annotates the notebook file as a whole (its
-cell lines are not lines of the .ipynb file) and names the cell, line and column at the start of the message.
+properties, where they would end a value. Before that, a file name with a control character is quoted as every
+text output quotes it (mhalint.names), so that none reaches the log. A finding in a notebook cell annotates the
+notebook file as a whole (its cell lines are not lines of the .ipynb file) and names the cell, line and column at
+the start of the message.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from mhalint.finding import Finding, Severity
+from mhalint.names import printable
 from mhalint.report import RenderOptions
 
 if TYPE_CHECKING:
@@ -27,7 +30,7 @@ def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None =
 
 
 def _line(finding: Finding) -> str:
-    properties: dict[str, object] = {"file": finding.path}
+    properties: dict[str, object] = {"file": printable(finding.path)}
     message = finding.message
     if finding.cell is None:
         properties.update(line=finding.line, col=finding.column)
