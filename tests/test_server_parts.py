@@ -300,7 +300,6 @@ def run_on_virtual_clock(scenario):
         loop.close()
 
 
-
 def test_an_edit_after_a_pause_is_checked_at_once_and_typing_once_it_pauses():
     async def scenario():
         runs: list[tuple[str, float]] = []
