@@ -25,7 +25,6 @@ from typing import Callable, Iterable, Sequence, TypeVar
 from mhalint.finding import SAFE, Finding, Fix
 from mhalint.lazy import cst
 from mhalint.names import printable
-from mhalint.names import printable
 from mhalint.source import decode, line_starts
 
 MAX_ROUNDS = 10  # ruff's limit too: fixes that keep producing fixes are a bug, not a reason to loop forever

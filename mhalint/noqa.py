@@ -25,7 +25,6 @@ from typing import Callable, Collection, Iterable, Sequence
 from mhalint.comments import statement_lines_around
 from mhalint.finding import SAFE, UNSAFE, Edit, Finding, Fix, Severity
 from mhalint.names import printable
-from mhalint.names import printable
 from mhalint.source import LINE_BREAK, line_starts
 
 UNUSED_NOQA = "MHA904"

@@ -12,7 +12,6 @@ from typing import Iterable, Sequence
 
 from mhalint.finding import PROBE_STATUSES, SAFE, Finding, Severity
 from mhalint.names import printable
-from mhalint.names import printable
 from mhalint.fixes import applicable
 
 
