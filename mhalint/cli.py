@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from mhalint import __version__, interrupts
+from mhalint import __version__, interrupts, schema
 from mhalint.finding import Severity
 from mhalint.names import printable
 from mhalint.output import Output, OutputError
@@ -112,16 +112,33 @@ def main() -> None:
     """mhalint: find the PyTorch attention mistakes that corrupt results without raising an error."""
 
 
+class _Number(click.ParamType):
+    """A number the command line takes, refused outside its range in mhalint.schema, as the configuration file
+    and the server's options refuse it."""
+
+    def __init__(self, key: str):
+        self.number = schema.NUMBERS[key]
+        self.name = self.number.unit
+
+    def convert(self, value, param, ctx):
+        try:
+            return self.number.parse(value) if isinstance(value, str) else self.number.check(value)
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+
+
+def _number_option(name: str, key: str, default: object, metavar: str | None = None):
+    """An option for the setting `key` of mhalint.schema (None when not given), its help the schema's."""
+    number = schema.NUMBERS[key]
+    return click.option(name, type=_Number(key), default=None, metavar=metavar or number.unit.upper(),
+                        help=f"{number.doc[0].upper()}{number.doc[1:]}: {number.range} [default: {default}].")
+
+
 def _probe_options(command):
     """The probe's limits, shared by `check --probe` and `probe` (None: from the configuration, else defaults)."""
-    command = click.option("--probe-timeout", type=click.FloatRange(min=0.1), default=None,
-                           help=f"Seconds one site's experiment may take [default: {ProbeLimits.site_timeout:g}].")(
-        command)
-    command = click.option("--probe-total-timeout", type=click.FloatRange(min=1), default=None,
-                           help="Seconds the whole probe run may take, torch import included "
-                                f"[default: {ProbeLimits.total_timeout:g}].")(command)
-    return click.option("--probe-memory", type=click.IntRange(min=256), default=None, metavar="MB",
-                        help=f"Memory cap of the probe process [default: {ProbeLimits.memory_mb}].")(command)
+    command = _number_option("--probe-timeout", "probe.timeout", f"{ProbeLimits.site_timeout:g}")(command)
+    command = _number_option("--probe-total-timeout", "probe.total-timeout", f"{ProbeLimits.total_timeout:g}")(command)
+    return _number_option("--probe-memory", "probe.memory", ProbeLimits.memory_mb)(command)
 
 
 def _display_options(command):
@@ -185,8 +202,7 @@ STDIN = Path("-")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (errors still exit 2).")
 @click.option("--no-cache", is_flag=True, help="Check every file again (the cache lives in .mhalint_cache, or "
                                                "MHALINT_CACHE_DIR).")
-@click.option("--jobs", type=click.IntRange(min=1), default=None,
-              help="Processes to parse files in [default: the number of CPUs].")
+@_number_option("--jobs", "jobs", "the usable CPUs", metavar="N")
 @click.option("--probe", is_flag=True, help="Confirm each finding by re-creating it with torch (needs torch).")
 @_probe_options
 @click.option("--show-traceback", is_flag=True, help="Print the traceback of any internal error.")
@@ -234,7 +250,7 @@ def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_sele
         extend_select=_split(extend_select), ignore=_split(ignore) if ignore else None,
         exclude=list(exclude) if exclude else None, extend_exclude=list(extend_exclude),
         respect_gitignore=respect_gitignore, min_severity=min_severity, probe_timeout=probe_timeout,
-        probe_total_timeout=probe_total_timeout, probe_memory=probe_memory, force_exclude=force_exclude)
+        probe_total_timeout=probe_total_timeout, probe_memory=probe_memory, force_exclude=force_exclude, jobs=jobs)
     if verbose:
         where = settings.config.source if settings.config.path else "none found, the defaults"
         click.echo(f"mhalint: configuration: {where}", err=True)
@@ -284,7 +300,7 @@ def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_sele
             nonlocal counted
             counted = 0
             try:
-                return checker.check_paths(paths or (Path("."),), cache=cache, jobs=jobs, on_file=on_file,
+                return checker.check_paths(paths or (Path("."),), cache=cache, jobs=settings.jobs, on_file=on_file,
                                            progress=advance if bar is not None else None, **discovery)
             finally:
                 if bar is not None:

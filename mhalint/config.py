@@ -11,7 +11,6 @@ Command-line options override the file.
 from __future__ import annotations
 
 import fnmatch
-import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -22,13 +21,14 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
+from mhalint import schema
 from mhalint.finding import Severity
 from mhalint.names import printable
 from mhalint.source import regular_only
 
 _LISTS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
-_PROBE_KEYS = {"timeout": float, "total-timeout": float, "memory": int}
-_FILE_LIMITS = {"file-time-limit": float, "file-memory-limit": int}  # seconds, MB: past them a file is MHA903
+_PROBE_KEYS = ("timeout", "total-timeout", "memory")  # numbers, each `probe.KEY` in mhalint.schema
+_FILE_LIMITS = ("file-time-limit", "file-memory-limit")  # seconds, MB: past them a file is MHA903
 KNOWN_KEYS = (*_LISTS, "per-file-ignores", "respect-gitignore", "force-exclude", "min-severity", *_FILE_LIMITS,
               "probe")
 _BOOLEANS = ("respect-gitignore", "force-exclude")
@@ -109,7 +109,8 @@ def load(path: Path | None) -> Config:
         where = "in [tool.mhalint]" if form == TOOL_TABLE else "at the top level"
         if form == TOP_LEVEL and unknown[0] == "tool":
             where += " (this file takes the settings at the top level, without [tool.mhalint])"
-        raise ConfigError(f"{path}: unknown key `{unknown[0]}` {where}; known keys: {', '.join(KNOWN_KEYS)}")
+        raise ConfigError(f"{path}: unknown key `{schema.named(unknown[0])}` {where}; known keys: "
+                          f"{', '.join(KNOWN_KEYS)}")
     values: dict[str, object] = {"path": path, "table": form, "keys": frozenset(table)}
     for key in _LISTS:
         if key in table:
@@ -118,7 +119,7 @@ def load(path: Path | None) -> Config:
         mapping = table["per-file-ignores"]
         if not isinstance(mapping, dict):
             raise ConfigError(f"{path}: `per-file-ignores` must be a table of glob = [codes]")
-        values["per_file_ignores"] = {glob: _strings(path, f"per-file-ignores.{glob}", codes)
+        values["per_file_ignores"] = {glob: _strings(path, f"per-file-ignores.{schema.named(glob)}", codes)
                                       for glob, codes in mapping.items()}
     for key in _BOOLEANS:
         if key in table:
@@ -130,9 +131,9 @@ def load(path: Path | None) -> Config:
         if table["min-severity"] not in choices:
             raise ConfigError(f"{path}: `min-severity` must be one of {', '.join(choices)}")
         values["min_severity"] = table["min-severity"]
-    for key, kind in _FILE_LIMITS.items():
+    for key in _FILE_LIMITS:
         if key in table:
-            values[key.replace("-", "_")] = _positive(path, key, table[key], kind)
+            values[key.replace("-", "_")] = _number(path, key, table[key])
     if "probe" in table:
         values["probe"] = _probe(path, table["probe"])
     return Config(**values)
@@ -143,20 +144,19 @@ def _probe(path: Path, table) -> dict[str, float]:
         raise ConfigError(f"{path}: `probe` must be a table (timeout, total-timeout, memory)")
     settings = {}
     for key, value in table.items():
-        kind = _PROBE_KEYS.get(key)
-        if kind is None:
-            raise ConfigError(f"{path}: unknown key `probe.{key}`; known keys: {', '.join(_PROBE_KEYS)}")
-        settings[key] = _positive(path, f"probe.{key}", value, kind)
+        if key not in _PROBE_KEYS:
+            raise ConfigError(f"{path}: unknown key `probe.{schema.named(key)}`; known keys: {', '.join(_PROBE_KEYS)}")
+        settings[key] = _number(path, f"probe.{key}", value)
     return settings
 
 
-def _positive(path: Path, key: str, value, kind: type) -> float:
-    """`value` when it is a positive finite number (an integer if `kind` is int), else a ConfigError."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or \
-            value <= 0 or (kind is int and not isinstance(value, int)):  # TOML has nan and inf
-        kind_name = "integer" if kind is int else "finite number"
-        raise ConfigError(f"{path}: `{key}` must be a positive {kind_name} (got {value!r})")
-    return value
+def _number(path: Path, key: str, value) -> float:
+    """`value` when it is within the range mhalint.schema gives `key` (TOML has nan, inf and integers of any
+    size), else a ConfigError that says the range."""
+    try:
+        return schema.NUMBERS[key].check(value)
+    except ValueError as error:
+        raise ConfigError(f"{path}: `{key}` {error}") from None
 
 
 def _strings(path: Path, key: str, value) -> tuple[str, ...]:
@@ -201,5 +201,7 @@ def _read(path: Path) -> dict:
             return tomllib.load(handle)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"{path}: not valid TOML ({error})") from None
+    except RecursionError:  # tomllib reads nested lists and tables by recursion: `select = [[[...]]]`
+        raise ConfigError(f"{path}: cannot be read: its values are nested more deeply than mhalint reads") from None
     except OSError as error:
         raise ConfigError(f"{path}: cannot be read ({error.strerror})") from None

@@ -28,6 +28,7 @@ from mhalint.lazy import cst
 from mhalint.names import printable
 from mhalint.prefilter import Prefilter
 from mhalint.scan import scan
+from mhalint.schema import NUMBERS, pool_size
 from mhalint.rule import Rule, runtime_only
 from mhalint.source import decode
 
@@ -63,8 +64,9 @@ ENGINE_EXPLANATIONS = {
                      "checked code. That file's other findings are kept, the run goes on, and the exit status is "
                      "2. `--show-traceback` prints the traceback; please report it with the file (or a reduced "
                      "copy)."),
-    TOO_COMPLEX: (f"Checking this file would pass its time or memory budget: `file-time-limit` (default "
-                  f"{FileBudget.seconds:g} s) or `file-memory-limit` (default {FileBudget.megabytes:,} MB) in the "
+    TOO_COMPLEX: (f"Checking this file would pass its time or memory budget: `file-time-limit` "
+                  f"({NUMBERS['file-time-limit'].range}; default {FileBudget.seconds:g}) or `file-memory-limit` "
+                  f"({NUMBERS['file-memory-limit'].range}; default {FileBudget.megabytes:,}) in the "
                   "configuration. The report gives the reason: "
                   "the syntax tree its size predicts (judged before parsing, from its tokens), the memory the "
                   "analysis took, or the time it ran. The file's other findings are not reported, the other files "
@@ -114,7 +116,8 @@ class Checker:
                     progress: Callable[[int, int, list[Finding]], None] | None = None, **discovery) -> Result:
         """Check every file `discover(paths, **discovery)` finds (its keyword arguments: respect_gitignore,
         exclude, default_exclude, anchors). Unchanged files come from `cache`; files that need parsing are
-        spread over `jobs` processes (default: the CPU count) when there are enough of them.
+        spread over `jobs` processes (default: the usable CPUs; never more than those, nor than the files) when
+        there are enough of them.
 
         `on_file(path, findings)` is called once for each file (and each path discovery could not read), in the
         order of `Result.findings` (sorted by path), as soon as that file and every file before it are done,
@@ -163,7 +166,6 @@ class Checker:
             else:
                 result.files_checked += 1
                 done(path, cached)
-        jobs = jobs or os.cpu_count() or 1
         scanning = scan(unread, self.prefilter, project, cache.digest if cache is not None else None, jobs)
         with contextlib.closing(scanning):  # an exception here (an interrupt) stops its workers at once
             for path, scanned in scanning:
@@ -209,15 +211,16 @@ class Checker:
         result.findings.sort(key=Finding.sort_key)
         return result
 
-    def _run(self, files: list[tuple[str, bytes, os.stat_result | None]], jobs: int,
+    def _run(self, files: list[tuple[str, bytes, os.stat_result | None]], jobs: int | None,
              checked: Callable[[int, tuple[list[Finding], list[str], bool]], None]) -> None:
         """`checked(index, (findings, tracebacks of internal errors, read_project))` for each file as it is
         done; in worker processes when it pays."""
-        if jobs >= 2 and len(files) >= _PARALLEL_FROM:
+        size = pool_size(jobs, len(files))
+        if size >= 2 and len(files) >= _PARALLEL_FROM:
             from mhalint.workers import can_fork  # only a run with enough files to spread loads multiprocessing
 
             if can_fork():
-                self._run_in_workers(files, jobs, checked)
+                self._run_in_workers(files, size, checked)
                 return
         for index, (path, raw, _) in enumerate(files):
             checked(index, self._check_one(path, raw))

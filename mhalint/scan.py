@@ -13,6 +13,7 @@ import os
 from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple
 
 from mhalint import deep_stack
+from mhalint.schema import pool_size
 from mhalint.source import regular_only
 
 if TYPE_CHECKING:
@@ -32,15 +33,16 @@ class Scanned(NamedTuple):
 
 
 def scan(paths: list[str], prefilter: Prefilter, project: Project, digest: Callable[[bytes], str] | None,
-         jobs: int) -> Iterator[tuple[str, Scanned | str]]:
+         jobs: int | None) -> Iterator[tuple[str, Scanned | str]]:
     """(path, what was read of it, or why it could not be read) for each path, in order. One process collects
     imports only once a file has matched (a run without a trigger never asks for the index); workers collect
-    them for every file, as they cannot know what the others found."""
-    if jobs >= 2 and len(paths) >= IN_WORKERS_FROM:
+    them for every file, as they cannot know what the others found. `jobs`: as in Checker.check_paths."""
+    size = pool_size(jobs, -(-len(paths) // _CHUNK))
+    if size >= 2 and len(paths) >= IN_WORKERS_FROM:
         from mhalint.workers import can_fork
 
         if can_fork():
-            yield from _in_workers(paths, prefilter, project, digest, jobs)
+            yield from _in_workers(paths, prefilter, project, digest, size)
             return
     learn = False
     for path in paths:

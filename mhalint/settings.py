@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from mhalint import config
+from mhalint import config, schema
 from mhalint.budget import FileBudget
 from mhalint.discovery import DEFAULT_EXCLUDE
 from mhalint.engine import ENGINE_CODES
@@ -16,6 +16,7 @@ from mhalint.noqa import UNUSED_NOQA
 from mhalint.probe.limits import ProbeLimits
 from mhalint.rule import Rule
 from mhalint.selection import Selection
+from mhalint.summary import plural
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class Settings:
     probe_limits: ProbeLimits
     force_exclude: bool = False
     file_budget: FileBudget = FileBudget()  # the time and memory one file's check may take (MHA903 past it)
+    jobs: int = 1  # worker processes at most: --jobs clamped to the usable CPUs (the engine clamps to the files)
     # (key, value, where it came from) of each setting, in the configuration file's spelling, for --show-settings
     origins: tuple[tuple[str, object, str], ...] = ()
 
@@ -56,7 +58,8 @@ def resolve(rules: Mapping[str, type[Rule]], paths: Sequence[Path], *, config_pa
             select: list[str] | None, extend_select: list[str], ignore: list[str] | None,
             exclude: list[str] | None, extend_exclude: list[str], respect_gitignore: bool | None,
             min_severity: str | None, probe_timeout: float | None, probe_total_timeout: float | None,
-            probe_memory: int | None, force_exclude: bool | None = None, isolated: bool = False) -> Settings:
+            probe_memory: int | None, force_exclude: bool | None = None, isolated: bool = False,
+            jobs: int | None = None) -> Settings:
     """Merge the command line (None: not given) with the configuration file found for `paths` (none when
     `isolated`)."""
     found = None if isolated else config_path or config.find(paths[0] if paths else Path.cwd())
@@ -76,6 +79,7 @@ def resolve(rules: Mapping[str, type[Rule]], paths: Sequence[Path], *, config_pa
         selection.validate(codes, f"`per-file-ignores` entry {glob!r} {where}")
     patterns = exclude if exclude is not None else settings.exclude
     probe = settings.probe
+    cpus = schema.usable_cpus()
     resolved = Settings(
         config=settings,
         selection=selection,
@@ -89,7 +93,8 @@ def resolve(rules: Mapping[str, type[Rule]], paths: Sequence[Path], *, config_pa
             probe_memory or int(probe.get("memory", ProbeLimits.memory_mb))),
         force_exclude=settings.force_exclude if force_exclude is None else force_exclude,
         file_budget=FileBudget(settings.file_time_limit or FileBudget.seconds,
-                               settings.file_memory_limit or FileBudget.megabytes))
+                               settings.file_memory_limit or FileBudget.megabytes),
+        jobs=min(jobs or cpus, cpus))
 
     def origin(key: str, option: object, in_file: bool | None = None) -> str:
         """The command line when `option` was given there, else the file when it sets `key`, else the default."""
@@ -119,6 +124,8 @@ def resolve(rules: Mapping[str, type[Rule]], paths: Sequence[Path], *, config_pa
         ("probe.total-timeout", limits.total_timeout,
          origin("probe-total-timeout", probe_total_timeout, "total-timeout" in probe)),
         ("probe.memory", limits.memory_mb, origin("probe-memory", probe_memory, "memory" in probe)),
+        ("jobs", resolved.jobs, f"default: the {plural(cpus, 'CPU')} available" if jobs is None else
+         f"--jobs {jobs}, clamped to the {plural(cpus, 'CPU')} available" if jobs > cpus else "--jobs"),
     ))
 
 

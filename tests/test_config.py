@@ -100,7 +100,8 @@ def test_respect_gitignore_false(project: Path):
     ('[tool.mhalint.per-file-ignores]\n"x.py" = ["NOPE1"]\n', "unknown rule code or prefix 'NOPE1' in "
                                                               "`per-file-ignores` entry 'x.py'"),
     ("[tool.mhalint.probe]\ntimeot = 3\n", "unknown key `probe.timeot`"),
-    ("[tool.mhalint.probe]\nmemory = 1.5\n", "`probe.memory` must be a positive integer"),
+    ("[tool.mhalint.probe]\nmemory = 1.5\n",
+     "`probe.memory` must be a whole number of MB from 256 to 1,048,576 (got 1.5)"),
     ("select = [\n", "not valid TOML"),
 ])
 def test_configuration_errors_name_the_key_and_exit_two(project: Path, body: str, message: str):

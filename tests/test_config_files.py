@@ -32,10 +32,14 @@ def assert_config_error(result: subprocess.CompletedProcess, message: str) -> No
     ("tool = 5\n", "pyproject.toml: `tool` must be a table"),
     ('tool = "mhalint"\n', "pyproject.toml: `tool` must be a table"),
     ("[tool]\nmhalint = 5\n", "pyproject.toml: [tool.mhalint] must be a table"),
-    ("[tool.mhalint.probe]\ntimeout = nan\n", "`probe.timeout` must be a positive finite number (got nan)"),
-    ("[tool.mhalint.probe]\ntotal-timeout = inf\n", "`probe.total-timeout` must be a positive finite number (got inf)"),
-    ("[tool.mhalint.probe]\ntimeout = -inf\n", "`probe.timeout` must be a positive finite number (got -inf)"),
-    ("[tool.mhalint.probe]\ntimeout = -1\n", "`probe.timeout` must be a positive finite number (got -1)"),
+    ("[tool.mhalint.probe]\ntimeout = nan\n",
+     "`probe.timeout` must be a number of seconds from 0.1 to 3,600 (got nan)"),
+    ("[tool.mhalint.probe]\ntotal-timeout = inf\n",
+     "`probe.total-timeout` must be a number of seconds from 1 to 86,400 (got inf)"),
+    ("[tool.mhalint.probe]\ntimeout = -inf\n",
+     "`probe.timeout` must be a number of seconds from 0.1 to 3,600 (got -inf)"),
+    ("[tool.mhalint.probe]\ntimeout = -1\n",
+     "`probe.timeout` must be a number of seconds from 0.1 to 3,600 (got -1)"),
     ("[tool.mhalint]\nforce-exclude = 1\n", "`force-exclude` must be true or false"),
 ])
 def test_a_broken_pyproject_is_one_line_and_exit_two(project: Path, body: str, message: str):

@@ -112,10 +112,10 @@ def test_the_limits_and_where_they_come_from_are_shown(tmp_path: Path):
 
 
 @pytest.mark.parametrize("setting, message", [
-    ("file-time-limit = 0", "`file-time-limit` must be a positive finite number (got 0)"),
-    ("file-time-limit = nan", "`file-time-limit` must be a positive finite number (got nan)"),
-    ("file-memory-limit = 1.5", "`file-memory-limit` must be a positive integer (got 1.5)"),
-    ('file-memory-limit = "2GB"', "`file-memory-limit` must be a positive integer (got '2GB')"),
+    ("file-time-limit = 0", "`file-time-limit` must be a number of seconds from 0.1 to 86,400 (got 0)"),
+    ("file-time-limit = nan", "`file-time-limit` must be a number of seconds from 0.1 to 86,400 (got nan)"),
+    ("file-memory-limit = 1.5", "`file-memory-limit` must be a whole number of MB from 1 to 1,048,576 (got 1.5)"),
+    ('file-memory-limit = "2GB"', "`file-memory-limit` must be a whole number of MB from 1 to 1,048,576 (got '2GB')"),
 ])
 def test_a_limit_that_is_not_a_positive_number_is_a_configuration_error(tmp_path: Path, setting: str,
                                                                         message: str):

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from mhalint import schema
 from mhalint.finding import Severity
 
 _CAMEL = re.compile(r"(?<=[a-z])([A-Z])")
@@ -34,12 +34,13 @@ class ClientOptions:
         if raw is None:
             return cls()
         if not isinstance(raw, dict):
-            raise OptionsError(f"the options must be an object with the keys {', '.join(KNOWN)}, not {raw!r}")
+            raise OptionsError(f"the options must be an object with the keys {', '.join(KNOWN)}, not "
+                               f"{schema.shown(raw)}")
         values: dict[str, Any] = {}
         for key, value in raw.items():
             name = _CAMEL.sub(r"-\1", str(key)).lower()
             if name not in KNOWN:
-                raise OptionsError(f"unknown option `{key}`; known options: {', '.join(KNOWN)}")
+                raise OptionsError(f"unknown option `{schema.named(str(key))}`; known options: {', '.join(KNOWN)}")
             values[name.replace("-", "_")] = _value(name, value)
         return cls(**values)
 
@@ -49,13 +50,14 @@ def _value(name: str, value: Any):
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise OptionsError(f"option `{name}` must be a list of rule codes or prefixes, not {value!r}")
+            raise OptionsError(f"option `{name}` must be a list of rule codes or prefixes, not {schema.shown(value)}")
         return tuple(part.strip().upper() for item in value for part in item.split(",") if part.strip())
     if name == "min-severity":
         choices = [str(s) for s in Severity]
         if value not in choices:
-            raise OptionsError(f"option `min-severity` must be one of {', '.join(choices)}, not {value!r}")
+            raise OptionsError(f"option `min-severity` must be one of {', '.join(choices)}, not {schema.shown(value)}")
         return value
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise OptionsError(f"option `debounce` must be a number of milliseconds (0 or more), not {value!r}")
-    return value / 1000
+    try:
+        return schema.NUMBERS["debounce"].check(value) / 1000
+    except ValueError as error:
+        raise OptionsError(f"option `debounce` {error}") from None
