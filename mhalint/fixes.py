@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence, TypeVar
@@ -69,18 +70,29 @@ def fix_source(source: Document, lint: Callable[[str], Sequence[Finding]], unsaf
                module: Callable[[Document], str] = str) -> tuple[Document, int]:
     """Apply fixes until none applies (at most MAX_ROUNDS rounds); the result must still parse. `source` is a
     file's text; a notebook passes its cells, with `apply` to edit them and `module` to join them into the Python
-    module that `lint` checks."""
-    total = 0
+    module that `lint` checks. The count is of the findings the fixes removed (`fixed_codes`), not of the fixes
+    applied: a later round may fix what an earlier fix made, and one fix may remove several findings. Callers
+    write or show the result only for a count above 0."""
+    before = found = lint(module(source))
     for _ in range(MAX_ROUNDS):
-        source_after, applied = apply(source, lint(module(source)), unsafe)
+        source_after, applied = apply(source, found, unsafe)
         if not applied:
             break
         try:
             cst.parse_module(module(source_after))
         except cst.ParserSyntaxError as error:
             raise FixError(f"the fixed code would not parse ({error.message}); {NOTHING_WRITTEN}") from None
-        source, total = source_after, total + applied
-    return source, total
+        source = source_after
+        found = lint(module(source))
+    return source, sum(fixed_codes(before, found, unsafe).values())
+
+
+def fixed_codes(before: Sequence[Finding], after: Sequence[Finding], unsafe: bool) -> Counter:
+    """(path, code) -> how many findings the fixes resolved: fixable ones before them, gone after them."""
+    fixable = Counter((f.path, f.code) for f in before if applicable(f, unsafe))
+    found, left = Counter((f.path, f.code) for f in before), Counter((f.path, f.code) for f in after)
+    return Counter({key: min(count, found[key] - left[key]) for key, count in fixable.items()
+                    if found[key] > left[key]})
 
 
 def unified_diff(old: str, new: str, name: str) -> str:

@@ -12,7 +12,7 @@ from typing import Iterable, Sequence
 
 from mhalint.finding import PROBE_STATUSES, SAFE, Finding, Severity
 from mhalint.names import printable
-from mhalint.fixes import applicable
+from mhalint.fixes import applicable, fixed_codes  # noqa: F401 (cli's --show-fixes counts as fix_source does)
 
 
 def plural(count: int, word: str) -> str:
@@ -69,27 +69,19 @@ def would_fix(applied: int, findings: Sequence[Finding], unsafe_fixes: bool) -> 
     return f"Would fix {plural(applied, 'finding')}{note}." if applied else f"No findings would be fixed{note}."
 
 
-def fixed_codes(before: Sequence[Finding], after: Sequence[Finding], unsafe_fixes: bool) -> Counter:
-    """(path, code) -> how many findings `--fix` resolved: fixable ones before it, gone after it."""
-    fixable = Counter((f.path, f.code) for f in before if applicable(f, unsafe_fixes))
-    found, left = Counter((f.path, f.code) for f in before), Counter((f.path, f.code) for f in after)
-    return Counter({key: min(count, found[key] - left[key]) for key, count in fixable.items()
-                    if found[key] > left[key]})
-
-
-def fixes_by_file(fixed_codes: Counter, names: dict[str, str]) -> str:
+def fixes_by_file(counts: Counter, names: dict[str, str]) -> str:
     """`--show-fixes`: what was fixed, by file and code, as ruff lists it.
 
         Fixed 3 findings:
         - model.py:
             2 × MHA007 (need-weights-default)
     """
-    total = sum(fixed_codes.values())
+    total = sum(counts.values())
     lines = [f"Fixed {plural(total, 'finding')}:"] if total else []
-    for path in sorted({path for path, _ in fixed_codes}):
+    for path in sorted({path for path, _ in counts}):
         lines.append(f"- {printable(path)}:")
-        lines += [f"    {fixed_codes[path, code]} × {code} ({names.get(code, '')})".removesuffix(" ()")
-                  for code in sorted(code for where, code in fixed_codes if where == path)]
+        lines += [f"    {counts[path, code]} × {code} ({names.get(code, '')})".removesuffix(" ()")
+                  for code in sorted(code for where, code in counts if where == path)]
     return "\n".join(lines)
 
 

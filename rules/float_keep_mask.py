@@ -138,7 +138,7 @@ class FloatKeepMask(Rule):
                 severity=Severity.ERROR),
         Invalid("import torch\nfrom torch import nn\nclass Block(nn.Module):\n"
                 "    def __init__(self, n):\n        super().__init__()\n"
-                "        self.attn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+                "        self.attn = nn.MultiheadAttention(16, 2, batch_first=True)\n"
                 "        self.register_buffer('mask', torch.tril(torch.ones(n, n)))\n"
                 "    def forward(self, x):\n        return self.attn(x, x, x, attn_mask=self.mask)[0]\n",
                 line=9, message="attn_mask=`self.mask`, a 0/1 float mask (1 = attend) built at line 7"),
@@ -154,7 +154,14 @@ class FloatKeepMask(Rule):
                 "    m = (tokens == 0).to(q.dtype)\n"
                 "    return F.scaled_dot_product_attention(q, k, v, m[:, None, None, :])\n", line=5,
                 message="attn_mask=`m[:, None, None, :]`, a 0/1 float mask built at line 4"),
+        Invalid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
+                "mask = torch.ones(5, 5); mask = torch.tril(mask)\nx = torch.randn(1, 5, 8)\n"
+                "out = attn(x, x, x, attn_mask=mask)\n", line=6,
+                message="attn_mask=`mask`, a 0/1 float mask (1 = attend) built at line 4"),
     )
+    example_inputs = (
+        "import torch\nN, H, L, E = 2, 2, 6, 4\nn = L\nq = k = v = torch.randn(N, H, L, E)\nx = torch.randn(N, L, 16)\n"
+        "pad_id = 0\ntokens = torch.tensor([[5, 3, 2, 7, 0, 0], [4, 1, 0, 0, 0, 0]])\n")
     runtime_valid = (
         Valid("import torch\nimport torch.nn.functional as F\nq = torch.randn(1, 2, 4, 8)\n"
               "F.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(4, 4).tril().bool())\n"),

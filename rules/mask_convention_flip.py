@@ -65,7 +65,8 @@ class MaskConventionFlip(Rule):
     MultiheadAttention. Nothing raises: the mask is silently inverted, so padding is attended and real tokens are
     ignored: in a torch 2.13 experiment the output was 1.87 off for a padding mask, 1.97 for a causal mask
     (docs/torch-facts.md#mask-convention). Float masks are additive in both APIs and need no inversion
-    (docs/torch-facts.md#float-masks-are-additive); they are not flagged.
+    (docs/torch-facts.md#float-masks-are-additive); they are not flagged: a float construction (`torch.ones`,
+    `torch.zeros` or a triangle of them without `dtype=torch.bool`) is never this rule's, a 0/1 one is MHA008's.
 
     ## Known problems
     Only constructions the mask reader knows give an error: comparisons with a padding id, triangles, `arange <
@@ -85,9 +86,10 @@ class MaskConventionFlip(Rule):
     ```
 
     ## Fix safety
-    Unsafe: `~` is added where the mask is passed (or a `~` already there is removed). It changes behaviour, as
-    it should, so `--fix` applies it only with `--unsafe-fixes`; check that no other use of the same mask relied
-    on the old direction.
+    Unsafe: `~` is added where the mask is passed (or a `~` already there is removed); where the mask's dtype is
+    not known (a parameter, a name), `== 0` is added instead, which inverts a boolean or a 0/1 mask and runs for
+    any dtype, where `~` raises for a float one. It changes behaviour, as it should, so `--fix` applies it only
+    with `--unsafe-fixes`; check that no other use of the same mask relied on the old direction.
 
     ## References
     - torch 2.13 `nn/functional.py:6400-6412` and `6465`; `nn/modules/activation.py:1284-1299`;
@@ -122,6 +124,9 @@ class MaskConventionFlip(Rule):
               "    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])\n"),
         Valid("def scaled_dot_product_attention(q, k, v, attn_mask): ...\ndef f(q, tokens):\n"
               "    return scaled_dot_product_attention(q, q, q, attn_mask=tokens == 0)\n"),
+        Valid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
+              "mask = torch.ones(5, 5); mask = torch.tril(mask)\nx = torch.randn(1, 5, 8)\n"
+              "out = attn(x, x, x, attn_mask=mask)\n"),  # a float mask: MHA008's (0/1), never `~`'d (TypeError)
     )
     invalid = (
         Invalid("import torch.nn.functional as F\nPAD = 0\ndef f(q, k, v, tokens):\n"
@@ -151,6 +156,10 @@ class MaskConventionFlip(Rule):
                 "    return F.scaled_dot_product_attention(q, k, v, attn_mask=padding[:, None, None, :])\n",
                 line=4, message="documented at line 3 as True = ignore", severity=Severity.ERROR),
     )
+    example_inputs = (
+        "import torch\nN, H, L, E = 2, 2, 6, 4\nq = k = v = torch.randn(N, H, L, E)\nx = torch.randn(N, L, 8)\n"
+        "pad_id = 0\ntokens = torch.tensor([[5, 3, 2, 7, 0, 0], [4, 1, 0, 0, 0, 0]])\nlengths = torch.tensor([4, 2])\n"
+        "key_padding_mask = padding = tokens == pad_id\n")
     runtime_valid = (
         Valid("import torch\nimport torch.nn.functional as F\nq = torch.randn(1, 2, 4, 8)\n"
               "future = torch.ones(4, 4, dtype=torch.bool).triu(1)\n"
@@ -173,15 +182,21 @@ class MaskConventionFlip(Rule):
             if mask is None or mask.polarity is None or mask.polarity == convention:
                 continue
             if mask.kind not in (BOOL, None):
-                continue  # additive and 0/1 float masks have no direction to flip
+                continue  # float masks (additive, 0/1 or unknown values) have no direction to flip; `~` raises
             self._report(node, target.api, parameter, convention, expr, mask)
 
     def _report(self, node, api, parameter, convention, expr, mask: Mask) -> None:
         inverted_after = mask.built_polarity is not None and mask.built_polarity != mask.polarity
-        inverted = _inverted(expr)
+        evidence = mask.evidence
+        if mask.kind is None:  # `~` raises for a float mask; `== 0` inverts a boolean and a 0/1 one alike
+            inverted, title = _compared_with_zero(expr), "invert the mask with == 0"
+            evidence += ("the mask's dtype is not known (no dtype=torch.bool, `.bool()` or comparison shows it is "
+                         "boolean), so the fix inverts it with `== 0`, which runs whatever the dtype; `~` would "
+                         "raise TypeError for a float mask",)
+        else:
+            inverted, title = _inverted(expr), "invert the mask with ~"
         found = dict(
-            evidence=mask.evidence, fix=self.replacement(expr, inverted, applicability=UNSAFE,
-                                                         title="invert the mask with ~"),
+            evidence=evidence, fix=self.replacement(expr, inverted, applicability=UNSAFE, title=title),
             arguments={"api": api, "parameter": parameter, "convention": convention, "polarity": mask.polarity,
                        "mask_expression": mask.built_from, "inverted_after": inverted_after},
             api=torchapi.short_name(api), parameter=parameter, mask=f"`{self.context.code(expr)}`",
@@ -273,6 +288,13 @@ def _inverted(expr: cst.BaseExpression) -> cst.BaseExpression:
     if isinstance(expr, cst.Name | cst.Attribute | cst.Subscript | cst.Call):
         return cst.UnaryOperation(cst.BitInvert(), expr)
     return cst.UnaryOperation(cst.BitInvert(), expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]))
+
+
+def _compared_with_zero(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`mask == 0`: the inverse of a boolean or 0/1 mask of any dtype, True where it was False or 0."""
+    if not isinstance(expr, cst.Name | cst.Attribute | cst.Subscript | cst.Call):
+        expr = expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.Comparison(expr, [cst.ComparisonTarget(cst.Equal(), cst.Integer("0"))])
 
 
 def _attend(torch, arguments: dict, mask, n: int, length: int):

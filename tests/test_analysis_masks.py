@@ -10,7 +10,7 @@ import pytest
 
 from mhalint.analysis.mask_axes import CAUSAL, LIKELY, PER_SAMPLE, SHARED, SQUARE, UNKNOWN, MaskAxesReader
 from mhalint.analysis.documented import stated_convention
-from mhalint.analysis.masks import ADDITIVE, BOOL, INTEGER, ZERO_ONE, MaskReader
+from mhalint.analysis.masks import ADDITIVE, BOOL, FLOAT, INTEGER, ZERO_ONE, MaskReader
 from mhalint.context import ModuleContext
 from mhalint.lazy import cst
 from mhalint.torchapi import IGNORE, KEEP
@@ -160,8 +160,13 @@ def test_no_convention_is_read_from_a_shape_a_contradiction_or_no_statement(text
     assert stated_convention(text.splitlines()) is None
 
 
-def test_a_bare_factory_named_as_a_mask_is_only_the_name_s_guess():
-    """`torch.ones(N, S)` adds 1 everywhere: nothing shows it is a 0/1 mask until entries are set, so only the
-    name speaks, and MHA008 (which needs a construction) says nothing."""
-    found = read("def f(N, S):\n    key_padding_mask = torch.ones(N, S)\n    sink(key_padding_mask)\n")
-    assert (found.kind, found.polarity, found.weak) == (None, IGNORE, True)
+@pytest.mark.parametrize(("factory", "kind"), [("torch.ones(N, S)", ZERO_ONE), ("torch.zeros(N, S)", FLOAT),
+                                              ("torch.zeros(N, S, dtype=torch.half)", FLOAT)])
+def test_a_bare_float_factory_named_as_a_mask_stays_a_float_with_no_convention(factory, kind):
+    """`torch.ones(N, S)` adds 1 everywhere: nothing shows it is a 0/1 mask until entries are set, so MHA008
+    (which needs a construction) says nothing; and its dtype is float, so a name cannot give it a boolean
+    convention either (issue 34: MHA002's `~` of it raised TypeError)."""
+    found = read(f"def f(N, S):\n    key_padding_mask = {factory}\n    sink(key_padding_mask)\n")
+    assert (found.kind, found.polarity, found.evidence) == (kind, None, ())
+    assert read("def f(N, S):\n    key_padding_mask = torch.zeros(N, S, dtype=torch.bool)\n"
+                "    sink(key_padding_mask)\n").kind == BOOL

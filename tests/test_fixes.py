@@ -121,6 +121,27 @@ def test_a_fix_that_would_not_parse_is_refused():
                          unsafe=False)
 
 
+def test_the_count_is_of_the_findings_removed_not_of_the_fixes_applied():
+    """Issue 34: a fix whose result a later round fixes again (a finding the first fix made) counted twice, so
+    `--diff` said "Would fix 2 findings" for one. A fix that removes two findings counts both."""
+    def fixing(code: str, text: str, *also: str) -> list[Finding]:
+        return [Finding("f.py", 1, 1, c, "m", fix=Fix((Edit(1, 1, 1, 2, text),), UNSAFE, "t")) for c in (code, *also)]
+
+    chain = {"a\n": fixing("A1", "b"), "b\n": fixing("A2", "c")}
+    assert fixes.fix_source("a\n", lambda text: chain.get(text, []), unsafe=True) == ("c\n", 1)
+    both = {"a\n": fixing("A1", "b", "A3")}
+    assert fixes.fix_source("a\n", lambda text: both.get(text, []), unsafe=True) == ("b\n", 2)
+
+
+def test_diff_counts_the_findings_it_would_fix(tmp_path: Path):
+    path = write(tmp_path, "model.py", "import torch\nfrom torch import nn\n"
+                 "attn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
+                 "mask = torch.ones(5, 5); mask = torch.tril(mask)\nx = torch.randn(1, 5, 8)\n"
+                 "out = attn(x, x, x, attn_mask=mask)\n")
+    result = CliRunner().invoke(main, ["check", "--diff", "--unsafe-fixes", "--no-cache", str(path)])
+    assert "Would fix 1 finding." in result.output, result.output
+
+
 def test_overlapping_fixes_apply_one_per_round():
     first = Finding("f.py", 1, 1, "A1", "m", fix=Fix((Edit(1, 1, 1, 4, "bbb"),), SAFE, "t"))
     second = Finding("f.py", 1, 2, "A2", "m", fix=Fix((Edit(1, 2, 1, 3, "z"),), SAFE, "t"))

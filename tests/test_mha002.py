@@ -129,6 +129,34 @@ def test_float_masks_are_not_flagged(check, setup, mask):
     assert check(sdpa(setup, mask)) == []
 
 
+@pytest.mark.parametrize("setup", [
+    "mask = torch.ones(L, L); mask = torch.tril(mask)",  # issue 34: the call's own use had hidden the float dtype
+    "mask = torch.ones(L, L)\n    mask = torch.tril(mask)",
+    "mask = torch.zeros(L, L)\n    mask = torch.tril(mask)",
+    "mask = torch.ones(L, L, dtype=torch.float16).tril()",
+])
+def test_a_float_triangle_is_never_a_flipped_boolean_mask(check, setup):
+    """`~` of a float mask raises TypeError: a float construction is MHA008's (0/1) or nobody's, never MHA002's."""
+    source = (f"import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
+              f"def f(x, L):\n    {setup}\n    return attn(x, x, x, attn_mask=mask)[0]\n")
+    assert check(source) == []
+
+
+@pytest.mark.parametrize("mask", ["key_padding_mask", "padding_mask"])
+def test_a_float_factory_named_as_a_padding_mask_is_not_flagged(check, mask):
+    assert check(sdpa(f"{mask} = torch.zeros(4, L)", f"{mask}[:, None, None, :]")) == []
+
+
+def test_a_mask_of_unknown_dtype_is_inverted_with_eq_0_and_the_evidence_says_why(check):
+    """`torch.triu(m, 1)` of a parameter: boolean or float is not known. `m == 0` inverts a boolean mask and a 0/1
+    one alike and runs for any dtype, where `~` raises for a float one."""
+    [finding] = check("import torch\nimport torch.nn.functional as F\ndef f(q, m):\n"
+                      "    return F.scaled_dot_product_attention(q, q, q, attn_mask=torch.triu(m, 1))\n")
+    assert finding.help == "invert the mask where it is passed: `torch.triu(m, 1) == 0`"
+    assert finding.fix.edits[0].content == " == 0"
+    assert any("dtype is not known" in sentence for sentence in finding.evidence), finding.evidence
+
+
 @pytest.mark.parametrize(("imp", "call"), [
     ("import torch.nn.functional as F", "F.scaled_dot_product_attention(q, k, v, attn_mask={mask})"),
     ("import torch.nn.functional as F", "F.scaled_dot_product_attention(q, k, v, {mask})"),  # 4th positional
@@ -450,7 +478,7 @@ def test_a_convention_read_from_a_name_is_a_warning_that_says_it_only_looks_flip
     assert finding.severity == Severity.WARNING
     assert finding.message == ("F.scaled_dot_product_attention gets attn_mask=`key_padding_mask`, which looks like a "
                                "True = ignore mask, but it reads True as attend")
-    assert finding.help == "if the mask is True = ignore, invert it where it is passed: `~key_padding_mask`"
+    assert finding.help == "if the mask is True = ignore, invert it where it is passed: `key_padding_mask == 0`"
     assert "Here the mask's convention comes from its name or another use" in finding.explanation
     assert "docs/torch-facts.md#mask-convention" in finding.explanation
 

@@ -274,6 +274,7 @@ INVALID_HEADLINES = [
     (Severity.ERROR, "nn.TransformerEncoderLayer gets src_key_padding_mask=`valid`, a 0/1 float mask built at line 5"),
     (Severity.ERROR, "F.scaled_dot_product_attention gets attn_mask=`m[:, None, None, :]`, a 0/1 float mask built "
                      "at line 4"),
+    (Severity.ERROR, "nn.MultiheadAttention gets attn_mask=`mask`, a 0/1 float mask (1 = attend) built at line 4"),
 ]
 
 
@@ -420,3 +421,17 @@ def test_probe_does_not_confirm_the_fixed_boolean_mask():
     # the mask as written gives the result of the boolean mask up to float noise (printed with 3 decimals)
     assert float(re.search(r"with the boolean mask as written is ([0-9.]+) from the result with the boolean mask",
                            evidence).group(1)) < 1e-3, evidence
+
+
+def test_a_tril_of_ones_rebound_on_one_line_is_a_keep_mask_fixed_with_eq_0(lint):
+    """Issue 34: `mask = torch.ones(5, 5); mask = torch.tril(mask)` given to nn.MultiheadAttention is a 0/1 float
+    keep-mask (MHA008), not a boolean one in the wrong convention (MHA002, whose `~` fix raised TypeError)."""
+    source = ("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
+              "mask = torch.ones(5, 5); mask = torch.tril(mask)\nx = torch.randn(1, 5, 8)\n"
+              "out = attn(x, x, x, attn_mask=mask)\n")
+    [finding] = [f for f in lint(source) if f.code in ("MHA002", "MHA008")]
+    assert (finding.code, finding.line, finding.severity) == (CODE, 6, Severity.ERROR)
+    assert "a 0/1 float mask (1 = attend) built at line 4" in finding.message
+    fixed, _ = apply_fixes(source, [finding], unsafe=True)
+    assert "attn_mask=mask == 0)" in fixed
+    assert [f for f in lint(fixed) if f.code in ("MHA002", "MHA008")] == []

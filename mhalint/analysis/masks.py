@@ -1,10 +1,11 @@
 """Mask provenance: what a mask expression means, read from how it was built.
 
-A mask has a dtype class (boolean, additive float, 0/1 float) and, when boolean or 0/1, a polarity: IGNORE (True
-marks positions to leave out, nn.MultiheadAttention's convention) or KEEP (True marks positions that take part,
-F.scaled_dot_product_attention's). The analysis follows local names back to their construction within a function
-(or a method's `self.x`), through shape-only operations, and flips the polarity at each `~`, `logical_not()` or
-`== 0`. Each step adds a sentence of evidence with its line, so a finding can show where the mask was built.
+A mask has a dtype class (boolean, additive float, 0/1 float, float of unknown values) and, when boolean or 0/1, a
+polarity: IGNORE (True marks positions to leave out, nn.MultiheadAttention's convention) or KEEP (True marks
+positions that take part, F.scaled_dot_product_attention's). The analysis follows local names back to their
+construction within a function (or a method's `self.x`), through shape-only operations, and flips the polarity at
+each `~`, `logical_not()` or `== 0`. Each step adds a sentence of evidence with its line, so a finding can show
+where the mask was built.
 """
 
 from __future__ import annotations
@@ -24,13 +25,14 @@ from mhalint.analysis.vocabulary import (BOOLEAN_METHODS, FLOAT_DTYPES, IGNORE_M
                                          PAD_TOKEN, SHAPE_ONLY, TOKENIZER_MASK_NAME, TO_FLOAT)
 
 BOOL, ADDITIVE, ZERO_ONE, INTEGER = "bool", "additive", "0/1 float", "integer"
+FLOAT = "float"  # floating-point, values not known (additive or 0/1): its dtype alone rules out a boolean convention
 _FILLED = {"torch.ones": "filled with 1", "torch.ones_like": "filled with 1", "torch.zeros": "filled with 0",
            "torch.zeros_like": "filled with 0", "torch.empty": "left uninitialised"}
 _MAX_DEPTH = 16
 
 @dataclass(frozen=True)
 class Mask:
-    kind: str | None  # BOOL, ADDITIVE, ZERO_ONE, INTEGER, or None when the dtype is unknown
+    kind: str | None  # BOOL, ADDITIVE, ZERO_ONE, INTEGER, FLOAT, or None when the dtype is unknown
     polarity: str | None  # IGNORE, KEEP, or None
     evidence: tuple[str, ...] = ()
     origin_line: int | None = None  # where the mask was built, when that is known
@@ -370,7 +372,10 @@ class MaskReader:
             return None
         if which.startswith("ones"):
             return Mask(ZERO_ONE, None, origin_line=self.ctx.line(call))
-        # zeros: what it becomes depends on what is written into it later (-inf: additive; 1s: a 0/1 mask)
+        # zeros: what it becomes depends on what is written into it later (-inf: additive; 1s: a 0/1 mask), but
+        # without a dtype (or with a float one) it stays a float
+        if which in ("zeros", "empty") and (not dtype or FLOAT_DTYPES.search(dtype)):
+            return Mask(FLOAT, None, origin_line=self.ctx.line(call))
         return None
 
     def _written(self, name: str, binding, found: Mask | None) -> Mask | None:
@@ -472,11 +477,14 @@ def _combine(left: Mask | None, right: Mask | None, is_and: bool) -> Mask | None
 
 def _guessed(found: Mask | None, guess: Mask | None) -> Mask | None:
     """A construction's kind with the convention only a name or another use gives (so weak); the guess alone
-    when the construction says nothing. Additive and integer masks have no convention to guess."""
-    if guess is None or found is not None and found.kind in (ADDITIVE, INTEGER):
+    when the construction says nothing. Additive, integer and other float masks have no convention to guess, nor
+    has a bare `torch.ones(...)`: it is a float whose values are not known yet, which a guess must not make a
+    boolean (its `~` raises)."""
+    bare_ones = found is not None and found.kind == ZERO_ONE and not found.evidence
+    if guess is None or bare_ones or found is not None and found.kind in (ADDITIVE, INTEGER, FLOAT):
         return found
-    if found is None or found.kind is None or found.kind == ZERO_ONE and not found.evidence:
-        return guess  # a bare `torch.ones(...)` is 0/1 only until something is written into it
+    if found is None or found.kind is None:
+        return guess
     return replace(found, polarity=guess.polarity, weak=True, evidence=found.evidence + guess.evidence)
 
 
