@@ -26,5 +26,12 @@ class CausalSelfAttention(nn.Module):
 
 
 if __name__ == "__main__":
-    block = CausalSelfAttention()
-    print(block(torch.randn(2, 16, 64)).shape)
+    torch.manual_seed(0)
+    block = CausalSelfAttention().eval()
+    x = torch.randn(1, 16, 64)
+    changed = x.clone()
+    changed[:, 0] += 1.0  # change only the first token
+    with torch.no_grad():
+        seen = (block(x)[:, -1] - block(changed)[:, -1]).abs().max().item()
+    print(f"changing the first token moved the last token's output by {seen:.3f} (should be above 0: it attends "
+          f"to the past)")

@@ -25,4 +25,11 @@ class DecoderBlock(nn.Module):
 
 
 if __name__ == "__main__":
-    print(DecoderBlock()(torch.randn(2, 16, 64)).shape)
+    torch.manual_seed(0)
+    block = DecoderBlock().eval()
+    x = torch.randn(1, 16, 64)
+    changed = x.clone()
+    changed[:, -1] += 1.0  # change only the last token
+    with torch.no_grad():  # FlexAttention has no backward on CPU
+        leak = (block(x)[:, 0] - block(changed)[:, 0]).abs().max().item()
+    print(f"changing the last token moved the first token's output by {leak:.3f} (should be 0)")

@@ -104,6 +104,10 @@ class Rule:
     acts_on_passed_values: ClassVar[bool] = True
     valid: ClassVar[tuple[Valid, ...]] = ()
     invalid: ClassVar[tuple[Invalid, ...]] = ()
+    # Code that defines the free names the invalid examples take, as small synthetic tensors, by parameter name:
+    # tests/test_fixes_execute.py runs each example's fixes after it, calling every function and module the
+    # example defines, so that every fix is seen to run and to remove what the rule reports.
+    example_inputs: ClassVar[str] = ""
     # The runtime experiment: a staticmethod `probe(arguments, torch) -> (status, evidence)` run only inside
     # the probe process, from a finding's resolved arguments (never the user's code). None: no experiment.
     probe: ClassVar[Callable[[dict, object], tuple[str, str]] | None] = None

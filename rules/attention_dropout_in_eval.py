@@ -161,6 +161,9 @@ class AttentionDropoutInEval(Rule):
                 "        attn = F.dropout(attn, p=0.1)\n        return attn @ v\n",
                 line=6, message="F.dropout on attention weights `attn`", severity=Severity.ERROR),
     )
+    example_inputs = (
+        "import types\nimport torch\nq = k = v = torch.randn(2, 2, 6, 4)\n"
+        "config = types.SimpleNamespace(attention_dropout=0.1)\n")
 
     def visit_Call(self, node: cst.Call) -> None:
         target = call_target(self.context, node, self.scope)

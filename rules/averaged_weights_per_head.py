@@ -179,6 +179,7 @@ class AveragedWeightsPerHead(Rule):
                 "def f(x):\n    out, attn_per_head = attn(x, x, x)\n    return out, attn_per_head\n", line=4,
                 message="names them per head", severity=Severity.WARNING),
     )
+    example_inputs = "import torch\nx = torch.randn(2, 5, 64)\n"
 
     def __init__(self, context, emit):
         super().__init__(context, emit)

@@ -171,6 +171,7 @@ class BatchFirstDefault(Rule):
                 message="gets batch-first data (`B, T, C = x.shape`, line 7) but batch_first is False",
                 severity=Severity.ERROR),
     )
+    example_inputs = "import torch\nx = torch.randn(2, 5, 64)\n"  # batch-first, as the examples' data
 
     def __init__(self, context, emit):
         super().__init__(context, emit)

@@ -236,7 +236,7 @@ class FlexModConvention(Rule):
     )
     invalid = (
         Invalid(_IMPORTS + "def causal(b, h, q_idx, kv_idx):\n    return q_idx < kv_idx\n"
-                "m = create_block_mask(causal, None, None, 8, 8)\n",
+                "m = create_block_mask(causal, None, None, 8, 8)\nout = flex_attention(q, q, q, block_mask=m)\n",
                 line=3, message="mask_mod `causal` keeps `q_idx < kv_idx`", severity=Severity.ERROR),
         Invalid(_IMPORTS + "def f(q, k, v, seq_lens, T):\n    keep = lambda b, h, qi, ki: ki >= seq_lens[b]\n"
                 "    m = create_block_mask(keep, None, None, T, T)\n    return flex_attention(q, k, v, block_mask=m)\n",
@@ -253,6 +253,9 @@ class FlexModConvention(Rule):
                 "        return flex_attention(q, k, v, score_mod=mod)\n",
                 line=8, message="rescales the score by", severity=Severity.ERROR),
     )
+    example_inputs = (  # a mask_mod's arguments, and a query for flex_attention
+        "import torch\nb = h = 0\nq_idx, kv_idx = torch.arange(8)[:, None], torch.arange(8)[None, :]\n"
+        "q = torch.randn(1, 2, 8, 16)\n")
     _RUNTIME = ("import torch\nfrom torch.nn.attention.flex_attention import create_block_mask, flex_attention\n"
                 "q = torch.randn(2, 4, 16, 8)\n")
     runtime_valid = (

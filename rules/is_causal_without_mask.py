@@ -143,6 +143,7 @@ class IsCausalWithoutMask(Rule):
                 "    return F.multi_head_attention_forward(q, q, q, 8, 2, w, b, None, None, False, 0.0, ow, ob,\n"
                 "                                          is_causal=CAUSAL)\n", line=4),
     )
+    example_inputs = "import torch\nx = torch.randn(2, 5, 64)\n"
     runtime_valid = (
         Valid("import torch\nmha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()\n"
               "x = torch.randn(2, 4, 8)\nmask = torch.nn.Transformer.generate_square_subsequent_mask(4)\n"

@@ -194,6 +194,12 @@ class MaskRepeatLayout(Rule):
                 "    return layer(x, m.repeat(4, 1, 1))\n", line=7, severity=Severity.WARNING,
                 message="tiles a mask that may differ per sample head-major"),
     )
+    example_inputs = (  # N == L, so that x fits the batch-first and the sequence-first examples alike
+        "import torch\nN = L = bs = 4\nd_model, nhead = 16, 4\nx = q = k = v = torch.randn(4, 4, 16)\n"
+        "pad = torch.zeros(4, 8, dtype=torch.bool)\npad[1, 6:] = True\nkey_padding_mask = pad[:, 4:]\n"
+        "mask = torch.zeros(4, 4, 4, dtype=torch.bool)\nmask[1, :, 2:] = True\n"  # it differs per sample
+        "class Bool:  # jaxtyping's annotation, as one example writes it\n"
+        "    def __class_getitem__(cls, item):\n        return cls\nTensor = torch.Tensor\n")
     runtime_valid = (
         Valid("import torch\nmha = torch.nn.MultiheadAttention(8, 2, batch_first=True)\nx = torch.randn(2, 3, 8)\n"
               "pad = torch.tensor([[False, False, True], [False, True, True]])\n"

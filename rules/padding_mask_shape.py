@@ -197,6 +197,10 @@ class PaddingMaskShape(Rule):
                 line=4, severity=Severity.WARNING,
                 message="`key_padding_mask` looks like an (N, S) padding mask (by its name)"),
     )
+    example_inputs = (  # N == L == S: the shapes under which the unfixed examples run at all
+        "import torch\nq = k = v = torch.randn(4, 2, 4, 8)\nx = torch.randn(4, 4, 16)\n"
+        "lengths = torch.tensor([4, 1, 3, 2])\ntokens = (torch.arange(4)[None, :] < lengths[:, None]).long()\n"
+        "key_padding_mask = tokens == 0\n")
 
     def __init__(self, context, emit):
         super().__init__(context, emit)

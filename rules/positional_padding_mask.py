@@ -121,6 +121,8 @@ class PositionalPaddingMask(Rule):
                 "def f(x, causal_mask):\n    return attn(x, x, x, causal_mask)[0]\n", line=4,
                 message="`causal_mask` is passed 4th positionally", severity=Severity.WARNING),
     )
+    example_inputs = (  # N == L, so that x fits the batch-first and the sequence-first examples alike
+        "import torch\nx = torch.randn(4, 4, 16)\ncausal_mask = torch.triu(torch.ones(4, 4, dtype=torch.bool), 1)\n")
 
     def __init__(self, context, emit):
         super().__init__(context, emit)

@@ -169,6 +169,7 @@ class SdpaHeadsLayout(Rule):
                 "    y = F.scaled_dot_product_attention(q, q, q)\n    return y.reshape(B, T, C)\n",
                 line=6, severity=Severity.ERROR, message="`y.reshape(B, T, C)` merges SDPA's (N, H, L, E) output (line 5)"),
     )
+    example_inputs = "import torch\nx = torch.randn(2, 6, 16)\nn_head = 4\n"
 
     def __init__(self, context, emit):
         super().__init__(context, emit)

@@ -123,6 +123,9 @@ class WeightsDiscarded(Rule):
                 line=3, message="F.multi_head_attention_forward computes attention weights nobody reads",
                 severity=Severity.WARNING),
     )
+    example_inputs = (  # sequence-first (L, N, E); `f(q, w, b, ow, ob)` is F.multi_head_attention_forward's
+        "import torch\nx = torch.randn(5, 2, 64)\nq = torch.randn(5, 2, 8)\n"
+        "w, b, ow, ob = torch.randn(24, 8), torch.randn(24), torch.randn(8, 8), torch.randn(8)\n")
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         """`attn(...)[0]`, wherever it stands."""
