@@ -14,25 +14,37 @@ different.
 The cache is data only, and never trusted. It lives in the checked repository, which may be hostile (a pull
 request from a fork, a pre-commit hook in a cloned project), so:
 
+- it never follows a symbolic link out of its folder. `.mhalint_cache` is reached from the project root without
+  following a link, and every later step (read, create, replace, unlink) goes through that folder's descriptor
+  with O_NOFOLLOW/O_EXCL, so a link swapped in during the run is not followed either. A link at the folder, or at
+  its index or .gitignore, is refused with one line on standard error, and the run goes on without the cache.
+  MHALINT_CACHE_DIR is the user's own choice, trusted as ruff trusts RUFF_CACHE_DIR: links on the way to it are
+  followed (a link to a shared volume works), links in it are not. (Windows, which has no descriptor-relative
+  file operations, has no cache);
+- `mhalint clean` removes only what mhalint writes (regular files with its names, never a link) from a folder it
+  made: one reached as above that holds its `.gitignore` (a regular file that says `*`). Otherwise it removes
+  nothing and says why in one line;
 - it is plain JSON read with `json.loads`: nothing in it can construct an object or run code (no pickle);
-- the file is opened without following a symlink, and only a regular file of at most `MAX_INDEX_BYTES` of valid
-  UTF-8 is parsed; anything else counts as no cache;
+- only a regular file of at most `MAX_INDEX_BYTES` of valid UTF-8 is parsed; anything else counts as no cache;
 - the top level must be this format's object (name, version, the key in the file's name); every entry must be
   what `save` writes, `[size, mtime_ns, digest, findings]`: integers in range, a hex digest, and findings that
   `Finding.from_dict` accepts and `Finding.to_dict` gives back unchanged, and that this run could have found: a
   code of its rules or of the engine (MHA9xx), at a place a file of the entry's size can hold (lines 1 to size + 1,
   columns from 1, an end after the start). A bad entry is dropped (its file is checked again, so a planted code is
   never printed nor written by `--add-noqa`), the good ones are kept, and the file is rewritten at the end of the run;
-- it is written atomically (a temporary file in the same directory, then `os.replace`, which replaces a symlink
-  planted at the index's path rather than writing through it) and no temporary file is left behind on failure;
+- it is written atomically (a temporary file in the same folder, then `os.replace`, which replaces a symlink
+  swapped in at the index's path rather than writing through it) and no temporary file is left behind on failure;
   a cache that cannot be written is only a slower next run. Interrupts (Ctrl-C, SIGTERM) wait for that write,
   and an interrupted run writes nothing, so the previous index stays whole.
 
 `findings-*.pickle` files of mhalint versions before the JSON cache are never opened; `mhalint clean` removes them.
+Tested in tests/test_cache.py and tests/test_cache_trust.py.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import hashlib
 import inspect
@@ -40,7 +52,7 @@ import json
 import os
 import re
 import stat as stat_module
-import tempfile
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable
@@ -60,16 +72,18 @@ _HEX_LENGTH = 2 * _DIGEST_SIZE
 _HEX_DIGEST = re.compile(f"[0-9a-f]{{{_HEX_LENGTH}}}")
 _HEX_DIGESTS = re.compile("[0-9a-f]*")  # many digests of the right length, joined
 _INT64 = 2**63
-_GITIGNORE = b"*\n"
+_GITIGNORE_NAME, _GITIGNORE = ".gitignore", b"*\n"  # what mhalint writes in a folder it makes: its mark
 _TEMPORARY_PREFIX, _TEMPORARY_SUFFIX = ".findings-", ".tmp"
 # The files mhalint writes in its cache directory (the pickle of older versions included): all `clean` removes.
 _OWN_FILE = re.compile(r"findings-[0-9a-f]+\.(?:json|pickle)|\.?findings-.*\.tmp|tmp[^/]*\.tmp")
 _is_absolute = os.path.isabs
 
 
-def cache_dir(root: Path) -> Path:
-    """MHALINT_CACHE_DIR, else `.mhalint_cache` in the project root (the configuration file's directory)."""
-    return Path(os.environ.get("MHALINT_CACHE_DIR") or root / CACHE_DIR_NAME)
+def cache_dir(root: Path) -> tuple[Path, bool]:
+    """MHALINT_CACHE_DIR, else `.mhalint_cache` in the project root (the configuration file's directory); and
+    whether links on the way to it are followed: only on the user's own MHALINT_CACHE_DIR."""
+    chosen = os.environ.get("MHALINT_CACHE_DIR")
+    return (Path(chosen), True) if chosen else (root / CACHE_DIR_NAME, False)
 
 
 # An entry in memory: (size, mtime_ns, digest as hex, findings with path "" (re-attached on lookup, so a moved file
@@ -81,8 +95,12 @@ _SIZE, _MTIME, _DIGEST, _FINDINGS, _DATA, _PROJECT = range(6)
 
 
 class Cache:
-    def __init__(self, directory: Path, rules: Iterable[type]):
+    def __init__(self, directory: Path, rules: Iterable[type], *, follow: bool = False):
+        """`follow`: links on the way to `directory` are followed (the user chose it); else only up to its parent,
+        and a link at the folder itself is refused. Links in it never are."""
         self.directory = directory
+        self._follow = follow
+        self._refused = False  # a link where none may be: no entry is used, nothing is written
         rules = tuple(rules)
         self.key = _salt(rules)
         self._codes = {rule.code for rule in rules}.union(ENGINE_CODES)  # what an entry's findings may be
@@ -148,6 +166,8 @@ class Cache:
         """Write the index atomically, without the entries of files that no longer exist; a cache that cannot be
         written is only a slower next run. Interrupts wait until it is written (or not), so that neither a
         temporary file nor a half-written index is left behind."""
+        if self._refused:
+            return
         self._forget_missing()
         if not self._dirty:
             return
@@ -155,22 +175,33 @@ class Cache:
             self._write()
 
     def _write(self) -> None:
-        temporary = None
+        """Through the folder's descriptor: a link swapped in for the folder since it was read is refused, and one
+        planted in it is replaced or left, never written through."""
+        folder = temporary = None
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            _create_gitignore(self.directory)
-            handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=_TEMPORARY_PREFIX,
-                                                 suffix=_TEMPORARY_SUFFIX)
+            folder = _open_folder(self.directory, self._follow, create=True)
+            _create_gitignore(folder)
+            handle, temporary = _create_temporary(folder)
             with os.fdopen(handle, "wb") as out:
                 out.write(json.dumps(self._document(), ensure_ascii=True, separators=(",", ":")).encode("ascii"))
-            os.replace(temporary, self.index_path)  # a symlink at index_path is replaced, not written through
+            os.replace(temporary, self.index_path.name, src_dir_fd=folder, dst_dir_fd=folder)
             temporary = None
             self._dirty = False
+        except _Refused as refusal:
+            self._refuse(refusal)
         except (OSError, TypeError, ValueError, RecursionError):
             pass  # unwritable directory, full disk, a directory at index_path, data JSON cannot hold
         finally:
             if temporary is not None:
-                _remove_quietly(temporary)
+                _remove_quietly(temporary, folder)
+            if folder is not None:
+                os.close(folder)
+
+    def _refuse(self, refusal: _Refused) -> None:
+        """The run goes on without the cache, and says so once."""
+        if not self._refused:
+            _warn(f"the findings cache is not used: {refusal}")
+        self._entries, self._refused = {}, True
 
     def _document(self) -> dict:
         return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "key": self.key,
@@ -181,10 +212,13 @@ class Cache:
         """The valid entries of the index; an index missing is no cache, one damaged or foreign is no cache and
         is rewritten, and so is one with bad entries (which are dropped)."""
         try:
-            raw = _read_regular_file(self.index_path, MAX_INDEX_BYTES)
+            raw = self._read()
         except FileNotFoundError:
             return {}
-        except OSError:  # a symlink, a directory, a FIFO, too large, unreadable
+        except _Refused as refusal:
+            self._refuse(refusal)
+            return {}
+        except OSError:  # a directory, a FIFO, too large, unreadable
             self._dirty = True
             return {}
         try:
@@ -218,6 +252,17 @@ class Cache:
                 del entries[path]
             self._dirty = True
         return entries
+
+    def _read(self) -> bytes:
+        """The index's bytes; _Refused if the folder, its index or its .gitignore is a link."""
+        folder = _open_folder(self.directory, self._follow, create=False)
+        try:
+            for name in (self.index_path.name, _GITIGNORE_NAME):
+                if _is_link(name, folder):
+                    raise _Refused(f"{self.directory / name} is a symbolic link")
+            return _read_regular_file(self.index_path.name, folder, MAX_INDEX_BYTES)
+        finally:
+            os.close(folder)
 
 
 def _findings(data: list, size: int, codes: set[str]) -> tuple[Finding, ...] | None:
@@ -253,72 +298,121 @@ def _possible(finding: Finding, size: int, codes: set[str]) -> bool:
         (finding.cell is None or finding.cell >= 1)
 
 
-def _read_regular_file(path: Path, limit: int) -> bytes:
-    """The bytes of `path` if it is a regular file (not a symlink to one) of at most `limit` bytes; OSError if
-    not, FileNotFoundError if there is nothing there. Never blocks on a FIFO or a device."""
-    if os.path.islink(path):  # O_NOFOLLOW says the same where it exists; this is for where it does not
-        raise OSError(f"{path} is a symbolic link")
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-    handle = os.open(path, flags)
+class _Refused(OSError):
+    """A symbolic link where the cache follows none: the cache is neither used nor cleaned, and the user is told."""
+
+
+def _warn(message: str) -> None:
+    print(f"mhalint: warning: {message}", file=sys.stderr)
+
+
+def _open_folder(directory: Path, follow: bool, create: bool) -> int:
+    """A descriptor of the cache folder, which every later step goes through (dir_fd), so that no link swapped in
+    meanwhile is followed. `follow`: links on the way are followed (the user's own MHALINT_CACHE_DIR); else only
+    up to the parent (the project root), and a link at the folder is _Refused. `create`: made where missing."""
+    if os.open not in os.supports_dir_fd:  # Windows: no descriptor-relative steps, so no cache rather than a race
+        raise OSError(errno.ENOSYS, "no descriptor-relative file operations")
+    if follow:
+        if create:
+            os.makedirs(directory, exist_ok=True)
+        return os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    parent = os.open(directory.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if create:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(directory.name, dir_fd=parent)
+        try:
+            return os.open(directory.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+        except OSError:
+            if _is_link(directory.name, parent):
+                raise _Refused(f"{directory} is a symbolic link") from None
+            raise
+    finally:
+        os.close(parent)
+
+
+def _is_link(name: str, folder: int) -> bool:
+    try:
+        return stat_module.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _read_regular_file(name: str, folder: int, limit: int) -> bytes:
+    """The bytes of `name` in `folder` if it is a regular file (not a symlink to one) of at most `limit` bytes;
+    OSError if not, FileNotFoundError if there is nothing there. Never blocks on a FIFO or a device."""
+    handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
     with os.fdopen(handle, "rb") as file:
         status = os.fstat(file.fileno())
         if not stat_module.S_ISREG(status.st_mode):
-            raise OSError(f"{path} is not a regular file")
+            raise OSError(f"{name} is not a regular file")
         if status.st_size > limit:
-            raise OSError(f"{path} is larger than {limit} bytes")
+            raise OSError(f"{name} is larger than {limit} bytes")
         raw = file.read(limit + 1)
     if len(raw) > limit:
-        raise OSError(f"{path} is larger than {limit} bytes")
+        raise OSError(f"{name} is larger than {limit} bytes")
     return raw
 
 
-def _create_gitignore(directory: Path) -> None:
-    """`*` in the cache directory's .gitignore, if there is none (nothing there is opened or overwritten)."""
+def _create_gitignore(folder: int) -> None:
+    """`*` in the cache folder's .gitignore, if there is none (O_EXCL: nothing there is opened, nor a link's
+    target created)."""
     try:
-        handle = os.open(directory / ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        handle = os.open(_GITIGNORE_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=folder)
     except FileExistsError:
         return
     with os.fdopen(handle, "wb") as out:
         out.write(_GITIGNORE)
 
 
-def _remove_quietly(path: str | Path) -> None:
+def _create_temporary(folder: int) -> tuple[int, str]:
+    """tempfile.mkstemp in the folder's descriptor: a new file for its owner (O_EXCL: never a link's target)."""
+    name = f"{_TEMPORARY_PREFIX}{os.urandom(8).hex()}{_TEMPORARY_SUFFIX}"
+    return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=folder), name
+
+
+def _remove_quietly(name: str, folder: int) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(name, dir_fd=folder)
+
+
+def clean(directory: Path, *, follow: bool = False) -> int:
+    """Remove the files mhalint writes from the cache folder, then the folder if that leaves it empty; the number
+    removed. Only from a folder mhalint made: reached as the cache reaches it (`follow` as for Cache: a link at
+    `.mhalint_cache` is refused) and holding mhalint's .gitignore; and only regular files with mhalint's names, so
+    a link there stays (unlinked, it would not be followed either), as does anything else. Otherwise nothing is
+    removed, and one line says why."""
     try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
-def clean(directory: Path) -> int:
-    """Remove the files mhalint writes in the cache directory, then the directory if that leaves it empty; the
-    number removed. Nothing else is touched: a symlink is removed itself, never followed, other files are kept,
-    and a symlinked cache directory is emptied of mhalint's files but kept."""
+        folder = _open_folder(directory, follow, create=False)
+    except _Refused as refusal:
+        _warn(f"nothing is removed: {refusal}")
+        return 0
+    except OSError:  # no cache folder (or not one)
+        return 0
     removed = 0
     try:
-        items = list(os.scandir(directory))
-    except OSError:  # no cache directory (or not one)
-        return 0
-    for item in items:
-        if _OWN_FILE.fullmatch(item.name) or (item.name == ".gitignore" and _is_own_gitignore(item)):
-            if item.is_dir(follow_symlinks=False):
-                continue
-            try:
-                os.unlink(item.path)
+        if not _made_by_mhalint(folder):
+            _warn(f"nothing is removed: {directory} has no .gitignore of mhalint's, so mhalint did not make it")
+            return 0
+        with os.scandir(folder) as items:
+            own = [item.name for item in items if (item.name == _GITIGNORE_NAME or _OWN_FILE.fullmatch(item.name))
+                   and item.is_file(follow_symlinks=False)]
+        for name in own:
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=folder)
                 removed += 1
-            except OSError:
-                pass
-    if not os.path.islink(directory):
-        try:
-            os.rmdir(directory)
-        except OSError:  # something else is in there
-            pass
+    finally:
+        os.close(folder)
+    with contextlib.suppress(OSError):  # something else is in there, or it is the user's link (rmdir refuses one)
+        os.rmdir(directory)
     return removed
 
 
-def _is_own_gitignore(item: os.DirEntry) -> bool:
-    """The .gitignore mhalint writes: a regular file (not a link) that says `*` and nothing else."""
+def _made_by_mhalint(folder: int) -> bool:
+    """The folder holds the .gitignore mhalint writes in a folder it makes: a regular file (not a link) that says
+    `*` and nothing else."""
     try:
-        return item.is_file(follow_symlinks=False) and _read_regular_file(Path(item.path), 64) == _GITIGNORE
+        return _read_regular_file(_GITIGNORE_NAME, folder, len(_GITIGNORE)) == _GITIGNORE
     except OSError:
         return False
 

@@ -420,8 +420,8 @@ def clean() -> None:
     from mhalint.cache import clean as clean_cache
 
     found = config.find(Path.cwd())
-    directory = cache_dir(found.parent if found else Path.cwd())
-    removed = clean_cache(directory)
+    directory, follow = cache_dir(found.parent if found else Path.cwd())
+    removed = clean_cache(directory, follow=follow)
     shown = printable(str(directory))
     click.echo(f"Removed {shown} ({summary.plural(removed, 'file')})." if removed else f"No cache at {shown}.")
 
@@ -503,7 +503,8 @@ def _cache(settings):
     """The run's cache; only a run that keeps one loads its module (hashlib)."""
     from mhalint.cache import Cache, cache_dir
 
-    return Cache(cache_dir(settings.config.root), settings.selection.rules)
+    directory, follow = cache_dir(settings.config.root)
+    return Cache(directory, settings.selection.rules, follow=follow)
 
 
 def _probe(findings, rules, limits: ProbeLimits):

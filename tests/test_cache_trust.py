@@ -58,6 +58,110 @@ def files(folder: Path) -> dict[str, bytes]:
     return {path.name: path.read_bytes() for path in folder.iterdir()}
 
 
+# ---- item 1: no link is followed out of the cache folder --------------------------------------------------------
+
+def test_a_cache_folder_committed_as_a_symlink_is_refused_and_nothing_is_written_where_it_leads(project: Path,
+                                                                                                  tmp_path: Path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (project / CACHE_DIR_NAME).symlink_to(outside)
+    uncached = check(project, "--no-cache")
+    assert uncached.exit_code == 1 and uncached.stderr == ""
+    for _ in range(2):
+        result = check(project)
+        assert (result.exit_code, result.stdout) == (uncached.exit_code, uncached.stdout)
+        assert list(outside.iterdir()) == []
+        one_line(result.stderr, CACHE_DIR_NAME, "symbolic link")
+
+
+@pytest.mark.parametrize("name", ["index", ".gitignore"])
+def test_a_symlink_in_the_cache_folder_is_refused_neither_read_nor_written_through(name: str, project: Path,
+                                                                                   tmp_path: Path):
+    uncached = check(project)
+    folder = project / CACHE_DIR_NAME
+    [index] = folder.glob("findings-*.json")
+    link = index if name == "index" else folder / ".gitignore"
+    victim = tmp_path / "victim"
+    planted = json.loads(index.read_bytes())  # a valid index whose findings would show if it were read
+    for entry in planted["entries"].values():
+        for finding in entry[3]:
+            finding["message"] = "PLANTED"
+    victim.write_bytes(json.dumps(planted).encode() if name == "index" else b"*\n")
+    link.unlink()
+    link.symlink_to(victim)
+    before = victim.read_bytes()
+    os.utime(project / "plain.py", ns=(1, 1))  # the run has something to write
+    result = check(project)
+    assert (result.exit_code, result.stdout) == (uncached.exit_code, uncached.stdout)
+    assert link.is_symlink() and victim.read_bytes() == before
+    one_line(result.stderr, link.name, "symbolic link")
+
+
+def test_a_cache_folder_swapped_for_a_symlink_during_the_run_is_not_written_through(project: Path, tmp_path: Path,
+                                                                                    capsys):
+    rules = list(load_rules().values())
+    folder = project / CACHE_DIR_NAME
+    Checker(rules).check_paths([project], cache=Cache(folder, rules))
+    os.utime(project / "plain.py", ns=(1, 1))  # the run has something to write
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
+    def swap(path, findings):
+        if not folder.is_symlink():
+            folder.rename(tmp_path / "moved")
+            folder.symlink_to(outside)
+
+    capsys.readouterr()
+    Checker(rules).check_paths([project], cache=Cache(folder, rules), on_file=swap)
+    assert list(outside.iterdir()) == []
+    one_line(capsys.readouterr().err, CACHE_DIR_NAME, "symbolic link")
+
+
+def test_clean_removes_nothing_through_a_symlinked_cache_folder(project: Path, tmp_path: Path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for name, content in OWN_NAMES.items():
+        (outside / name).write_bytes(content)
+    (project / CACHE_DIR_NAME).symlink_to(outside)
+    result = invoke("clean", cwd=project)
+    assert files(outside) == OWN_NAMES and (project / CACHE_DIR_NAME).is_symlink()
+    assert result.exit_code == 0 and "Removed" not in result.stdout
+    one_line(result.stderr, CACHE_DIR_NAME, "symbolic link")
+
+
+@pytest.mark.parametrize("where", ["MHALINT_CACHE_DIR", CACHE_DIR_NAME])
+def test_clean_removes_nothing_from_a_folder_mhalint_did_not_make(where: str, project: Path, tmp_path: Path,
+                                                                 monkeypatch):
+    """A folder without mhalint's .gitignore (a user's folder named by mistake, or one a repository commits)."""
+    folder = tmp_path / "mine" if where == "MHALINT_CACHE_DIR" else project / CACHE_DIR_NAME
+    folder.mkdir()
+    planted = {**OWN_NAMES, ".gitignore": b"*.log\n"}
+    for name, content in planted.items():
+        (folder / name).write_bytes(content)
+    if where == "MHALINT_CACHE_DIR":
+        monkeypatch.setenv("MHALINT_CACHE_DIR", str(folder))
+    result = invoke("clean", cwd=project)
+    assert files(folder) == planted
+    assert result.exit_code == 0 and "Removed" not in result.stdout
+    one_line(result.stderr, folder.name, ".gitignore")
+
+
+def test_mhalint_cache_dir_may_be_a_symlink_the_user_chose(project: Path, tmp_path: Path, monkeypatch):
+    """The user's own environment is trusted as ruff trusts RUFF_CACHE_DIR: a link there is followed."""
+    target = tmp_path / "volume"
+    target.mkdir()
+    (tmp_path / "link").symlink_to(target)
+    monkeypatch.setenv("MHALINT_CACHE_DIR", str(tmp_path / "link"))
+    cold = check(project)
+    [index] = target.glob("findings-*.json")
+    written = index.stat().st_mtime_ns
+    warm = check(project)
+    assert (warm.stdout, warm.stderr, cold.stderr) == (cold.stdout, "", "")
+    assert index.stat().st_mtime_ns == written  # every entry was used: nothing to rewrite
+    cleaned = invoke("clean", cwd=project)
+    assert "Removed" in cleaned.stdout and list(target.iterdir()) == [] and (tmp_path / "link").is_symlink()
+
+
 # ---- item 5: an entry is used only with a code the run reports, at a place its file can hold -------------------
 
 def test_a_warm_run_uses_every_entry_it_wrote(project: Path):

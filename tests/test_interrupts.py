@@ -227,21 +227,19 @@ def test_sigterm_at_random_moments_exits_143_and_stops_the_workers(tmp_path: Pat
 def test_an_interrupt_while_the_cache_is_written_waits_for_the_write(tmp_path: Path, monkeypatch):
     """A Ctrl-C just after the temporary index file is created: the write finishes (no temporary file is left,
     and the index is whole), and then the interrupt is raised."""
-    import tempfile
-
     from mhalint import cache as cache_module
 
     for name in ("mha001_batch_first_bad.py", "mha003_is_causal_bad.py", "mha001_batch_first_fixed.py"):
         shutil.copy(EXAMPLES / name, tmp_path / name)
     rules = list(load_rules().values())
-    real_mkstemp = tempfile.mkstemp
+    real_create = cache_module._create_temporary
 
-    def interrupted_mkstemp(*args, **kwargs):
-        created = real_mkstemp(*args, **kwargs)
+    def interrupted_create(*args, **kwargs):
+        created = real_create(*args, **kwargs)
         signal.raise_signal(signal.SIGINT)
         return created
 
-    monkeypatch.setattr(cache_module.tempfile, "mkstemp", interrupted_mkstemp)
+    monkeypatch.setattr(cache_module, "_create_temporary", interrupted_create)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
