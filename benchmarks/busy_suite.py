@@ -16,11 +16,9 @@ import subprocess
 import sys
 import time
 
+from mhalint.schema import usable_cpus
+
 _SPIN = "while True: pass  # busy_suite {parent}"  # the parent's pid tells one run's burners from another's
-
-
-def usable_cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def main(argv: list[str] | None = None) -> int:
