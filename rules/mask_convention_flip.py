@@ -190,9 +190,8 @@ class MaskConventionFlip(Rule):
         evidence = mask.evidence
         if mask.kind is None:  # `~` raises for a float mask; `== 0` inverts a boolean and a 0/1 one alike
             inverted, title = _compared_with_zero(expr), "invert the mask with == 0"
-            evidence += ("the mask's dtype is not known (no dtype=torch.bool, `.bool()` or comparison shows it is "
-                         "boolean), so the fix inverts it with `== 0`, which runs whatever the dtype; `~` would "
-                         "raise TypeError for a float mask",)
+            evidence += ("nothing shows the mask is boolean (dtype=torch.bool, `.bool()`, a comparison): the fix "
+                         "inverts it with `== 0`, which runs for any dtype (`~` raises on floats)",)
         else:
             inverted, title = _inverted(expr), "invert the mask with ~"
         found = dict(
