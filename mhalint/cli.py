@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -70,14 +71,21 @@ class _Group(click.Group):
 
 
 def _stop(ctx: click.Context, interrupt: KeyboardInterrupt | interrupts.Terminated):
-    if isinstance(interrupt, KeyboardInterrupt):
-        click.echo("mhalint: interrupted", err=True)
-        ctx.exit(interrupts.EXIT_INTERRUPTED)
-    click.echo("mhalint: terminated", err=True)
-    ctx.exit(interrupts.EXIT_TERMINATED)
+    """The interrupt's message and exit code; the console script leaves at once (`_leave`), ignoring the signals
+    from here on: a second Ctrl-C would otherwise end it with click's `Aborted!` and exit 1."""
+    if _console:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
+    interrupted = isinstance(interrupt, KeyboardInterrupt)
+    click.echo("mhalint: interrupted" if interrupted else "mhalint: terminated", err=True)
+    code = interrupts.EXIT_INTERRUPTED if interrupted else interrupts.EXIT_TERMINATED
+    if _console:
+        _leave(code)
+    ctx.exit(code)
 
 
 _starting = False  # set by console() until the command has loaded what it needs
+_console = False  # set by console(): the process is mhalint's own and ends with the command
 
 
 def console() -> None:
@@ -88,13 +96,26 @@ def console() -> None:
     is off until the command has loaded what it needs (`_started`), what exists then is frozen out of its
     generations (gc.freeze; forked workers then share those pages too), and so is everything at exit. `main`
     called in-process (click's CliRunner) leaves the caller's collector as it is."""
-    global _starting
-    _starting = True
+    global _starting, _console
+    _starting = _console = True
     gc.disable()
     try:
         main()
     finally:
         gc.freeze()  # only the interpreter's exit follows
+
+
+def _leave(code: int) -> NoReturn:
+    """Exit with `code` now, the standard streams flushed, without the interpreter's finalization (every `finally`
+    of the command has run): an interrupt can leave the check thread (mhalint.deep_stack) inside libcst's native
+    parser, and a daemon thread that wakes during finalization is ended with pthread_exit, which cannot unwind the
+    parser's Rust frames, so glibc aborted the process (SIGABRT, issue 34)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that closed the pipe, a stream already closed
+            pass
+    os._exit(code)
 
 
 def _started() -> None:

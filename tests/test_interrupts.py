@@ -335,3 +335,47 @@ def test_a_run_stopped_while_the_probe_runs_stops_the_probe_process(tmp_path: Pa
         assert _group_members(process.pid, grace=0.2) == []  # not left to die of a broken pipe later
     finally:
         _kill_group(process)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("again", [False, True], ids=["once", "twice"])
+@pytest.mark.parametrize(("signum", "message", "code"), [
+    (signal.SIGINT, "mhalint: interrupted\n", 130),
+    (signal.SIGTERM, "mhalint: terminated\n", 143),
+])
+def test_a_signal_while_libcst_builds_the_tree_exits_with_its_code_not_an_abort(tmp_path: Path, signum: int,
+                                                                                message: str, code: int,
+                                                                                again: bool):
+    """Issue 34: a signal while the check thread is inside libcst's native parser left it there while the
+    interpreter finalized, and the process aborted (SIGABRT) after its message. Here a node class, which the
+    parser calls, sends the signal and keeps the thread in the parser, sleeping (so it wakes during the
+    finalization), for as long as the process lives. `twice` sends it again as the message is written (a second
+    Ctrl-C), which ended the run with click's `Aborted!` and exit 1, or killed it (SIGTERM). Each case failed
+    before the fix."""
+    shutil.copy(EXAMPLES / "mha001_batch_first_bad.py", tmp_path / "model.py")
+    program = textwrap.dedent(f"""
+        import os, sys, time
+        import libcst
+        from mhalint import cli
+
+        echo = cli.click.echo
+
+        def echo_signalled_again(*args, **kwargs):
+            os.kill(os.getpid(), {int(signum)})
+            return echo(*args, **kwargs)
+
+        class Name(libcst.Name):
+            def __init__(self, *args, **kwargs):
+                if {again}:
+                    cli.click.echo = echo_signalled_again
+                os.kill(os.getpid(), {int(signum)})
+                while True:
+                    time.sleep(0.001)
+
+        libcst.Name = Name  # the parser looks its node classes up on the module
+        sys.argv = ["mhalint", "check", "--no-cache", {str(tmp_path / "model.py")!r}]
+        cli.console()
+    """)
+    for _ in range(8):
+        completed = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+        assert (completed.returncode, completed.stderr) == (code, message)
