@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from mhalint import torchapi
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
-from mhalint.analysis.vocabulary import REGROUP, REORDER
+from mhalint.analysis.vocabulary import FORWARDS_TO_MODULE, REGROUP, REORDER, RETURNS_MODULE
 from mhalint.walk import own_nodes
 
 PROJECT_PREFIX = "<module>."
@@ -465,7 +465,8 @@ def _instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth:
         name = ctx.qualified_name(expr.func, scope)
         if name == "copy.deepcopy" and expr.args:
             return instance(ctx, expr.args[0].value, scope, depth + 1, env)
-        return (construction(ctx, expr, scope) or _through_function(ctx, expr, scope, depth, env, instance)
+        return (construction(ctx, expr, scope) or _same_module(ctx, expr, scope, depth, env)
+                or _through_function(ctx, expr, scope, depth, env, instance)
                 or Construction(name or UNKNOWN_CALLABLE, expr, scope))
     if isinstance(expr, cst.Name):
         return _from_bindings(ctx, ctx.bindings(expr.value, scope), depth, env)
@@ -475,6 +476,40 @@ def _instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth:
     if isinstance(expr, cst.Subscript):
         return element(ctx, expr.value, scope, depth + 1, env)
     return None
+
+
+def _same_module(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: int, env: Env) -> Construction | None:
+    """`module.eval()`, `.to(device)`, `torch.compile(module)`, `DDP(module)`: the module they return or wrap,
+    when that is a module this analysis knows (a torch attention module or a project class), not a tensor."""
+    operand = _module_operand(ctx, call, scope)
+    built = instance(ctx, operand, scope, depth + 1, env) if operand is not None else None
+    known = built is not None and (built.api in torchapi.CONSTRUCTORS or built.api.startswith(PROJECT_PREFIX))
+    return built if known else None
+
+
+def _module_operand(ctx: ModuleContext, value: cst.BaseExpression | None, scope: Scope) -> cst.BaseExpression | None:
+    """What a call returns or wraps when it gives back the same module (`m.eval()`, `torch.compile(m)`)."""
+    if not isinstance(value, cst.Call):
+        return None
+    func = value.func
+    if isinstance(func, cst.Attribute) and func.attr.value in RETURNS_MODULE:
+        return func.value
+    if value.args and value.args[0].keyword is None and not value.args[0].star \
+            and ctx.qualified_name(func, scope) in FORWARDS_TO_MODULE:
+        return value.args[0].value
+    return None
+
+
+def _rewraps(ctx: ModuleContext, binding: Binding) -> bool:
+    """`model = DDP(model)`, `attn = attn.to(device)`, `self.attn = torch.compile(self.attn)`: the same module
+    as the name's other bindings, so it adds nothing to what they agree on."""
+    operand = _module_operand(ctx, binding.value, binding.scope)
+    while (inner := _module_operand(ctx, operand, binding.scope)) is not None:  # torch.compile(model.eval())
+        operand = inner
+    if isinstance(operand, cst.Name):
+        return operand.value == binding.name
+    return (isinstance(operand, cst.Attribute) and operand.attr.value == binding.name
+            and isinstance(operand.value, cst.Name) and operand.value.value == binding.scope.self_name)
 
 
 def _from_bindings(ctx: ModuleContext, bindings: list[Binding], depth: int, env: Env) -> Construction | None:
@@ -489,7 +524,8 @@ def _from_bindings(ctx: ModuleContext, bindings: list[Binding], depth: int, env:
 
 def _agreed(ctx: ModuleContext, bindings: list[Binding], depth: int, env: Env) -> Construction | None:
     found: list[Construction] = []
-    for binding in bindings:
+    kept = [binding for binding in bindings if binding.kind != "assign" or not _rewraps(ctx, binding)]
+    for binding in kept if len(kept) < len(bindings) and kept else bindings:
         if binding.kind == "param":
             built = _parameter(ctx, binding, depth, env)
         elif binding.value is None or binding.kind not in ("assign", "for"):

@@ -22,6 +22,17 @@ KEEPS_AXES = frozenset({
     "softmax", "clamp", "view_as", "reshape_as", "expand_as", "requires_grad_", "type", "long", "int", "bool",
     "logical_not", "logical_not_", "logical_or", "logical_and", "eq", "ne", "lt", "gt", "le", "ge", "__invert__",
 })
+# Module methods that return the module itself (`nn.MultiheadAttention(64, 8).eval()` is that module), and the
+# torch functions and classes that wrap a module and pass every call on to it (`DDP(model)(x)` runs model.forward).
+RETURNS_MODULE = frozenset({"eval", "train", "to", "cuda", "cpu", "half", "float", "double", "bfloat16",
+                            "requires_grad_", "to_empty", "share_memory", "type", "xpu", "ipu", "mtia"})
+FORWARDS_TO_MODULE = frozenset({
+    "torch.compile", "torch.jit.script", "torch.jit.trace", "torch.nn.DataParallel",
+    "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel",
+    "torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
+    "torch.distributed.fsdp.FullyShardedDataParallel",
+    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+})
 # Methods that move axes, and those that regroup them.
 REORDER = frozenset({"permute", "transpose", "movedim", "swapaxes", "swapdims", "t"})
 REGROUP = frozenset({"view", "reshape", "flatten", "unflatten"})
