@@ -570,3 +570,76 @@ def test_a_docstring_that_contradicts_itself_or_says_nothing_gives_no_convention
     silent = HF_STYLE.replace("- 1 for tokens that are **not masked**,", "").replace(
         "- 0 for tokens that are **masked**.", "")
     assert check(silent.format(mask="~attention_mask[:, None, None, :]")) == []
+
+
+# ---- rebinding: the convention follows the binding that reaches the use (issue 35 item 10) -----------------------
+def rebound(body: str, call: str, params: str = "x, tokens, pad_id, mask, flag") -> str:
+    """A function over an MHA built at module level whose body (one statement per line) rebinds `mask`."""
+    lines = "".join(f"    {line}\n" for line in body.splitlines())
+    return (f"import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+            f"mha = nn.MultiheadAttention(64, 8, batch_first=True)\ndef f({params}):\n{lines}    return {call}\n")
+
+
+MHA_USE = "mha(x, x, x, key_padding_mask=mask, need_weights=False)[0]"
+SDPA_USE = "F.scaled_dot_product_attention(x, x, x, attn_mask=mask)"
+INVERSIONS = ["mask = ~mask", "mask = mask.logical_not()", "mask = ~mask.bool()", "mask = (mask == 0)",
+              "if mask is not None:\n    mask = ~mask"]
+
+
+@pytest.mark.parametrize("inversion", INVERSIONS)
+def test_an_inverted_parameter_passed_on_is_not_judged_by_its_own_later_use(check, inversion):
+    """`mask = ~mask` then MHA: the MHA call reads the inverted value, so it says nothing about the value the
+    parameter held (the use-based guess read its own use and its fix inverted a correct mask)."""
+    assert check(rebound(inversion, MHA_USE)) == []
+
+
+@pytest.mark.parametrize("inversion", INVERSIONS)
+def test_a_keep_mask_inverted_by_rebinding_is_right_for_mha_and_wrong_for_sdpa(check, inversion):
+    built = f"mask = tokens != pad_id\n{inversion}"
+    assert check(rebound(built, MHA_USE)) == []
+    found = check(rebound(built, SDPA_USE))
+    assert [(f.line, f.severity) for f in found] == [(len(built.splitlines()) + 6, Severity.ERROR)]
+    assert "built at line 6 and inverted to True = ignore" in found[0].message
+    inverted_at = f"line {len(built.splitlines()) + 5}"  # the inversion is the body's last statement
+    assert any("inverted" in sentence and inverted_at in sentence for sentence in found[0].evidence)
+
+
+def test_one_minus_a_zero_one_mask_rebound_flips_it(check):
+    built = "mask = (tokens != pad_id).float()\nmask = 1 - mask"
+    assert check(rebound(built, "mha(x, x, x, key_padding_mask=mask.bool(), need_weights=False)[0]")) == []
+    found = check(rebound(built, "F.scaled_dot_product_attention(x, x, x, attn_mask=mask.bool())"))
+    assert [f.severity for f in found] == [Severity.ERROR] and "swaps the 0s and 1s" in " ".join(found[0].evidence)
+
+
+def test_an_inversion_on_one_path_only_leaves_the_convention_unknown(check):
+    built = "mask = tokens != pad_id\nif flag:\n    mask = ~mask"
+    assert check(rebound(built, MHA_USE)) == []
+    assert check(rebound(built, SDPA_USE)) == []
+
+
+@pytest.mark.parametrize(("passed", "flagged"), [("tokens == pad_id", True), ("tokens != pad_id", False)])
+def test_an_inversion_under_a_none_check_flips_what_the_callers_pass(check, passed, flagged):
+    source = rebound("if mask is not None:\n    mask = ~mask", MHA_USE) + \
+        f"def g(x, tokens, pad_id):\n    return f(x, tokens, pad_id, {passed}, True) + f(x, tokens, pad_id, None, 1)\n"
+    found = check(source)
+    assert [(f.line, f.severity) for f in found] == ([(8, Severity.ERROR)] if flagged else [])
+
+
+def test_a_use_that_reads_another_binding_is_no_evidence(check):
+    """The MHA call reads `mask` after `mask = tokens == 0` rebinds it: not the parameter SDPA gets."""
+    source = rebound("out = " + SDPA_USE + "\nmask = tokens == 0", MHA_USE, params="x, tokens, mask")
+    assert check(source) == []
+    # the same use reading the parameter itself does say it (a warning: only a use says it)
+    source = rebound("out = " + SDPA_USE, MHA_USE, params="x, tokens, mask")
+    assert [(f.line, f.severity) for f in check(source)] == [(6, Severity.WARNING)]
+
+
+def test_a_name_rebound_through_an_inversion_cannot_say_the_convention(check):
+    """`key_padding_mask = ~key_padding_mask`: the name is the parameter's and the inverted value's alike."""
+    source = rebound("key_padding_mask = ~key_padding_mask",
+                     "mha(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)[0]", "x, key_padding_mask")
+    assert check(source) == []
+    # without the inversion the name still says True = ignore, which SDPA reads the other way
+    source = rebound("key_padding_mask = key_padding_mask.bool()",
+                     "F.scaled_dot_product_attention(x, x, x, attn_mask=key_padding_mask)", "x, key_padding_mask")
+    assert [f.severity for f in check(source)] == [Severity.WARNING]

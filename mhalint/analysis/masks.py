@@ -102,12 +102,16 @@ class MaskReader:
     def _binding(self, name: str, scope: Scope, binding, use: cst.CSTNode, depth: int) -> Mask | None:
         if binding is not None and binding.kind == "param":
             return self._parameter(name, binding, depth) or self._documented(name, binding) \
-                or self._by_use(name, scope, use) or self._by_name(name)
+                or self._guess(name, scope, use, binding)
         if binding is None or binding.value is None or binding.kind != "assign":
-            return self._by_use(name, scope, use) or self._by_name(name)
+            return self._guess(name, scope, use, binding)
         found = self._written(name, binding, self.read(binding.value, binding.scope, binding.node, depth + 1))
+        if found is not None and found.polarity is not None and found.weak:
+            here = self._guess(name, scope, use, binding)
+            if here is not None and here.polarity != found.polarity:
+                return None  # `key_padding_mask = ~key_padding_mask`: the name cannot describe both values
         if found is None or found.polarity is None:
-            found = _guessed(found, self._by_use(name, scope, use) or self._by_name(name))
+            found = _guessed(found, self._guess(name, scope, use, binding))
             return replace(found, origin_line=self.ctx.line(binding.node)) \
                 if found is not None and found.origin_line is None and found.evidence else found
         if found.origin_line is None:
@@ -151,14 +155,23 @@ class MaskReader:
                                                       f"`{name}`: \"{shorten(sentence, 100)}\" (line {line})",),
                     origin_line=line, documented=True)
 
-    def _by_use(self, name: str, scope: Scope, use: cst.CSTNode) -> Mask | None:
+    def _guess(self, name: str, scope: Scope, use: cst.CSTNode, binding) -> Mask | None:
+        """The convention only another use or the name suggests (weak)."""
+        return self._by_use(name, scope, use, binding) or self._by_name(name)
+
+    def _by_use(self, name: str, scope: Scope, use: cst.CSTNode, binding) -> Mask | None:
         """A mask passed unchanged to nn.MultiheadAttention or a Transformer mask argument in the same function
-        is in their convention (True = ignore). Only that direction counts: it is torch's older, documented one."""
+        is in their convention (True = ignore). Only that direction counts: it is torch's older, documented one.
+        The other use must read the same binding (`binding`, None for none): after `mask = ~mask` it holds the
+        inverted value, not the one being read."""
+        bindings = self.ctx.bindings(name, scope)
+        reads = [binding] if binding is not None else []
         for call, call_scope in self.ctx.calls_in(scope):
             if call is use:
                 continue
             for target, parameter, convention, expr in mask_arguments(self.ctx, call, call_scope):
-                if convention == IGNORE and _plain_name(expr) == name:
+                if convention == IGNORE and _plain_name(expr) == name \
+                        and dataflow.reaching(self.ctx, bindings, call) == reads:
                     return Mask(None, IGNORE, (f"`{name}` is also passed unchanged as {parameter} to "
                                                f"{torchapi.short_name(target.api)} at line {self.ctx.line(call)}, "
                                                f"which reads True as ignore",), weak=True)
