@@ -7,17 +7,17 @@ layers iterated or indexed; `super().__init__(...)` in a subclass of a torch cla
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from mhalint import torchapi
+from mhalint.analysis import containers
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
-from mhalint.analysis.vocabulary import FORWARDS_TO_MODULE, REGROUP, REORDER, RETURNS_MODULE
+from mhalint.analysis.vocabulary import FORWARDS_TO_MODULE, KEEPS_AXES_MODULES, REGROUP, REORDER, RETURNS_MODULE
 from mhalint.walk import own_nodes
 
 PROJECT_PREFIX = "<module>."
 UNKNOWN_CALLABLE = "<unknown>"  # an object built by a call mhalint cannot name (e.g. a class from another file)
-_CONTAINERS = {"torch.nn.ModuleList", "torch.nn.Sequential", "copy.deepcopy", "list", "tuple"}
 _MAX_DEPTH = 12
 _MAX_WRAPPING = 4
 
@@ -72,6 +72,12 @@ class Construction:
     scope: Scope
     via_super: bool = False
     partial: cst.Call | None = None  # `Attn = functools.partial(nn.MultiheadAttention, ...)` that `call` calls
+    # the other modules the same expression may be: the layers of a stack, each of which the loop calls
+    peers: tuple[Construction, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def alternatives(self) -> tuple[Construction, ...]:
+        return (self, *self.peers)
 
     @property
     def arguments(self) -> Arguments:
@@ -193,7 +199,7 @@ def _calls_of(ctx: ModuleContext, function: Scope, klass: Scope | None) -> list[
     if klass is not None and function.name == "forward":
         api = PROJECT_PREFIX + klass.name
         return [(call, scope) for call, scope, chain in _chains(ctx).running(api=api)
-                if any(built.api == api for built in chain)]
+                if any(other.api == api for built in chain for other in built.alternatives)]
     if klass is not None and function.name == "__init__":
         candidates = _calls_by_qualified_name(ctx).get(PROJECT_PREFIX + klass.name, [])
     else:
@@ -259,7 +265,10 @@ def wrapping_chain(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -
 
 
 def _inner(ctx: ModuleContext, built: Construction) -> Construction | None:
-    if ctx.qualified_name(built.call.func, built.scope) in _CONTAINERS:
+    called = containers.called_name(ctx, built.call.func, built.scope)
+    if called == containers.SEQUENTIAL:
+        return _sequence_head(ctx, built)
+    if called in containers.HOLDERS:
         return element(ctx, built.call, built.scope)
     if built.api in (torchapi.ENCODER, torchapi.DECODER):
         return _first_module(ctx, built)
@@ -274,6 +283,29 @@ def _inner(ctx: ModuleContext, built: Construction) -> Construction | None:
     if imported is not None:
         return None if _moves_axes(*imported) else inner
     return inner if built.api == UNKNOWN_CALLABLE else None
+
+
+def _sequence_head(ctx: ModuleContext, built: Construction) -> Construction | None:
+    """Calling `nn.Sequential(a, b, c)` calls `a` on its input, then `b` on `a`'s output, and so on: `a`, with
+    the later modules its input reaches in the same layout (each before them keeps the axes) as its peers."""
+    found = _members(ctx, built.call, built.scope, 1, ())
+    if not found:
+        return None
+    reached = [found[0]]
+    for previous, member in zip(found, found[1:]):
+        if not _keeps_layout(ctx, previous):
+            break
+        reached.append(member)
+    return replace(found[0], peers=tuple(reached[1:]))
+
+
+def _keeps_layout(ctx: ModuleContext, built: Construction) -> bool:
+    """Does the module give an output with its input's axes (a norm, a linear layer, an encoder layer, a project
+    class whose forward moves no axis)?"""
+    if built.api in KEEPS_AXES_MODULES or built.api in (torchapi.ENCODER_LAYER, torchapi.ENCODER):
+        return True
+    return built.api.startswith(PROJECT_PREFIX) and not _moves_axes(
+        ctx, ctx.classes.get(built.api[len(PROJECT_PREFIX):]))
 
 
 def _first_module(ctx: ModuleContext, built: Construction) -> Construction | None:
@@ -357,7 +389,7 @@ def module_calls(ctx: ModuleContext, built: Construction) -> list[ModuleCall]:
     """Every call in the module that runs `built`'s forward."""
     found = []
     for call, scope, chain in _chains(ctx).running(constructions=(built.call,)):
-        position = next((i for i, b in enumerate(chain) if b.call is built.call), None)
+        position = next((i for i, b in enumerate(chain) if any(a.call is built.call for a in b.alternatives)), None)
         if position is None:
             continue
         unseen = next((b for b in chain[:position]
@@ -452,7 +484,7 @@ class _Chains:
                 continue
             self.unsettled.discard(index)
             self.kept[index] = chain
-            for built in chain:
+            for built in (other for level in chain for other in level.alternatives):
                 self.by_construction.setdefault(built.call, []).append(index)
                 calls = self.by_api.setdefault(built.api, [])
                 if not calls or calls[-1] != index:  # two wrappers of one class in a chain: the call once
@@ -528,10 +560,11 @@ def _agreed(ctx: ModuleContext, bindings: list[Binding], depth: int, env: Env) -
     for binding in kept if len(kept) < len(bindings) and kept else bindings:
         if binding.kind == "param":
             built = _parameter(ctx, binding, depth, env)
-        elif binding.value is None or binding.kind not in ("assign", "for"):
+        elif isinstance(binding.node, cst.For):
+            source = containers.loop_source(ctx, binding)
+            built = element(ctx, source[0], source[1], depth + 1, env) if source is not None and source[2] else None
+        elif binding.value is None or binding.kind != "assign":
             return None
-        elif binding.kind == "for":
-            built = element(ctx, binding.value, binding.scope, depth + 1, env)
         else:
             built = instance(ctx, binding.value, binding.scope, depth + 1, env)
         if built is None:
@@ -544,19 +577,26 @@ def _agreed(ctx: ModuleContext, bindings: list[Binding], depth: int, env: Env) -
 
 def _parameter(ctx: ModuleContext, binding: Binding, depth: int, env: Env) -> Construction | None:
     """A parameter is what the call being followed passes, or else what every caller in the module passes."""
+    arguments = _passed(ctx, binding, env)
+    found = [instance(ctx, argument, caller_scope, depth + 1, env) for argument, caller_scope in arguments or ()]
+    if not found or any(f is None or f.api != found[0].api for f in found):
+        return None
+    return found[-1]
+
+
+def _passed(ctx: ModuleContext, binding: Binding, env: Env) -> list[tuple[cst.BaseExpression, Scope]] | None:
+    """What a parameter gets: the argument of the call being followed, or else every caller's in the module
+    (None when a caller passes nothing for it)."""
     for callee, name, argument, caller_scope in reversed(env):
         if callee is binding.scope and name == binding.name:
-            return instance(ctx, argument, caller_scope, depth + 1, env)
+            return [(argument, caller_scope)]
     arguments = []
     for site in callers(ctx, binding.scope):
         argument = site.arguments.get(binding.name)
         if argument is None:
             return None
         arguments.append((argument, site.scope))
-    found = [instance(ctx, argument, caller_scope, depth + 1, env) for argument, caller_scope in arguments]
-    if not found or any(f is None or f.api != found[0].api for f in found):
-        return None
-    return found[-1]
+    return arguments
 
 
 def _through_function(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: int, env: Env, follow):
@@ -583,37 +623,130 @@ def returned(function: Scope) -> list[cst.BaseExpression]:
 
 def element(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int = 0,
             env: Env = ()) -> Construction | None:
-    """The module every element of a container holds: `nn.ModuleList([Layer(...) for _ in range(n)])`, a list
-    literal of one kind of layer, `[layer] * n`, `_get_clones(layer, n)`, or a name bound to one of these."""
+    """The module the elements of a container are (`nn.ModuleList([Layer(...) for _ in range(n)])`, a list
+    literal, `[layer] * n`, `_get_clones(layer, n)`, a list appended to, a name bound to one of these), when they
+    are all of one API: the last one, with the others as its peers (a loop over the container calls each)."""
+    found = _members(ctx, expr, scope, depth, env)
+    unique = list({id(built.call): built for built in found or ()}.values())
+    if not unique or any(built.api != unique[-1].api for built in unique):
+        return None
+    return replace(unique[-1], peers=tuple(unique[:-1]))
+
+
+def _members(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int,
+             env: Env) -> list[Construction] | None:
+    """Every module a container may hold, in order; None when one of them cannot be named."""
     if depth > _MAX_DEPTH:
         return None
     if isinstance(expr, cst.Call):
-        if ctx.qualified_name(expr.func, scope) in _CONTAINERS:
-            if len(expr.args) != 1:
-                return None
-            arg = expr.args[0]
-            if arg.star == "*":  # nn.Sequential(*layers)
-                return element(ctx, arg.value, scope, depth + 1, env)
-            if arg.star:
-                return None
-            if ctx.qualified_name(expr.func, scope) == "torch.nn.Sequential":
-                return instance(ctx, arg.value, scope, depth + 1, env)
-            return element(ctx, arg.value, scope, depth + 1, env)
-        return _through_function(ctx, expr, scope, depth, env, element)
-    if isinstance(expr, cst.ListComp | cst.GeneratorExp):
-        return instance(ctx, expr.elt, scope, depth + 1, env)
-    if isinstance(expr, cst.List | cst.Tuple):
-        built = [instance(ctx, e.value, scope, depth + 1, env) for e in expr.elements]
-        if not built or any(b is None or b.api != built[0].api for b in built):
-            return None
-        return built[-1]
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
-        return element(ctx, expr.left, scope, depth + 1, env)
+        return _members_of_call(ctx, expr, scope, depth, env)
+    if isinstance(expr, cst.ListComp | cst.GeneratorExp | cst.SetComp):
+        return _alternatives(ctx, expr.elt, scope, depth, env)
+    if isinstance(expr, cst.DictComp):
+        return _alternatives(ctx, expr.value, scope, depth, env)
+    if isinstance(expr, cst.Dict):
+        return _joined([_members(ctx, value, scope, depth + 1, env) if key is None else
+                        _alternatives(ctx, value, scope, depth, env) for key, value in containers.pairs(expr)])
+    if isinstance(expr, cst.List | cst.Tuple | cst.Set):
+        return _joined([_members(ctx, e.value, scope, depth + 1, env) if isinstance(e, cst.StarredElement) else
+                        _alternatives(ctx, e.value, scope, depth, env) for e in expr.elements])
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        return _joined([_members(ctx, expr.left, scope, depth + 1, env),
+                        _members(ctx, expr.right, scope, depth + 1, env)])
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):  # [layer] * n, n * [layer]
+        listed = expr.right if isinstance(expr.right, cst.List | cst.Tuple | cst.ListComp) else expr.left
+        return _members(ctx, listed, scope, depth + 1, env)
+    if isinstance(expr, cst.IfExp):
+        return _joined([_members(ctx, expr.body, scope, depth + 1, env),
+                        _members(ctx, expr.orelse, scope, depth + 1, env)])
+    if isinstance(expr, cst.Subscript) and containers.is_slice(expr):
+        return _members(ctx, expr.value, scope, depth + 1, env)
     if isinstance(expr, cst.Name | cst.Attribute):
-        bindings = _container_bindings(ctx, expr, scope)
-        if len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:
-            return element(ctx, bindings[0].value, bindings[0].scope, depth + 1, env)
+        return _named_members(ctx, expr, scope, depth, env)
     return None
+
+
+def _members_of_call(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: int,
+                     env: Env) -> list[Construction] | None:
+    """`nn.ModuleList(...)`, `nn.Sequential(a, b)`, `nn.ModuleDict({...})`, `copy.deepcopy(layers)`,
+    `list(...)`, `blocks.values()`, or a project function that returns a container (`_get_clones`)."""
+    called = containers.called_name(ctx, call.func, scope)
+    args = [arg for arg in call.args if arg.keyword is None]
+    if called in containers.HOLDERS or called == containers.SEQUENTIAL:
+        if any(arg.star == "**" for arg in args) or (called in containers.HOLDERS and len(args) > 1):
+            return None
+        found = []
+        for arg in args:
+            holds_modules = called == containers.SEQUENTIAL and not arg.star and not _holder(ctx, arg.value, scope)
+            entries = containers.pairs(arg.value) if called != containers.SEQUENTIAL else None
+            if holds_modules:
+                found.append(_alternatives(ctx, arg.value, scope, depth, env))
+            elif entries is not None and not isinstance(arg.value, cst.Dict):  # dict([("a", m), ...])
+                found += [_alternatives(ctx, value, scope, depth, env) for _, value in entries]
+            else:
+                found.append(_members(ctx, arg.value, scope, depth + 1, env))
+        return _joined(found)
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value in ("values", "copy", "children") and not call.args:
+        return _members(ctx, func.value, scope, depth + 1, env)
+    operand = _module_operand(ctx, call, scope)  # `nn.ModuleList(...).to(device)`
+    if operand is not None:
+        return _members(ctx, operand, scope, depth + 1, env)
+    return _through_function(ctx, call, scope, depth, env, _members)
+
+
+def _holder(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> bool:
+    """`nn.Sequential(OrderedDict([...]))`: the argument is a container of modules, not one."""
+    return isinstance(expr, cst.Call) and containers.called_name(ctx, expr.func, scope) in containers.HOLDERS
+
+
+def _alternatives(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int,
+                  env: Env) -> list[Construction] | None:
+    """The modules one element may be: `Block(...)`, a layer with its peers, either branch of `a if c else b`."""
+    if isinstance(expr, cst.IfExp):
+        return _joined([_alternatives(ctx, expr.body, scope, depth + 1, env),
+                        _alternatives(ctx, expr.orelse, scope, depth + 1, env)])
+    built = instance(ctx, expr, scope, depth + 1, env)
+    return list(built.alternatives) if built is not None else None
+
+
+def _named_members(ctx: ModuleContext, expr: cst.Name | cst.Attribute, scope: Scope, depth: int,
+                   env: Env) -> list[Construction] | None:
+    """A container held by a name or `self.x`: what each binding gives it, and what is appended, inserted,
+    extended or `+=`'d to it, or stored in it. A container built from itself (`layers = nn.ModuleList(layers)`)
+    adds nothing the second time."""
+    bindings = _container_bindings(ctx, expr, scope)
+    if not bindings:
+        return None
+    active = ctx.memo.setdefault("members_active", set())
+    if id(bindings) in active:
+        ctx.pending_reads += 1
+        return []
+    active.add(id(bindings))
+    try:
+        found = []
+        for binding in bindings:
+            if binding.kind == "param":
+                passed = _passed(ctx, binding, env)
+                found += [_members(ctx, argument, caller, depth + 1, env) for argument, caller in passed or ()] \
+                    if passed else [None]
+            elif binding.kind == "assign" and binding.value is not None:
+                found.append(_members(ctx, binding.value, binding.scope, depth + 1, env))
+            elif not (isinstance(binding.node, cst.AugAssign) and isinstance(binding.node.operator, cst.AddAssign)):
+                return None  # `+=` is among the additions
+        for added in containers.additions(ctx, expr, scope):
+            found.append(_members(ctx, added.value, added.scope, depth + 1, env) if added.many else
+                         _alternatives(ctx, added.value, added.scope, depth, env))
+        return _joined(found)
+    finally:
+        active.discard(id(bindings))
+
+
+def _joined(parts: list[list[Construction] | None]) -> list[Construction] | None:
+    """The members of several parts of a container, in order; None when one part is unknown."""
+    if any(part is None for part in parts):
+        return None
+    return [built for part in parts for built in part]
 
 
 def _container_bindings(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> list[Binding]:

@@ -22,7 +22,7 @@ from mhalint.analysis.calls import (PROJECT_PREFIX, arguments_for, call_target, 
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
 from mhalint.analysis.values import resolve
-from mhalint.analysis.vocabulary import KEEPS_AXES, REORDER, SIZE_FACTORIES
+from mhalint.analysis.vocabulary import KEEPS_AXES, KEEPS_AXES_MODULES, REORDER, SIZE_FACTORIES
 
 _MAX_DEPTH = 14
 
@@ -31,10 +31,6 @@ _FIRST_ARG_KEEPS_AXES = {
     "torch.sigmoid", "torch.nn.functional.dropout", "torch.nn.functional.layer_norm", "torch.nn.functional.relu",
     "torch.nn.functional.gelu", "torch.nn.functional.silu", "torch.nn.functional.normalize",
 }
-# Modules whose output has the axes of their input (the last one may change size, not role).
-_KEEPS_AXES_MODULES = {f"torch.nn.{name}" for name in (
-    "Linear", "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "Dropout", "Dropout1d", "Dropout2d",
-    "Identity", "GELU", "ReLU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LeakyReLU", "Mish", "Hardswish", "ELU")}
 # Convolutions give (N, C, *spatial), the number of spatial axes their name says.
 _CONVOLUTIONS = {f"torch.nn.{kind}{n}d": n for kind in ("Conv", "ConvTranspose") for n in (1, 2, 3)}
 _ATTENTION_MODULES = {torchapi.MHA, torchapi.ENCODER_LAYER, torchapi.DECODER_LAYER, torchapi.ENCODER,
@@ -147,8 +143,21 @@ class ShapeReader:
         """Every binding that may reach the read must give the same roles. A binding already being followed (a
         loop's `x = layer(x)` reaching itself) adds nothing: the other bindings decide."""
         reached = dataflow.reaching(self.ctx, self.ctx.bindings(name, scope), use)
-        return _agreed(dataflow.follow(reached, self._active,
-                                       lambda binding: self._binding(name, scope, binding, use, depth)))
+        # a parameter the call being followed binds is a new question, not a cycle, even where the same parameter
+        # is being asked about for all its callers (a block's input, met again through `x = block(x)` in a stack)
+        bound = [binding for binding in reached if self._passed(name, binding) is not None]
+        rest = [binding for binding in reached if binding not in bound]
+        return _agreed([self._binding(name, scope, binding, use, depth) for binding in bound] + dataflow.follow(
+            rest, self._active, lambda binding: self._binding(name, scope, binding, use, depth)))
+
+    def _passed(self, name: str, binding: Binding) -> tuple[cst.BaseExpression, Scope] | None:
+        """The argument the call being followed into a project function passes for this parameter."""
+        if binding.kind != "param":
+            return None
+        for function, parameter, argument, caller in reversed(self._env):
+            if function is binding.scope and parameter == name:
+                return argument, caller
+        return None
 
     def _binding(self, name: str, scope: Scope, binding: Binding, use: cst.CSTNode, depth: int) -> Traced | None:
         unpacked = self._unpacking(name, scope, binding, use)
@@ -158,9 +167,9 @@ class ShapeReader:
         if collated is not None:
             return collated
         if binding.kind == "param":
-            for function, parameter, argument, caller in reversed(self._env):
-                if function is binding.scope and parameter == name:
-                    return self.of(argument, caller, argument, depth + 1)
+            passed = self._passed(name, binding)
+            if passed is not None:
+                return self.of(passed[0], passed[1], passed[0], depth + 1)
             return self._parameter(name, binding, depth) or self._documented(name, binding) \
                 or self._consumed(name, binding)
         if binding.kind == "unpack" and binding.index is not None and isinstance(binding.value, cst.Tuple):
@@ -171,6 +180,9 @@ class ShapeReader:
             dim = _unbind_dim(binding.value)
             return inner.then(axes.squeeze(inner.shape, dim), binding.value, self) \
                 if inner is not None and OPEN not in inner.shape else None
+        if binding.kind == "unpack" and binding.index is not None and isinstance(binding.value, cst.Call) \
+                and isinstance(binding.node, cst.Assign):
+            return self._element(binding.value, binding.index, binding.scope, binding.node, depth)  # `out, w = attn(...)`
         if binding.kind != "assign" or binding.value is None:
             return None
         traced, commented = self.of(binding.value, binding.scope, binding.node, depth + 1), self._commented(binding)
@@ -389,7 +401,7 @@ class ShapeReader:
             return self._convolution(call, _CONVOLUTIONS[api])
         if first is None:
             return None
-        if api in _KEEPS_AXES_MODULES or (built is not None and built.api in _ATTENTION_MODULES):
+        if api in KEEPS_AXES_MODULES or (built is not None and built.api in _ATTENTION_MODULES):
             return self.of(first, scope, use, depth + 1)
         function = function or self._forward(built)
         if function is not None:

@@ -33,6 +33,10 @@ FORWARDS_TO_MODULE = frozenset({
     "torch.distributed.fsdp.FullyShardedDataParallel",
     "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
 })
+# Modules whose output has the axes of their input (the last one may change size, not role).
+KEEPS_AXES_MODULES = frozenset(f"torch.nn.{name}" for name in (
+    "Linear", "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "Dropout", "Dropout1d", "Dropout2d",
+    "Identity", "GELU", "ReLU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LeakyReLU", "Mish", "Hardswish", "ELU"))
 # Methods that move axes, and those that regroup them.
 REORDER = frozenset({"permute", "transpose", "movedim", "swapaxes", "swapdims", "t"})
 REGROUP = frozenset({"view", "reshape", "flatten", "unflatten"})
