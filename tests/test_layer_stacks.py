@@ -52,6 +52,7 @@ BUILT = {
     "times": (f"layer = {LAYER}\nself.layers = nn.ModuleList(n * [layer])", ""),
     "deepcopy": (f"layer = {LAYER}\nself.layers = nn.ModuleList([copy.deepcopy(layer) for _ in range(n)])", ""),
     "clone-helper": (f"self.layers = _get_clones({LAYER}, n)", CLONES),
+    "moved": (f"self.layers = nn.ModuleList([{LAYER} for _ in range(n)])\nself.layers = self.layers.to('cpu')", ""),
     "moduledict": (f"self.layers = nn.ModuleDict({{'a': {LAYER}, 'b': {LAYER}}})", ""),
     "stored-by-key": (f"self.layers = nn.ModuleDict()\nfor name in ('a', 'b'):\n    self.layers[name] = {LAYER}", ""),
 }

@@ -181,8 +181,8 @@ class ShapeReader:
             return inner.then(axes.squeeze(inner.shape, dim), binding.value, self) \
                 if inner is not None and OPEN not in inner.shape else None
         if binding.kind == "unpack" and binding.index is not None and isinstance(binding.value, cst.Call) \
-                and isinstance(binding.node, cst.Assign):
-            return self._element(binding.value, binding.index, binding.scope, binding.node, depth)  # `out, w = attn(...)`
+                and isinstance(binding.node, cst.Assign):  # `out, weights = attn(q, k, v)`, `x, mask = f(...)`
+            return self._element(binding.value, binding.index, binding.scope, binding.node, depth)
         if binding.kind != "assign" or binding.value is None:
             return None
         traced, commented = self.of(binding.value, binding.scope, binding.node, depth + 1), self._commented(binding)
