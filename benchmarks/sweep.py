@@ -43,6 +43,8 @@ REPO_TIMEOUT = 900  # seconds for one repository: past it the repository is repo
 
 @dataclass
 class Repo:
+    """One listed repository; its tree is named as benchmarks/realworld.py names the labelled corpus's."""
+
     name: str  # owner/name
     commit: str
 
@@ -56,6 +58,8 @@ class Repo:
 
 @dataclass
 class Sweep:
+    """What the checked repositories gave, and the ones mhalint failed on (a crash or a timeout, with why)."""
+
     files: int = 0
     findings: list[dict] = field(default_factory=list)
     checked: list[Repo] = field(default_factory=list)
