@@ -7,8 +7,9 @@ from dataclasses import dataclass, replace
 from mhalint import torchapi
 from mhalint.analysis.axes import BATCH_FIRST, SEQ_FIRST, Strength, layout, weakened
 from mhalint.analysis.calls import ModuleCall, construction, module_calls, with_argument
+from mhalint.analysis.stops import PRIORITY
 from mhalint.analysis.tensors import ShapeReader, Traced
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
+from mhalint.finding import HEADLINE_LIMIT, CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.analysis.values import alternatives, constructor_values, resolve
@@ -36,8 +37,11 @@ SEQUENCE_FIRST_DATA = Message(
         (N, L, E) tensor too, so nothing raises: the sequence axis is read as the batch, and attention runs across
         the real batch and mixes samples (docs/torch-facts.md#batch-first).
     """)
+# `missing`: what the analysis lacks, in the project's terms (mhalint.analysis.stops): "the data comes from `tgt`, a
+# parameter of `Decoder.forward` that no caller in this file fills", "`# bs, nq, d` and `x.permute(1, 0, 2)` disagree
+# on the data's layout".
 NO_LAYOUT_EVIDENCE = Message(
-    "{api} {built}: it reads (L, N, E), and nothing shows the data is sequence-first",
+    "{api} {built}: it reads (L, N, E), and {missing}",
     help="pass batch_first=True for (N, L, E) data, or write batch_first=False if the data is (L, N, E)",
     explanation=_MIXES_SAMPLES)
 IMPLICIT_SEQUENCE_FIRST = Message(
@@ -84,6 +88,15 @@ class _Seen:
         code, place = traced.steps[-1][:2] if traced.steps else (decisive.code, decisive.place)
         return cls(found.kind, found.strength, f"`{code}`", place,
                    (f"the data is {found.kind}: {decisive.sentence()}", *traced.sentences()))
+
+
+def _undecided(traced: Traced) -> str:
+    """Roles that do not show the layout: the code that gave them, and where."""
+    known = [axis for axis in traced.shape if axis.known]
+    if not known:
+        return "the data's axes are not known"
+    code, where = traced.steps[-1][:2] if traced.steps else (known[0].evidence.code, known[0].evidence.place)
+    return f"`{code}` ({where}) does not show where the batch is"
 
 
 def _strongest(seen: list[_Seen]) -> _Seen | None:
@@ -184,7 +197,8 @@ class BatchFirstDefault(Rule):
         settings = self._settings(built)
         if not settings:
             return
-        found = [_Seen.of(self._query_shape(use)) for use in module_calls(self.context, built)]
+        uses = module_calls(self.context, built)
+        found = [_Seen.of(self._query_shape(use)) for use in uses]
         batch = _strongest([seen for seen in found if seen is not None and seen.kind == BATCH_FIRST])
         seq = _strongest([seen for seen in found if seen is not None and seen.kind == SEQ_FIRST])
         api = torchapi.short_name(built.api)
@@ -210,8 +224,34 @@ class BatchFirstDefault(Rule):
                         arguments=self._arguments(built, batch_first=False, layout=SEQ_FIRST),
                         api=api, data=seq.code, place=seq.place, built=setting.built)
         else:
-            self.report(node, NO_LAYOUT_EVIDENCE, severity=Severity.WARNING, evidence=setting.evidence,
-                        arguments=self._arguments(built, batch_first=False), api=api, built=setting.built)
+            room = HEADLINE_LIMIT - len(NO_LAYOUT_EVIDENCE.headline.format(api=api, built=setting.built, missing=""))
+            missing, why = self._missing(uses, room)
+            self.report(node, NO_LAYOUT_EVIDENCE, severity=Severity.WARNING, evidence=[*setting.evidence, *why],
+                        arguments=self._arguments(built, batch_first=False), api=api, built=setting.built,
+                        missing=missing)
+
+    def _missing(self, uses: list[ModuleCall], room: int) -> tuple[str, list[str]]:
+        """What keeps the layout unknown, for the headline, and each place the traces of the calls stopped."""
+        if not uses:
+            return "no call of it is found in this file", []
+        phrases, sentences = [], []
+        for use in uses:
+            traced = self._query_shape(use)
+            if use.query is None:
+                phrase = f"its call at line {self.context.line(use.call)} passes no data mhalint can read"
+                phrases.append(phrase)
+                sentences.append(phrase)
+            elif traced is not None:
+                phrase = _undecided(traced)
+                phrases.append(phrase)
+                sentences.append(phrase)
+            stops = self.shapes.stopped(use.query, use.scope, use.call) if traced is None else ()
+            for stop in sorted(stops, key=lambda stop: PRIORITY.index(stop.kind)):
+                phrases.append(stop.phrase(room))
+                sentences.append(stop.sentence)
+        if not phrases:
+            return "the data's axes are not known", []
+        return phrases[0], list(dict.fromkeys(sentences))[:4]
 
     def _query_shape(self, use: ModuleCall) -> Traced | None:
         """The roles of what a call gives the module; through a wrapper mhalint cannot see into, they rest on the

@@ -93,9 +93,12 @@ def assert_reverse_error(finding: Finding, data: str, *snippets: str) -> None:
     assert_evidence(finding, data, *snippets)
 
 
-def assert_unknown_warning(finding: Finding) -> None:
+def assert_unknown_warning(finding: Finding, missing: str = "") -> None:
+    """No layout: a warning whose headline says what is missing (`missing`, where given), never "nothing shows"."""
     assert finding.severity == Severity.WARNING, finding.message
-    assert finding.message.endswith(": it reads (L, N, E), and nothing shows the data is sequence-first")
+    assert ": it reads (L, N, E), and " in finding.message and "nothing shows" not in finding.message
+    assert missing in finding.message, (missing, finding.message)
+    assert len(finding.message) <= HEADLINE_LIMIT
     assert "pass batch_first=True" in finding.help and "write batch_first=False" in finding.help
     assert "docs/torch-facts.md#batch-first" in finding.explanation
     assert "layout" not in dict(finding.arguments)
@@ -205,22 +208,32 @@ def test_sequence_first_shape_unpacking_names(one):
     assert_sequence_first_info(finding, "tgt_len, bsz, embed_dim = x.size()")
 
 
-@pytest.mark.parametrize("body", [
-    pytest.param("x = self.norm(x)", id="no-evidence"),
-    pytest.param("h, w, c = x.shape", id="unpacking-without-batch-name"),
-    pytest.param("B, T, C = feats.shape", id="unpacking-of-another-tensor"),
-    pytest.param("x = x.permute(0, 2, 1, 3)", id="4d-permute"),
-    pytest.param("# feats: (B, HW, C)\nfeats = feats.mean(1, keepdim=True)\nx = self.norm(x)",
+NO_CALLER = "the data, `x`, is a parameter of `forward` whose callers are not found in this file"
+
+
+@pytest.mark.parametrize(("body", "missing"), [
+    pytest.param("x = self.norm(x)", NO_CALLER, id="no-evidence"),
+    pytest.param("h, w, c = x.shape", "`h, w, c = x.shape` (line 13) does not show where the batch is",
+                 id="unpacking-without-batch-name"),
+    pytest.param("B, T, C = feats.shape", NO_CALLER, id="unpacking-of-another-tensor"),
+    pytest.param("x = x.permute(0, 2, 1, 3)", NO_CALLER, id="4d-permute"),
+    pytest.param("# feats: (B, HW, C)\nfeats = feats.mean(1, keepdim=True)\nx = self.norm(x)", NO_CALLER,
                  id="shape-comment-on-another-tensor"),
-    pytest.param('"""feats: (B, S, E) encoder output."""\nx = self.norm(x)', id="docstring-of-another-parameter"),
+    pytest.param('"""feats: (B, S, E) encoder output."""\nx = self.norm(x)', NO_CALLER,
+                 id="docstring-of-another-parameter"),
 ])
-def test_unknown_layout_is_a_warning(one, body):
+def test_unknown_layout_is_a_warning_that_says_where_the_trace_stopped(one, body, missing):
     param = "x, feats=None" if "feats" in body else "x"
-    assert_unknown_warning(one(attention(body, param)))
+    finding = one(attention(body, param))
+    assert_unknown_warning(finding, missing)
+    if missing == NO_CALLER:  # the evidence names the class and the parameter's line
+        assert "`x` at line 12 is a parameter of `SelfAttention.forward`: no call in this file passes it" in \
+            evidence_of(finding)
 
 
 def test_module_built_but_never_called_is_a_warning(one):
-    assert_unknown_warning(one("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n"))
+    assert_unknown_warning(one("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n"),
+                           "no call of it is found in this file")
 
 
 # ---- the other modules, and keyword queries --------------------------------------------------------------------
@@ -1059,3 +1072,89 @@ def test_a_module_built_through_functools_partial_reads_the_partial_s_arguments(
     assert "(nor the partial at line 4) has no batch_first argument" in evidence_of(finding)
     after, applied = apply_fixes(textwrap.dedent(PARTIAL.format(fixed="dropout=0.1")), [finding], unsafe=True)
     assert applied == 1 and "self.attn = Attn(64, 8, batch_first=True)" in after
+
+
+# ---- layout from what the code documents about a parameter (issue 35 item 8) ------------------------------------
+LAYER = '''\
+import torch.nn as nn
+
+class DecoderLayer(nn.Module):
+    def __init__(self, d_model, nhead):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(d_model, nhead)
+
+    def forward(self,
+                {signature}):
+{body}
+        return self.attn(tgt, tgt, tgt)[0]
+'''
+
+
+def layer(signature: str, body: str = "pass") -> str:
+    return LAYER.format(signature=signature, body=textwrap.indent(textwrap.dedent(body).strip("\n"), " " * 8))
+
+
+@pytest.mark.parametrize(("signature", "body", "evidence"), [
+    pytest.param("tgt,  # {shape}\nmemory=None", "pass", "# {shape}", id="comment-beside-the-parameter"),
+    pytest.param("# tgt: ({shape})\ntgt, memory=None", "pass", "# tgt: ({shape})", id="comment-line-in-signature"),
+    pytest.param("tgt, memory=None", "# tgt is {shape}\nmemory = tgt", "# tgt is {shape}", id="comment-in-the-body"),
+    pytest.param("tgt, memory=None", '"""\nInput:\n    - tgt: {shape}\n    - memory: hw, bs, d_model\n"""',
+                 "tgt: {shape}", id="bulleted-docstring"),
+])
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_a_documented_parameter_decides_the_layout(one, signature, body, evidence, batch_first):
+    shape = "bs, nq, d_model" if batch_first else "nq, bs, d_model"
+    finding = one(layer(signature.format(shape=shape), body.format(shape=shape)))
+    if batch_first:
+        assert_batch_first_error(finding, evidence.format(shape=shape), "the comment documents `tgt`"
+                                 if "docstring" not in finding.evidence[-1] else "documents `tgt`")
+    else:
+        assert_sequence_first_info(finding, evidence.format(shape=shape))
+
+
+def test_a_comment_beside_several_parameters_documents_none_of_them(one):
+    finding = one(layer("tgt, memory,  # bs, nq, d_model\npos=None"))
+    assert_unknown_warning(finding, "the data, `tgt`, is a parameter of `forward` whose callers are not found")
+
+
+def test_a_comment_about_a_parameter_after_it_is_rebound_documents_the_new_value_only(one):
+    finding = one(layer("tgt, memory=None", "tgt = self.attn.out_proj(tgt)\nmemory = tgt\n# tgt is bs, nq, d_model"))
+    assert_unknown_warning(finding, "the data, `tgt`, is a parameter of `forward`")
+
+
+@pytest.mark.parametrize(("signature", "body"), [
+    pytest.param("tgt,  # nq, bs, d_model\nmemory=None", "bs, nq, d = tgt.shape", id="comment-and-unpacking"),
+    pytest.param("tgt, memory=None", '"""tgt: (L, N, E) queries."""\nB, L, E = tgt.shape', id="docstring-and-unpacking"),
+])
+def test_a_documented_shape_the_code_contradicts_is_unknown_and_the_warning_names_both(one, signature, body):
+    finding = one(layer(signature, body))
+    assert_unknown_warning(finding, "disagree on the data's layout")
+    assert finding.fix is None
+    assert any("shows sequence-first data but" in line and "shows batch-first" in line for line in finding.evidence)
+
+
+def test_a_shape_comment_the_permute_beside_it_contradicts_is_unknown(one):
+    source = attention("B, T, C = x.shape\nx = x.permute(1, 0, 2)  # (B, T, C)")
+    finding = one(source)
+    assert_unknown_warning(finding, "`# (B, T, C)` and `x.permute(1, 0, 2)` disagree on the data's layout")
+
+
+def test_a_parameter_name_alone_is_no_layout(one):
+    """`tgt`, `memory`, `query`: names that DETR uses for sequence-first data, and others for batch-first."""
+    finding = one(layer("tgt, memory, pos=None", "tgt = tgt + pos"))
+    assert_unknown_warning(finding, "the data, `tgt`, is a parameter of `forward` whose callers are not found")
+
+
+def test_data_from_an_iterable_the_reader_cannot_read_names_it(one):
+    source = """\
+        import torch.nn as nn
+
+        attn = nn.MultiheadAttention(64, 8)
+
+        def train(loader):
+            for batch in loader:
+                attn(batch, batch, batch)
+    """
+    finding = one(source)
+    assert_unknown_warning(finding, "the data is `batch`, an item of `loader` (line 6)")
+    assert "`batch` is an item of `loader` at line 6, a parameter of `train`" in evidence_of(finding)

@@ -52,19 +52,19 @@ def _split(group: str, least: int) -> list[str] | None:
 
 def in_docstring(docstring: str, parameter: str) -> tuple[list[str], str] | None:
     """The names a docstring gives `parameter`, and the line that says so."""
-    for text in entry(docstring, parameter):
+    for number, text in enumerate(entry(docstring, parameter)):
         names = shape_in_text(text, least=2)
         if names is not None:
-            return names, text.strip()
+            return names, (parameter + text if number == 0 else text).strip()
     return None
 
 
 def entry(docstring: str, parameter: str) -> list[str]:
     """A parameter's entry in a docstring: the line that starts with its name (`x (Tensor): ...`,
     `x : torch.Tensor`, `:param x: ...`, after the name) and the more indented lines under it (numpy style puts
-    the shape there, Hugging Face the mask's values)."""
+    the shape there, Hugging Face the mask's values); a bullet may precede the name (`- tgt: nq, bs, d_model`)."""
     lines = docstring.expandtabs().splitlines()
-    start = re.compile(rf"^\s*(?::param\s+(?:\w+\s+)?|:type\s+)?{re.escape(parameter)}\b\s*(?:\(|:|-|$)")
+    start = re.compile(rf"^\s*(?:[-*+•]\s+)?(?::param\s+(?:\w+\s+)?|:type\s+)?{re.escape(parameter)}\b\s*(?:\(|:|-|$)")
     for number, line in enumerate(lines):
         if not start.match(line):
             continue

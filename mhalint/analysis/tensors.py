@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from mhalint import torchapi
 from mhalint.analysis import axes, dataflow, documented
 from mhalint.analysis.axes import OPEN, Axis, Evidence, Role, Shape, Strength
+from mhalint.analysis.stops import Shown, Stop
 from mhalint.analysis.names import role_of_size_name, roles_of_names
 from mhalint.analysis.calls import (PROJECT_PREFIX, arguments_for, call_target, callers, instance, project_function,
                                    returned, running_calls)
@@ -76,18 +77,76 @@ class ShapeReader:
         # (function, parameter, argument, caller scope) for the calls being followed into their returns
         self._env: list[tuple[Scope, str, cst.BaseExpression, Scope]] = []
         self._active: set[int] = set()  # the bindings being followed, against cycles through loops
+        self._stops: list[Stop] | None = None  # where the question being answered has stopped so far
 
     def of(self, expr: cst.BaseExpression | None, scope: Scope, use: cst.CSTNode, depth: int = 0) -> Traced | None:
         """The roles of `expr`'s axes at `use`. A question asked from outside (depth 0, nothing being followed)
         is answered once per module: several rules ask it of the same arguments."""
         self.ctx.limits.check()
         if depth or self._env or self._active or expr is None:
-            return self._of(expr, scope, use, depth)
+            return self._tracked(expr, scope, use, depth)
         memo = self.ctx.memo.setdefault("shapes", {})
         key = (id(expr), id(scope), id(use), self.file)
         if key not in memo:
-            memo[key] = (self._of(expr, scope, use, depth), expr, use)  # the nodes kept: their ids stay theirs
-        return memo[key][0]
+            outer, self._stops = self._stops, []
+            try:
+                traced = self._tracked(expr, scope, use, depth)
+            finally:
+                stops, self._stops = self._stops, outer
+            memo[key] = (traced, tuple(stops), expr, use)  # the nodes kept: their ids stay theirs
+        traced, stops = memo[key][:2]
+        if self._stops is not None:
+            self._stops.extend(stops)
+        return traced
+
+    def stopped(self, expr: cst.BaseExpression, scope: Scope, use: cst.CSTNode) -> tuple[Stop, ...]:
+        """Where the trace of `expr` at `use` ended, when its roles are unknown: the places a warning names."""
+        self.of(expr, scope, use)
+        found = self.ctx.memo.get("shapes", {}).get((id(expr), id(scope), id(use), self.file))
+        return found[1] if found is not None else ()
+
+    def _tracked(self, expr, scope: Scope, use: cst.CSTNode, depth: int) -> Traced | None:
+        """`_of`, keeping the stops recorded on the way only when it fails; a failure that recorded none stops at
+        `expr` itself (not at a name: its bindings say where they stop, and one being followed already, a loop's
+        `x = f(x)`, is no stop)."""
+        before = len(self._stops) if self._stops is not None else 0
+        traced = self._of(expr, scope, use, depth)
+        if self._stops is not None:
+            if traced is not None:
+                del self._stops[before:]
+            elif len(self._stops) == before and expr is not None and not isinstance(expr, cst.Name):
+                detail = f"mhalint follows a value through {_MAX_DEPTH} steps" if depth > _MAX_DEPTH else ""
+                self._stops.append(Stop("opaque", self, expr, detail=detail))
+        return traced
+
+    def _stop(self, kind: str, node=None, **details) -> None:
+        if self._stops is not None:
+            self._stops.append(Stop(kind, self, node, **details))
+
+    def _conflict(self, first: Traced, second: Traced) -> None:
+        """Two pieces of evidence about one value that show different layouts."""
+        self._stop("conflict", shown=(_shown(first), _shown(second)))
+
+    def _agreed(self, found: list[Traced | None]) -> Traced | None:
+        """One of several possible values, if they all have the same roles; else unknown (a conflict, when two
+        of them show different layouts)."""
+        agreed = _agreed(found)
+        if agreed is None:
+            kinds = {}
+            for traced in found:
+                if traced is not None and _kind(traced) is not None:
+                    kinds.setdefault(_kind(traced), traced)
+            if len(kinds) > 1:
+                self._conflict(*list(kinds.values())[:2])
+        return agreed
+
+    def _reconciled(self, shown: Traced | None, documented: Traced | None) -> Traced | None:
+        """What the code shows and what a comment or docstring documents about one value: either, if the other
+        says nothing or agrees; unknown when they show different layouts."""
+        if shown is not None and documented is not None and len({_kind(shown), _kind(documented)} - {None}) > 1:
+            self._conflict(documented, shown)
+            return None
+        return shown or documented
 
     def _of(self, expr: cst.BaseExpression | None, scope: Scope, use: cst.CSTNode, depth: int) -> Traced | None:
         if expr is None or depth > _MAX_DEPTH:
@@ -97,7 +156,8 @@ class ShapeReader:
         if isinstance(expr, cst.BinaryOperation):  # broadcasting keeps the axes of the larger operand
             return self.of(expr.left, scope, use, depth + 1) or self.of(expr.right, scope, use, depth + 1)
         if isinstance(expr, cst.IfExp):  # both branches must agree
-            return _agreed([self.of(expr.body, scope, use, depth + 1), self.of(expr.orelse, scope, use, depth + 1)])
+            return self._agreed([self.of(expr.body, scope, use, depth + 1),
+                                 self.of(expr.orelse, scope, use, depth + 1)])
         if isinstance(expr, cst.Subscript):
             index = _literal_index(expr)
             if index is not None and isinstance(expr.value, cst.Call):
@@ -147,8 +207,9 @@ class ShapeReader:
         # is being asked about for all its callers (a block's input, met again through `x = block(x)` in a stack)
         bound = [binding for binding in reached if self._passed(name, binding) is not None]
         rest = [binding for binding in reached if binding not in bound]
-        return _agreed([self._binding(name, scope, binding, use, depth) for binding in bound] + dataflow.follow(
-            rest, self._active, lambda binding: self._binding(name, scope, binding, use, depth)))
+        return self._agreed([self._stopped_binding(name, scope, binding, use, depth) for binding in bound]
+                            + dataflow.follow(rest, self._active,
+                                              lambda binding: self._stopped_binding(name, scope, binding, use, depth)))
 
     def _passed(self, name: str, binding: Binding) -> tuple[cst.BaseExpression, Scope] | None:
         """The argument the call being followed into a project function passes for this parameter."""
@@ -159,9 +220,18 @@ class ShapeReader:
                 return argument, caller
         return None
 
+    def _stopped_binding(self, name: str, scope: Scope, binding: Binding, use: cst.CSTNode, depth: int
+                         ) -> Traced | None:
+        """`_binding`, recording a stop at the binding when its trace fails without saying where."""
+        before = len(self._stops) if self._stops is not None else 0
+        traced = self._binding(name, scope, binding, use, depth)
+        if traced is None and self._stops is not None and len(self._stops) == before:
+            self._stop("opaque", binding.value if binding.value is not None else binding.node)
+        return traced
+
     def _binding(self, name: str, scope: Scope, binding: Binding, use: cst.CSTNode, depth: int) -> Traced | None:
         unpacked = self._unpacking(name, scope, binding, use)
-        if unpacked is not None:
+        if unpacked is not None and binding.kind != "param":
             return unpacked
         collated = self._collated(binding)
         if collated is not None:
@@ -169,9 +239,15 @@ class ShapeReader:
         if binding.kind == "param":
             passed = self._passed(name, binding)
             if passed is not None:
-                return self.of(passed[0], passed[1], passed[0], depth + 1)
-            return self._parameter(name, binding, depth) or self._documented(name, binding) \
-                or self._consumed(name, binding)
+                return self._reconciled(unpacked or self.of(passed[0], passed[1], passed[0], depth + 1),
+                                        self._documented(name, binding))
+            documented = self._documented(name, binding)
+            if unpacked is not None:
+                return self._reconciled(unpacked, documented)
+            passed, called = self._parameter(name, binding, depth)
+            if passed is not None or documented is not None:
+                return self._reconciled(passed, documented)
+            return self._consumed(name, binding) or (None if called else self._parameter_stop(name, binding))
         if binding.kind == "unpack" and binding.index is not None and isinstance(binding.value, cst.Tuple):
             element = _tuple_element(binding.value, binding.index)  # `q, k, v = qkv[0], qkv[1], qkv[2]`
             return self.of(element, binding.scope, binding.node, depth + 1) if element is not None else None
@@ -183,12 +259,36 @@ class ShapeReader:
         if binding.kind == "unpack" and binding.index is not None and isinstance(binding.value, cst.Call) \
                 and isinstance(binding.node, cst.Assign):  # `out, weights = attn(q, k, v)`, `x, mask = f(...)`
             return self._element(binding.value, binding.index, binding.scope, binding.node, depth)
+        if binding.kind in ("for", "unpack") and isinstance(binding.node, cst.For):
+            return self._item_stop(name, binding)
         if binding.kind != "assign" or binding.value is None:
             return None
         traced, commented = self.of(binding.value, binding.scope, binding.node, depth + 1), self._commented(binding)
         if traced is not None and commented is not None and len({_kind(traced), _kind(commented)} - {None}) > 1:
-            return None  # the code and its comment disagree
+            self._conflict(commented, traced)  # the code and its comment disagree
+            return None
         return traced or commented or self._consumed(name, binding)
+
+    def _parameter_stop(self, name: str, binding: Binding) -> None:
+        """A parameter that nothing documents and no caller passes: a stop."""
+        klass = binding.scope.enclosing_class
+        owner = f"{klass.name}.{binding.scope.name}" if klass is not None else binding.scope.name
+        self._stop("parameter", binding.node, name=name, owner=owner)
+        return None
+
+    def _item_stop(self, name: str, binding: Binding) -> None:
+        """`for batch in loader:` whose items the reader cannot read (not a DataLoader built here with the default
+        collate): a stop that says what the iterable is."""
+        iterable = binding.node.iter
+        detail = ""
+        if isinstance(iterable, cst.Name):
+            source = dataflow.reaching_one(self.ctx, self.ctx.bindings(iterable.value, binding.scope), binding.node)
+            if source is not None and source.kind == "param":
+                detail = f"a parameter of `{source.scope.name}`"
+            elif source is not None and source.value is not None:
+                detail = f"built by `{self.ctx.code(source.value)}` at line {self.ctx.line(source.node)}"
+        self._stop("item", iterable, name=name, detail=detail)
+        return None
 
     def _consumed(self, name: str, binding: Binding) -> Traced | None:
         """A tensor this binding also gives torch by keyword as a key padding mask (itself, a slice that keeps its
@@ -304,55 +404,89 @@ class ShapeReader:
         return Traced(shape) if shape is not None else None
 
     def _signature_comment(self, name: str, binding: Binding) -> Traced | None:
-        """A comment on the parameter's line that documents it: `def forward(self, x):  # x: (B, L, E)`."""
+        """A comment that documents the parameter: on its line when it names it (`def forward(self, x):  # x: (B,
+        L, E)`) or when it is the only parameter there (`tgt: Tensor,  # nq, bs, d_model`), or a comment line that
+        names it inside the signature or in the body before the parameter is rebound (`# x is batch, seq, dim`).
+        Read once per parameter."""
+        memo = self.ctx.memo.setdefault("parameter_comments", {})
+        if (binding, self.file) not in memo:
+            memo[binding, self.file] = self._parameter_comment(name, binding)
+        return memo[binding, self.file]
+
+    def _parameter_comment(self, name: str, binding: Binding) -> Traced | None:
         line = self.ctx.line(binding.node)
         text = self.ctx.comment(line) or ""
         about = _about(name, text)
-        names = documented.shape_in_text(about, least=2) if about is not None else None
-        shape = self._named_axes(names, "# " + text.strip().lstrip("# "), line, f"the comment documents `{name}`",
-                                 Strength.ESTABLISHED) if names else None
+        if about is None and text and _alone_on_line(self.ctx, binding, line):
+            about = text.lstrip("# ")
+        found = (about, line) if about is not None else self._comment_line_about(name, binding)
+        names = documented.shape_in_text(found[0], least=2) if found is not None else None
+        if names is None:
+            return None
+        shape = self._named_axes(names, "# " + self.ctx.comment(found[1]).strip().lstrip("# "), found[1],
+                                 f"the comment documents `{name}`", Strength.ESTABLISHED)
         return Traced(shape) if shape is not None else None
 
-    def _parameter(self, name: str, binding: Binding, depth: int) -> Traced | None:
+    def _comment_line_about(self, name: str, binding: Binding) -> tuple[str, int] | None:
+        """What a comment line names `name` to be, from the signature to the parameter's first rebinding in the body
+        (a comment there describes the value the caller passed)."""
+        function = binding.scope.node
+        if not isinstance(function, cst.FunctionDef):
+            return None
+        rebound = [self.ctx.line(other.node) for other in binding.scope.bindings.get(name, ()) if other is not binding]
+        lines = self.ctx.source_lines()
+        last = min(rebound, default=self.ctx.position(function).end.line)
+        for at in range(self.ctx.line(function), min(last, len(lines)) + 1):
+            if "#" in lines[at - 1] and name in lines[at - 1] and lines[at - 1].lstrip().startswith("#"):
+                about = _about(name, self.ctx.comment(at) or "")
+                if about is not None:
+                    return about, at
+        return None
+
+    def _parameter(self, name: str, binding: Binding, depth: int) -> tuple[Traced | None, bool]:
         """What the callers pass, in this file and, for a module's `forward`, in the project's other files that
         import the class: the first caller's roles, except that batch-first evidence from any caller wins (that
-        is the call that corrupts)."""
-        found = []
+        is the call that corrupts); and whether any caller passes the parameter."""
+        found, called = [], False
         for site in callers(self.ctx, binding.scope):
             argument = site.arguments.get(name)
+            called = called or argument is not None
             traced = self.of(argument, site.scope, site.call, depth + 1) if argument is not None else None
             if traced is not None:
                 found.append(traced)
-        found += self._callers_elsewhere(name, binding.scope, depth)
+        elsewhere, called_elsewhere = self._callers_elsewhere(name, binding.scope, depth)
+        found += elsewhere
         for traced in found:
             seen = axes.layout(traced.shape)
             if seen is not None and seen.kind == axes.BATCH_FIRST:
-                return traced
-        return found[0] if found else None
+                return traced, True
+        return (found[0] if found else None), called or called_elsewhere
 
-    def _callers_elsewhere(self, name: str, function: Scope, depth: int) -> list[Traced]:
+    def _callers_elsewhere(self, name: str, function: Scope, depth: int) -> tuple[list[Traced], bool]:
         """`Encoder(...)` imported into another file and called there: what that call passes for `name`."""
         klass = function.enclosing_class
         project = self.ctx.project
         if project is None or function.name != "forward" or klass is None or klass.parent is not self.ctx.root:
-            return []
+            return [], False
         self.ctx.read_project = True  # these findings depend on other files (the cache records it)
-        found = []
+        found, called = [], False
         for importer in project.importers(self.ctx.path, klass.name):
             other = project.context(importer.path, self.ctx.limits)
             if other is None:
                 continue
             reader = ShapeReader(other, project.display(importer.path, self.ctx.path))
+            reader._stops = self._stops  # where its traces stop is where this one stops
             named = tuple(call for call, _ in other.calls_named(importer.local) if isinstance(call.func, cst.Name))
             for call, scope, chain in running_calls(other, named):
                 if not any(isinstance(built.call.func, cst.Name) and built.call.func.value == importer.local
                            for built in chain):
                     continue
                 argument = arguments_for(call, function).get(name)
+                called = called or argument is not None
                 traced = reader.of(argument, scope, call, depth + 1) if argument is not None else None
                 if traced is not None:
                     found.append(traced)
-        return found
+        return found, called
 
     # ---- calls ----
     def _call(self, call: cst.Call, scope: Scope, use, depth: int) -> Traced | None:
@@ -428,7 +562,7 @@ class ShapeReader:
             found = [self.of(value, function, value, depth + 1) for value in values]
         finally:
             del self._env[len(self._env) - len(bound):]
-        return _agreed(found)
+        return self._agreed(found)
 
     def _element(self, call: cst.Call, index: int, scope: Scope, use, depth: int) -> Traced | None:
         """`attn(q, k, v)[0]`: the output of a torch attention module has the query's axes; a project function's
@@ -847,6 +981,15 @@ def _axes_carrier(ctx: ModuleContext, expr: cst.BaseExpression) -> cst.BaseExpre
         return current
 
 
+def _alone_on_line(ctx: ModuleContext, binding: Binding, line: int) -> bool:
+    """Whether the parameter is the only one (besides `self`/`cls`) written on its line."""
+    function = binding.scope.node
+    if not isinstance(function, cst.FunctionDef):
+        return False
+    params = [*function.params.posonly_params, *function.params.params, *function.params.kwonly_params]
+    return sum(1 for param in params if param.name.value not in ("self", "cls") and ctx.line(param) == line) == 1
+
+
 def _tensor_parameters(function: cst.FunctionDef) -> list[cst.Param]:
     """The parameters after `self` that have no default: the inputs a module's forward requires."""
     params = [*function.params.posonly_params, *function.params.params][1:]
@@ -856,6 +999,13 @@ def _tensor_parameters(function: cst.FunctionDef) -> list[cst.Param]:
 def _kind(traced: Traced) -> str | None:
     found = axes.layout(traced.shape)
     return found.kind if found is not None else None
+
+
+def _shown(traced: Traced) -> Shown:
+    """The code a conflict quotes for one side: the last step that moved the axes, else what gave the roles."""
+    found = axes.layout(traced.shape)
+    code, place = traced.steps[-1][:2] if traced.steps else (found.evidence.code, found.evidence.place)
+    return Shown(code, place, found.kind)
 
 
 def _agreed(found: list[Traced | None]) -> Traced | None:
