@@ -98,6 +98,16 @@ CONSTRUCTOR_DEFAULTS: dict[str, dict[str, object]] = {
     DECODER_LAYER: {"batch_first": False},
 }
 
+# The attention modules torch's layers build in __init__ (`self.self_attn = MultiheadAttention(d_model, nhead,
+# dropout=dropout, bias=bias, batch_first=batch_first, **factory_kwargs)`, torch 2.13 `nn/modules/transformer.py`),
+# which a subclass's methods reach as `self.self_attn`, and which layer parameter each MHA parameter comes from.
+INHERITED_ATTENTION: dict[str, tuple[str, ...]] = {
+    ENCODER_LAYER: ("self_attn",),
+    DECODER_LAYER: ("self_attn", "multihead_attn"),
+}
+LAYER_ATTENTION_PARAMETERS = {"embed_dim": "d_model", "num_heads": "nhead", "dropout": "dropout", "bias": "bias",
+                              "batch_first": "batch_first", "device": "device", "dtype": "dtype"}
+
 # forward() signatures of module instances, and plain functions (docs/torch-facts.md#positional-order).
 CALLS: dict[str, Signature] = {
     MHA: _sig("query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal"),

@@ -284,9 +284,12 @@ def test_attribute_reassigned_to_something_else_is_not_tracked(check):
 
 def test_super_init_is_a_construction_not_a_call(check):
     source = ("import torch.nn as nn\nclass A(nn.TransformerEncoderLayer):\n    def __init__(self):\n"
-              "        super().__init__(64, 8, batch_first=True)\n    def forward(self, x):\n"
-              "        return super().forward(x, is_causal=True)\n")
+              "        super().__init__(64, 8, batch_first=True)\n    def forward(self, x, mask):\n"
+              "        return super().forward(x, mask, is_causal=True)\n")
     assert check(source) == []
+    # super().forward runs the layer's forward (tests/test_inheritance.py): without the mask, the hint is ignored
+    [finding] = check(source.replace("x, mask, is_causal", "x, is_causal"))
+    assert finding.line == 6 and finding.message.startswith("is_causal=True without src_mask")
 
 
 # ---- resolved values -------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from mhalint import torchapi
 from mhalint.analysis import containers
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
+from mhalint.analysis.inheritance import is_super, project_class, torch_class
 from mhalint.analysis.vocabulary import FORWARDS_TO_MODULE, KEEPS_AXES_MODULES, REGROUP, REORDER, RETURNS_MODULE
 from mhalint.walk import own_nodes
 
@@ -78,27 +79,47 @@ class Construction:
     @property
     def alternatives(self) -> tuple[Construction, ...]:
         return (self, *self.peers)
+    # An instance of a project class that derives from `api` (mhalint.analysis.inheritance): the class as this
+    # file names it, whether a class on the way overrides torch's forward (its calls run project code), and the
+    # code of a base beside torch's that cannot be read (the calls then rest on an assumption).
+    subclass: str = ""
+    overrides: str = ""  # the class (of this file) whose forward replaces torch's
+    assumed: str = ""
+    hidden: bool = False  # built through a project __init__ in another file: its arguments are not these
+    owner: str = ""  # `self.self_attn` of a layer subclass: the layer's api, whose constructor `call` is
 
     @property
     def arguments(self) -> Arguments:
         """The call's arguments, after those the partial it calls fixes (read in the call's scope)."""
+        if self.hidden:
+            return Arguments({}, True)
         args = (*self.partial.args[1:], *self.call.args) if self.partial is not None else self.call.args
-        return _bind(args, torchapi.CONSTRUCTORS[self.api], skip=1 if self._explicit_init else 0)
+        skip = 1 if self._explicit_init else 0
+        if not self.owner:
+            return _bind(args, torchapi.CONSTRUCTORS[self.api], skip)
+        layer = _bind(args, torchapi.CONSTRUCTORS[self.owner], skip)  # the layer passes these on to its attention
+        return Arguments({mine: layer.by_name[its] for mine, its in torchapi.LAYER_ATTENTION_PARAMETERS.items()
+                          if its in layer.by_name}, layer.opaque)
 
     @property
     def _explicit_init(self) -> bool:
         """`nn.MultiheadAttention.__init__(self, ...)` passes self positionally."""
-        return self.via_super and isinstance(self.call.func, cst.Attribute) and not _is_super_call(self.call.func.value)
+        return self.via_super and isinstance(self.call.func, cst.Attribute) and not is_super(self.call.func.value)
 
 
 def construction(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Construction | None:
-    """The module a call constructs: a torch attention module (also `super().__init__(...)` in a subclass of
-    one), or a class defined in this module (api `<module>.Name`), so that its instances can be followed too."""
+    """The module a call constructs: a torch attention module (also an instance of a project subclass of one
+    whose arguments reach torch's constructor as written, and `super().__init__(...)` in a subclass that takes
+    its own), or a class defined in this module (api `<module>.Name`), so that its instances can be followed."""
     name = ctx.qualified_name(call.func, scope)
     if name in torchapi.CONSTRUCTORS:
         return Construction(name, call, scope)
     if name is not None and name.startswith(PROJECT_PREFIX) and name[len(PROJECT_PREFIX):] in ctx.classes:
-        return Construction(name, call, scope)
+        return _subclass_construction(ctx, call, scope, name) or Construction(name, call, scope)
+    if isinstance(call.func, cst.Name) and ctx.project is not None and not (name or "").startswith("torch."):
+        subclass = _subclass_construction(ctx, call, scope, name)  # a class imported from another file
+        if subclass is not None:
+            return subclass
     partial = _partial(ctx, call.func, scope)
     if partial is not None:
         return Construction(ctx.qualified_name(partial.args[0].value, scope), call, scope, partial=partial)
@@ -108,16 +129,70 @@ def construction(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Constructi
     klass = ctx.class_of(scope)
     if klass is None:
         return None
-    if _is_super_call(func.value):
-        bases = [ctx.qualified_name(base, klass.parent) for base in klass.bases]
-        torch_bases = [base for base in bases if base in torchapi.CONSTRUCTORS]
-        if len(torch_bases) == 1 and len(bases) == 1:
-            return Construction(torch_bases[0], call, scope, via_super=True)
+    if is_super(func.value):
+        found = torch_class(ctx, klass)
+        init = klass.methods.get("__init__")
+        if found is not None and not found.unread and found.inits[:1] == ((ctx, init),) and len(found.inits) == 1:
+            return Construction(found.api, call, scope, via_super=True, subclass=PROJECT_PREFIX + klass.name,
+                                overrides=_overriding(found))
         return None
     base = ctx.qualified_name(func.value, scope)
     if base in torchapi.CONSTRUCTORS:
         return Construction(base, call, scope, via_super=True)
     return None
+
+
+def _subclass_construction(ctx: ModuleContext, call: cst.Call, scope: Scope, name: str | None) -> Construction | None:
+    """`MyAttn(64, 8)` where `class MyAttn(nn.MultiheadAttention)` takes no parameters of its own on the way
+    (no `__init__`, or one that passes `*args, **kwargs` on): torch's constructor gets these arguments."""
+    klass = project_class(ctx, call.func, scope)
+    found = torch_class(*klass) if klass is not None else None
+    if found is None or found.inits or not _runs_torch(ctx, found):
+        return None
+    label = PROJECT_PREFIX + klass[1].name if klass[0] is ctx else name or UNKNOWN_CALLABLE
+    return Construction(found.api, call, scope, subclass=label, overrides=_overriding(found), assumed=found.unread)
+
+
+def _overriding(found) -> str:
+    return found.overrides[1].name if found.overrides is not None else ""
+
+
+def project_forward(ctx: ModuleContext, built: Construction | None) -> Scope | None:
+    """The `forward` of this file's class that calling the instance `built` runs: the class's own, or the one a
+    project subclass of a torch module overrides torch's with."""
+    name = built.overrides or (built.api[len(PROJECT_PREFIX):] if built.api.startswith(PROJECT_PREFIX) else "") \
+        if built is not None else ""
+    klass = ctx.classes.get(name) if name else None
+    return klass.methods.get("forward") if klass is not None else None
+
+
+def _runs_torch(ctx: ModuleContext, found) -> bool:
+    """Whether calling an instance runs what the class inherits from torch: its forward is torch's, or the
+    overriding one (in this file) calls `super().forward(...)` or `self.self_attn(...)`. A class whose own forward
+    does neither uses none of it, and its constructor's settings reach no attention."""
+    if found.overrides is None:
+        return True
+    home, klass = found.overrides
+    return home is ctx and bool(_inherited_in(ctx, klass))
+
+
+def _through_init(ctx: ModuleContext, built: Construction) -> Construction | None:
+    """An instance of a project subclass of a torch attention module built through its own `__init__`: that
+    `__init__`'s `super().__init__(...)` in this file, whose arguments reach torch (read in the `__init__`, its
+    parameters from the instances' calls); in another file, the torch module with arguments not known here."""
+    klass = project_class(ctx, built.call.func, built.scope)
+    found = torch_class(*klass) if klass is not None else None
+    if found is None or not found.inits:
+        return None
+    label = PROJECT_PREFIX + klass[1].name if klass[0] is ctx else built.api
+    home, init = found.inits[0]
+    if home is ctx and len(found.inits) == 1:
+        for call, scope in ctx.calls_in(init):
+            inner = construction(ctx, call, scope)
+            if inner is not None and inner.via_super:
+                return replace(inner, subclass=label, assumed=found.unread)
+    return Construction(found.api, built.call, built.scope, subclass=label, overrides=_overriding(found),
+                        assumed=found.unread, hidden=True) if _runs_torch(ctx, found) else None
 
 
 def _partial(ctx: ModuleContext, func: cst.BaseExpression, scope: Scope) -> cst.Call | None:
@@ -130,10 +205,6 @@ def _partial(ctx: ModuleContext, func: cst.BaseExpression, scope: Scope) -> cst.
             and value.args and value.args[0].keyword is None and not value.args[0].star):
         return None
     return value if ctx.qualified_name(value.args[0].value, bindings[0].scope) in torchapi.CONSTRUCTORS else None
-
-
-def _is_super_call(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "super"
 
 
 @dataclass(frozen=True)
@@ -159,10 +230,58 @@ def _call_target(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Target | N
     name = ctx.qualified_name(call.func, scope)
     if name in torchapi.CALLS and name not in torchapi.CONSTRUCTORS:
         return Target(name, bind(call, torchapi.CALLS[name]))
+    api = _runs_inherited(ctx, call, scope)
+    if api is not None:  # `super().forward(...)` or `self.self_attn(...)` in a subclass of a torch module
+        built = instance(ctx, call.func, scope) if isinstance(call.func.value, cst.Name) else None
+        return Target(api, bind(call, torchapi.CALLS[api]), built)
     built = instance(ctx, call.func, scope)
-    if built is None or built.via_super or built.api not in torchapi.CALLS:
+    if built is None or (built.via_super and not built.subclass) or built.overrides \
+            or built.api not in torchapi.CALLS:
         return None
     return Target(built.api, bind(call, torchapi.CALLS[built.api]), built)
+
+
+def _runs_inherited(ctx: ModuleContext, call: cst.Call, scope: Scope) -> str | None:
+    """The torch forward a call in a method of a project subclass of a torch module runs without an instance
+    to follow: `super().forward(...)` (the base's), `self.self_attn(...)` of a layer (MultiheadAttention's)."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return None
+    if is_super(func.value) and func.attr.value == "forward":
+        found = torch_class(ctx, ctx.class_of(scope))
+        return found.api if found is not None and found.api in torchapi.CALLS else None
+    return torchapi.MHA if _inherited_attention(ctx, func, scope) is not None else None
+
+
+def _inherited_attention(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope):
+    """(the class's torch base, the class) when `expr` is `self.self_attn` (or `multihead_attn`) in a method of a
+    project subclass of a torch layer that does not set that attribute itself."""
+    if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
+            and expr.value.value == scope.self_name):
+        return None
+    klass = ctx.class_of(scope)
+    found = torch_class(ctx, klass)
+    if found is None or expr.attr.value not in torchapi.INHERITED_ATTENTION.get(found.api, ()) \
+            or expr.attr.value in found.bound:
+        return None
+    return found, klass
+
+
+def inherited(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> Construction | None:
+    """`self.self_attn` in a subclass of a torch layer: the MultiheadAttention the layer builds, its arguments
+    the layer's (batch_first included), when the layer's construction is one: the class's own
+    `super().__init__(...)`, or its one instantiation in this file."""
+    found = _inherited_attention(ctx, expr, scope)
+    if found is None:
+        return None
+    klass = found[1]
+    owners = [built for call, call_scope in _calls_by_qualified_name(ctx).get(PROJECT_PREFIX + klass.name, [])
+              if (built := instance(ctx, call, call_scope)) is not None and built.api == found[0].api]
+    calls = {id(built.call) for built in owners}
+    if len(calls) != 1:
+        return None
+    owner = owners[0]
+    return replace(owner, api=torchapi.MHA, owner=owner.api, overrides=False)
 
 
 @dataclass(frozen=True)
@@ -199,7 +318,7 @@ def _calls_of(ctx: ModuleContext, function: Scope, klass: Scope | None) -> list[
     if klass is not None and function.name == "forward":
         api = PROJECT_PREFIX + klass.name
         return [(call, scope) for call, scope, chain in _chains(ctx).running(api=api)
-                if any(other.api == api for built in chain for other in built.alternatives)]
+                if any(api in (other.api, other.subclass) for built in chain for other in built.alternatives)]
     if klass is not None and function.name == "__init__":
         candidates = _calls_by_qualified_name(ctx).get(PROJECT_PREFIX + klass.name, [])
     else:
@@ -389,14 +508,32 @@ def module_calls(ctx: ModuleContext, built: Construction) -> list[ModuleCall]:
     """Every call in the module that runs `built`'s forward."""
     found = []
     for call, scope, chain in _chains(ctx).running(constructions=(built.call,)):
-        position = next((i for i, b in enumerate(chain) if any(a.call is built.call for a in b.alternatives)), None)
-        if position is None:
-            continue
+        matched = next(((i, a) for i, b in enumerate(chain) for a in b.alternatives if a.call is built.call), None)
+        if matched is None or (matched[1].overrides and not matched[1].owner):
+            continue  # an instance of a subclass whose own forward runs: its calls of torch's are read below
+        position = matched[0]
         unseen = next((b for b in chain[:position]
                        if b.api == UNKNOWN_CALLABLE and imported_class(ctx, b) is None), None)
         found.append(ModuleCall(call, scope, direct=position == 0,
-                                assumed=ctx.code(unseen.call.func) if unseen is not None else ""))
-    return found
+                                assumed=ctx.code(unseen.call.func) if unseen is not None else built.assumed))
+    seen = {id(use.call) for use in found}
+    return found + [use for use in _inherited_calls(ctx, built) if id(use.call) not in seen]
+
+
+def _inherited_calls(ctx: ModuleContext, built: Construction) -> list[ModuleCall]:
+    """The calls in a project subclass's own methods that run what it inherits from torch: `super().forward(...)`
+    and `self.self_attn(...)` of a layer. Each instance of the class runs them."""
+    names = {built.overrides, built.subclass[len(PROJECT_PREFIX):] if built.subclass.startswith(PROJECT_PREFIX)
+             else ""} if built.overrides or built.api in torchapi.INHERITED_ATTENTION else ()
+    return [ModuleCall(call, scope, direct=True, assumed=built.assumed)
+            for name in names if name in ctx.classes for call, scope in _inherited_in(ctx, ctx.classes[name])]
+
+
+def _inherited_in(ctx: ModuleContext, klass: Scope) -> list[tuple[cst.Call, Scope]]:
+    """The calls in a class's own methods of what it inherits from torch (`_runs_inherited`)."""
+    return ctx.settled("inherited_in", klass, lambda: [
+        (call, scope) for method in klass.methods.values() for call, scope in ctx.calls_in(method)
+        if _runs_inherited(ctx, call, scope) is not None])
 
 
 # Arguments bound while following a call into a project function: (callee scope, parameter, argument, caller scope).
@@ -486,9 +623,10 @@ class _Chains:
             self.kept[index] = chain
             for built in (other for level in chain for other in level.alternatives):
                 self.by_construction.setdefault(built.call, []).append(index)
-                calls = self.by_api.setdefault(built.api, [])
-                if not calls or calls[-1] != index:  # two wrappers of one class in a chain: the call once
-                    calls.append(index)
+                for api in (built.api, built.subclass) if built.subclass else (built.api,):
+                    calls = self.by_api.setdefault(api, [])
+                    if not calls or calls[-1] != index:  # two wrappers of one class in a chain: the call once
+                        calls.append(index)
 
 
 def _instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int,
@@ -497,12 +635,16 @@ def _instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth:
         name = ctx.qualified_name(expr.func, scope)
         if name == "copy.deepcopy" and expr.args:
             return instance(ctx, expr.args[0].value, scope, depth + 1, env)
-        return (construction(ctx, expr, scope) or _same_module(ctx, expr, scope, depth, env)
-                or _through_function(ctx, expr, scope, depth, env, instance)
-                or Construction(name or UNKNOWN_CALLABLE, expr, scope))
+        built = (construction(ctx, expr, scope) or _same_module(ctx, expr, scope, depth, env)
+                 or _through_function(ctx, expr, scope, depth, env, instance)
+                 or Construction(name or UNKNOWN_CALLABLE, expr, scope))
+        return (_through_init(ctx, built) if built.call is expr and not built.api.startswith("torch.") else None) \
+            or built
     if isinstance(expr, cst.Name):
         return _from_bindings(ctx, ctx.bindings(expr.value, scope), depth, env)
     attribute = ctx.attribute_bindings(expr, scope)
+    if attribute == []:
+        return inherited(ctx, expr, scope)
     if attribute is not None:
         return _from_bindings(ctx, attribute, depth, env)
     if isinstance(expr, cst.Subscript):

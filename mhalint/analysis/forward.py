@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from mhalint import torchapi
 from mhalint.analysis import dataflow
-from mhalint.analysis.calls import PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, callers, instance
+from mhalint.analysis.calls import PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, callers, instance, project_forward
 from mhalint.analysis.vocabulary import KEEPS_AXES
 from mhalint.context import ModuleContext, Scope
 from mhalint.finding import shorten
@@ -167,10 +167,11 @@ class Follower:
         if name is not None and not name.startswith(PROJECT_PREFIX) and "." in name:
             return []  # a library call (torch.cat, F.pad, ...)
         built = instance(ctx, func, scope)
+        forward = project_forward(ctx, built)
+        if forward is not None:
+            return [(forward, f"{forward.parent.name}.forward()", False)]
         if built is not None and built.api.startswith(PROJECT_PREFIX):
-            cls = ctx.classes.get(built.api[len(PROJECT_PREFIX):])
-            forward = cls.methods.get("forward") if cls is not None else None
-            return [(forward, f"{cls.name}.forward()", False)] if forward is not None else []
+            return []
         if built is not None and built.api != UNKNOWN_CALLABLE:
             return []
         # An instance mhalint cannot trace (built by a helper from another file): match by parameter name.

@@ -12,7 +12,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Iterator, Mapping
 
 from mhalint.budget import Limits
@@ -43,6 +43,7 @@ class Project:
         self._complete = False  # every file's entries are in, and the index was asked for
         self._index: dict[str, list[tuple[str, str, str]]] | None = None  # the entries by class name
         self.reads: set[str] = set()  # the files whose contexts were asked for, until the caller clears it
+        self._attention: dict[str, bool] = {}  # names_attention's answers
 
     @property
     def _imported(self) -> dict[str, list[tuple[str, str, str]]]:
@@ -123,6 +124,7 @@ class Project:
         name now), whose analyses may now see another caller."""
         path = os.path.abspath(path)
         self._contexts.pop(path, None)
+        self._attention.pop(path, None)
         exists = self._bytes(path) is not None
         if exists != (path in self.paths) and path.endswith(".py"):
             self.paths = [other for other in self.paths if other != path] + ([path] if exists else [])
@@ -160,6 +162,14 @@ class Project:
                 for path, source, written_local in entries if path == home}
         defining, name = self._classes_imported[home].get(local, (None, ""))
         return (defining, name) if defining is not None and defining != home else None
+
+    def names_attention(self, path: str) -> bool:
+        """Whether a file's code may name torch's attention classes (the prefilter's triggers): only such a file
+        can define a subclass of one, so only such a file is parsed to see whether a class it defines is one."""
+        if path not in self._attention:
+            raw = self._bytes(path)
+            self._attention[path] = raw is not None and _attention_words().matches(raw)
+        return self._attention[path]
 
     def _resolve(self, written: str) -> str | None:
         """The file a dotted module name refers to, when exactly one file of the run can be it."""
@@ -253,6 +263,14 @@ def _same_module(written: str, module: str) -> bool:
     a, b = written.split("."), module.split(".")
     shorter, longer = (a, b) if len(a) <= len(b) else (b, a)
     return longer[len(longer) - len(shorter):] == shorter
+
+
+@cache
+def _attention_words():
+    from mhalint import torchapi
+    from mhalint.prefilter import Prefilter
+
+    return Prefilter(torchapi.MODULE_TRIGGERS)
 
 
 def _read(path: str) -> bytes | None:

@@ -18,8 +18,8 @@ from mhalint.analysis import axes, dataflow, documented
 from mhalint.analysis.axes import OPEN, Axis, Evidence, Role, Shape, Strength
 from mhalint.analysis.stops import Shown, Stop
 from mhalint.analysis.names import role_of_size_name, roles_of_names
-from mhalint.analysis.calls import (PROJECT_PREFIX, arguments_for, call_target, callers, instance, project_function,
-                                   returned, running_calls)
+from mhalint.analysis.calls import (arguments_for, call_target, callers, instance, project_forward, project_function,
+                                    returned, running_calls)
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
 from mhalint.analysis.values import resolve
@@ -535,9 +535,10 @@ class ShapeReader:
             return self._convolution(call, _CONVOLUTIONS[api])
         if first is None:
             return None
-        if api in KEEPS_AXES_MODULES or (built is not None and built.api in _ATTENTION_MODULES):
+        if api in KEEPS_AXES_MODULES or (built is not None and built.api in _ATTENTION_MODULES
+                                         and not built.overrides):
             return self.of(first, scope, use, depth + 1)
-        function = function or self._forward(built)
+        function = function or project_forward(self.ctx, built)
         if function is not None:
             return self._returns(call, scope, function, depth)
         traced = self.of(first, scope, use, depth + 1)
@@ -568,18 +569,11 @@ class ShapeReader:
         """`attn(q, k, v)[0]`: the output of a torch attention module has the query's axes; a project function's
         returned tuple gives its element."""
         built = instance(self.ctx, call.func, scope)
-        if built is not None and built.api == torchapi.MHA and index == 0 and call.args \
+        if built is not None and built.api == torchapi.MHA and not built.overrides and index == 0 and call.args \
                 and not call.args[0].keyword and not call.args[0].star:
             return self.of(call.args[0].value, scope, use, depth + 1)
-        function = project_function(self.ctx, call, scope) or self._forward(built)
+        function = project_function(self.ctx, call, scope) or project_forward(self.ctx, built)
         return self._returns(call, scope, function, depth, index) if function is not None else None
-
-    def _forward(self, built) -> Scope | None:
-        """The `forward` of a class this file defines, which calling an instance of it runs."""
-        if built is None or not built.api.startswith(PROJECT_PREFIX):
-            return None
-        klass = self.ctx.classes.get(built.api[len(PROJECT_PREFIX):])
-        return klass.methods.get("forward") if klass is not None else None
 
     def _method(self, method: str, call: cst.Call, shape: Shape, scope: Scope, use) -> Shape | None:
         dims = self._integers(call, scope)
