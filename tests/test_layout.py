@@ -1158,3 +1158,43 @@ def test_data_from_an_iterable_the_reader_cannot_read_names_it(one):
     finding = one(source)
     assert_unknown_warning(finding, "the data is `batch`, an item of `loader` (line 6)")
     assert "`batch` is an item of `loader` at line 6, a parameter of `train`" in evidence_of(finding)
+
+
+# ---- recurrent layers give a known layout ----------------------------------------------------------------------
+RECURRENT = '''\
+import torch.nn as nn
+
+class Encoder(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.rnn = nn.{kind}(dim, dim{flag})
+        self.attn = nn.MultiheadAttention(dim, 8)
+
+    def forward(self, x):
+        {read}
+        return self.attn(h, h, h)[0]
+'''
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+@pytest.mark.parametrize("read", ["h, _ = self.rnn(x)", "h = self.rnn(x)[0]"])
+def test_a_batch_first_recurrent_output_into_a_default_module_is_an_error(one, kind, read):
+    finding = one(RECURRENT.format(kind=kind, flag=", batch_first=True", read=read))
+    assert_batch_first_error(finding, f"nn.{kind}(dim, dim, batch_first=True)", "output is (N, L, H)")
+
+
+@pytest.mark.parametrize("flag", ["", ", batch_first=False"])
+def test_a_sequence_first_recurrent_output_into_a_default_module_is_info(one, flag):
+    finding = one(RECURRENT.format(kind="LSTM", flag=flag, read="h, _ = self.rnn(x)"))
+    assert_sequence_first_info(finding, f"nn.LSTM(dim, dim{flag})", "output is (L, N, H)")
+
+
+@pytest.mark.parametrize("flag", [", batch_first=self.batch_first", ", **options"])
+def test_a_recurrent_layer_whose_batch_first_cannot_be_read_gives_no_layout(one, flag):
+    finding = one(RECURRENT.format(kind="LSTM", flag=flag, read="h, _ = self.rnn(x)"))
+    assert_unknown_warning(finding)
+
+
+def test_a_recurrent_layer_s_tuple_is_not_a_tensor(one):
+    finding = one(RECURRENT.format(kind="LSTM", flag=", batch_first=True", read="h = self.rnn(x)"))
+    assert_unknown_warning(finding, "the axes of `self.rnn(x)` (line 10) are not known")

@@ -50,6 +50,7 @@ _CONCAT = {"torch.cat", "torch.concat", "torch.concatenate"}
 _PAD_SEQUENCE = "torch.nn.utils.rnn.pad_sequence"
 _EMBEDDING = "torch.nn.Embedding"
 _REARRANGE = {"einops.rearrange", "einops.repeat"}
+RECURRENT = {"torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN"}
 
 
 @dataclass(frozen=True)
@@ -533,7 +534,7 @@ class ShapeReader:
             return self._embedding(call, scope, use, depth)
         if api in _CONVOLUTIONS:
             return self._convolution(call, _CONVOLUTIONS[api])
-        if first is None:
+        if first is None or api in RECURRENT:  # a recurrent layer gives a tuple: its `[0]` is read by _element
             return None
         if api in KEEPS_AXES_MODULES or (built is not None and built.api in _ATTENTION_MODULES
                                          and not built.overrides):
@@ -572,8 +573,23 @@ class ShapeReader:
         if built is not None and built.api == torchapi.MHA and not built.overrides and index == 0 and call.args \
                 and not call.args[0].keyword and not call.args[0].star:
             return self.of(call.args[0].value, scope, use, depth + 1)
+        if built is not None and built.api in RECURRENT and index == 0:
+            return self.recurrent_output(built)
         function = project_function(self.ctx, call, scope) or project_forward(self.ctx, built)
         return self._returns(call, scope, function, depth, index) if function is not None else None
+
+    def recurrent_output(self, built) -> Traced | None:
+        """The output of an nn.LSTM, nn.GRU or nn.RNN: (N, L, H) with batch_first=True, else (L, N, H), whatever
+        its input; unknown when batch_first cannot be read."""
+        batch_first = recurrent_batch_first(self.ctx, built)
+        if batch_first is None:
+            return None
+        code = self.ctx.code(built.call)
+        reason = f"an nn.{built.api.rpartition('.')[2]} output is " + ("(N, L, H) with batch_first=True" if batch_first
+                                                                    else "(L, N, H): batch_first is False")
+        evidence = self._evidence(code, self.ctx.line(built.call), reason, Strength.ESTABLISHED)
+        batch, sequence, hidden = (Axis(role, evidence) for role in (Role.BATCH, Role.SEQUENCE, Role.EMBEDDING))
+        return Traced((batch, sequence, hidden) if batch_first else (sequence, batch, hidden))
 
     def _method(self, method: str, call: cst.Call, shape: Shape, scope: Scope, use) -> Shape | None:
         dims = self._integers(call, scope)
@@ -948,6 +964,19 @@ class ShapeReader:
                 isinstance(keywords.get("batch_size"), cst.Name) and keywords["batch_size"].value == "None"):
             return None
         return expr
+
+
+def recurrent_batch_first(ctx: ModuleContext, built) -> bool | None:
+    """The batch_first of an nn.LSTM/GRU/RNN construction: its keyword's value, False when neither it nor the
+    positional arguments that could reach it are given; None when it cannot be read."""
+    args = built.call.args
+    if any(arg.star for arg in args) or sum(1 for arg in args if arg.keyword is None) > 3:
+        return None
+    flag = next((arg.value for arg in args if arg.keyword is not None and arg.keyword.value == "batch_first"), None)
+    if flag is None:
+        return False
+    value = resolve(ctx, flag, built.scope)
+    return value.value if value is not None and isinstance(value.value, bool) else None
 
 
 def _about(name: str, comment: str) -> str | None:
