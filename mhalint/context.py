@@ -95,6 +95,7 @@ class ModuleContext:
         self.project = project
         self.limits = limits if limits is not None else Limits(None)
         self.read_project = False  # set by an analysis that looked into other files: the findings depend on them
+        self.other_file = False  # read for another file's analysis (analysis/project.py): evidence names its path
         self.path = path
         self._source = source
         self._statement_lines = statement_lines

@@ -288,11 +288,11 @@ class BatchFirstDefault(Rule):
         if expr is None:
             return []
         written, line = self.context.code(expr), self.context.line(built.call)
-        return [_Setting(value.value, False, f"batch_first={written} is {value.value} in the instance at line {at}",
-                         f"gets batch_first={written} ({value.value} in the instance at line {at})",
-                         [f"batch_first={written} at line {line} takes several values, {value.value} in the "
-                          f"instance at line {at}", *value.trail])
-                for value, at in alternatives(self.context, expr, built.scope) if isinstance(value.value, bool)]
+        return [_Setting(reach.value.value, False, f"batch_first={written} is {reach.value.value} in {reach.where}",
+                         f"gets batch_first={written} ({reach.value.value} in {reach.where})",
+                         [f"batch_first={written} at line {line} takes several values, {reach.value.value} in "
+                          f"{reach.where}", *reach.value.trail])
+                for reach in alternatives(self.context, expr, built.scope) if isinstance(reach.value.value, bool)]
 
     def _setting(self, built) -> _Setting | None:
         """How batch_first is set, or None when it cannot be known."""

@@ -291,6 +291,8 @@ def _parse(path: str, raw: bytes | None, limits: Limits):
         text, _ = decode(raw)
         if not limits.allows_tree(text, "libcst"):
             return None
-        return ModuleContext(cst.parse_module(text), path, text)
+        context = ModuleContext(cst.parse_module(text), path, text)
+        context.other_file = True
+        return context
     except (UnicodeDecodeError, LookupError, SyntaxError, cst.ParserSyntaxError, RecursionError, ValueError):
         return None

@@ -1,7 +1,9 @@
-"""Static values of expressions: literals, module constants, simple arithmetic, parameter defaults, `self.x`.
+"""Static values of expressions: literals, module constants, simple arithmetic, parameter defaults, `self.x`,
+configuration fields (analysis/configs.py), and parameters from every call site of the project.
 
 Unknown stays unknown: `resolve` returns None rather than guess. A resolved value carries the chain of source
-lines it came from, so a message can say where the number was found.
+lines it came from, so a message can say where the number was found. Where several values can reach (callers
+that disagree, a command-line flag), `reaches` lists each with the call or setting that chooses it.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ import operator
 from dataclasses import dataclass
 
 from mhalint import torchapi
-from mhalint.analysis.calls import Construction, callers
+from mhalint.analysis import configs
+from mhalint.analysis.calls import Construction
+from mhalint.analysis.sites import place, project_callers
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
 
@@ -38,6 +42,24 @@ class Value:
         return "; ".join(self.trail)
 
 
+@dataclass(frozen=True)
+class Reach:
+    """One value that may reach an expression, and what chooses it: `place`, the call or setting (`line 12`,
+    `train.py:12`), and `where`, the same in words (`the instance at line 12`, `a run with --batch-first`). Both
+    are None for the value that reaches whatever the callers do."""
+
+    value: Value
+    place: str | None = None
+    where: str | None = None
+
+    def within(self, step: str, place: str | None = None) -> Reach:
+        """This reach seen one step further out: `step` first in its trail; chosen at `place` unless it already
+        names where it is chosen."""
+        if self.place is None and place is not None:
+            return Reach(Value(self.value.value, (step,) + self.value.trail), place, f"the instance at {place}")
+        return Reach(Value(self.value.value, (step,) + self.value.trail), self.place, self.where)
+
+
 def resolve(ctx: ModuleContext, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> Value | None:
     """The value of `expr` evaluated in `scope`, or None when it cannot be known statically."""
     if expr is None or depth > _MAX_DEPTH:
@@ -58,6 +80,8 @@ def resolve(ctx: ModuleContext, expr: cst.BaseExpression | None, scope: Scope, d
         return _apply_unary(expr.operator, operand)
     if isinstance(expr, cst.BinaryOperation):
         return _resolve_binary(ctx, expr, scope, depth)
+    if isinstance(expr, cst.Subscript) or isinstance(expr, cst.Call) and _is_getter(expr.func):
+        return _agreed_reaches(configs.read(ctx, expr, scope, depth + 1))
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in _BUILTINS:
         if ctx.bindings(expr.func.value, scope) or any(arg.keyword or arg.star for arg in expr.args):
             return None
@@ -103,9 +127,53 @@ def _apply_unary(op: cst.BaseUnaryOp, operand: Value | None) -> Value | None:
 
 
 def _resolve_attribute(ctx: ModuleContext, expr: cst.Attribute, scope: Scope, depth: int) -> Value | None:
-    """`self.x` reads what the class assigns to `x` (in any method, or in the class body)."""
+    """`self.x` reads what the class assigns to `x` (in any method, or in the class body); `cfg.x` the field of
+    what `cfg` holds (analysis/configs.py)."""
     bindings = ctx.attribute_bindings(expr, scope)
-    return _resolve_bindings(ctx, f"self.{expr.attr.value}", bindings, depth) if bindings is not None else None
+    if bindings is not None:
+        return _resolve_bindings(ctx, f"self.{expr.attr.value}", bindings, depth)
+    return _agreed_reaches(configs.read(ctx, expr, scope, depth + 1))
+
+
+def _is_getter(func: cst.BaseExpression) -> bool:
+    """`getattr(...)` or `<x>.get(...)`: a field read with a default (configs.read checks the rest)."""
+    return isinstance(func, cst.Name) and func.value == "getattr" or (
+        isinstance(func, cst.Attribute) and func.attr.value == "get")
+
+
+def _agreed_reaches(found: list[Reach] | None) -> Value | None:
+    return _agreed([reach.value for reach in found]) if found else None
+
+
+def reaches(ctx: ModuleContext, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> list[Reach] | None:
+    """Every value that may reach `expr`, each with the call or setting that chooses it (a parameter's callers,
+    in this file and others; a config's constructions; a command-line flag); None when one that may reach is
+    unknown. One value that reaches whatever happens is a single Reach with no place."""
+    if expr is None or depth > _MAX_DEPTH:
+        return None
+    if isinstance(expr, cst.Name) and not (expr.value in _CONSTANT_NAMES and not ctx.bindings(expr.value, scope)):
+        return _bound_reaches(ctx, expr.value, ctx.bindings(expr.value, scope), depth)
+    bindings = ctx.attribute_bindings(expr, scope)
+    if bindings is not None:
+        return _bound_reaches(ctx, f"self.{expr.attr.value}", bindings, depth)
+    if isinstance(expr, cst.Attribute | cst.Subscript) or isinstance(expr, cst.Call) and _is_getter(expr.func):
+        found = configs.read(ctx, expr, scope, depth + 1)
+        if found is not None:
+            return found
+    value = resolve(ctx, expr, scope, depth)
+    return [Reach(value)] if value is not None else None
+
+
+def _bound_reaches(ctx: ModuleContext, name: str, bindings: list[Binding], depth: int) -> list[Reach] | None:
+    """A name bound once passes on what reaches its value (a parameter: its callers'); bound more often, it has
+    a value only when every binding agrees."""
+    if len(bindings) == 1 and bindings[0].kind == "param":
+        return _parameter_values(ctx, name, bindings[0], depth)
+    if len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:
+        found = reaches(ctx, bindings[0].value, bindings[0].scope, depth + 1)
+        return [reach.within(_describe(ctx, name, bindings[0])) for reach in found] if found is not None else None
+    value = _resolve_bindings(ctx, name, bindings, depth)
+    return [Reach(value)] if value is not None else None
 
 
 def _resolve_bindings(ctx: ModuleContext, name: str, bindings: list[Binding], depth: int) -> Value | None:
@@ -135,30 +203,26 @@ def _agreed_bindings(ctx: ModuleContext, name: str, bindings: list[Binding], dep
 
 
 def _parameter(ctx: ModuleContext, name: str, binding: Binding, depth: int) -> Value | None:
-    """What the callers in this module pass (`Block(..., heads=5)` for `__init__`), each falling back to the
-    default; the default alone when the module never calls the function. Callers that disagree: unknown."""
-    return _agreed([value for value, _ in _parameter_values(ctx, name, binding, depth) or []])
+    """What the callers in the project pass (`Block(..., heads=5)` for `__init__`), each falling back to the
+    default; the default alone when nothing calls the function. Callers that disagree: unknown."""
+    return _agreed_reaches(_parameter_values(ctx, name, binding, depth))
 
 
-def alternatives(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> list[tuple[Value, int]]:
-    """The different values a parameter receives when its callers disagree (`Block(64, 8, batch_first=True)`
-    and `Block(64, 8)` with a False default): one (value, line of the first call that passes it) per value;
-    empty when that is not the case or any caller's value is unknown."""
-    if not isinstance(expr, cst.Name):
-        return []
-    bindings = ctx.bindings(expr.value, scope)
-    if len(bindings) != 1 or bindings[0].kind != "param":
-        return []
-    distinct: dict[tuple[type, object], tuple[Value, int]] = {}
-    for value, line in _parameter_values(ctx, expr.value, bindings[0], 0) or []:
-        if line is not None:
-            distinct.setdefault((type(value.value), value.value), (value, line))
+def alternatives(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> list[Reach]:
+    """The different values that reach `expr` when its callers or settings disagree (`Block(64, 8,
+    batch_first=True)` and `Block(64, 8)` with a False default; a dataclass default that one construction
+    overrides; a store_true flag): the first Reach of each value; empty when one value reaches, or any caller's
+    value is unknown."""
+    distinct: dict[tuple[type, object], Reach] = {}
+    for reach in reaches(ctx, expr, scope) or []:
+        if reach.place is not None:
+            distinct.setdefault((type(reach.value.value), reach.value.value), reach)
     return list(distinct.values()) if len(distinct) > 1 else []
 
 
 def taking(ctx: ModuleContext, expr: cst.BaseExpression | None, scope: Scope, wanted: object) -> Value | None:
-    """`expr`'s value when it is `wanted`; or, when it names a parameter whose callers pass different values and
-    one of them is `wanted`, that call's value, its trail naming the calls that pass the others. A flag that one
+    """`expr`'s value when it is `wanted`; or, when several values reach it (callers that pass different values)
+    and one of them is `wanted`, that value, its trail naming the places that give the others. A flag that one
     call path sets is set on that path, whatever the others do; None when no path gives `wanted`."""
     value = resolve(ctx, expr, scope)
     if value is not None:
@@ -166,43 +230,42 @@ def taking(ctx: ModuleContext, expr: cst.BaseExpression | None, scope: Scope, wa
     if expr is None:
         return None
     found = alternatives(ctx, expr, scope)
-    chosen = next((value for value, _ in found if _same(value.value, wanted)), None)
+    chosen = next((reach for reach in found if _same(reach.value.value, wanted)), None)
     if chosen is None:
         return None
-    others = ", ".join(f"{value.value!r} (line {line})" for value, line in found if value is not chosen)
-    return Value(chosen.value, chosen.trail + (f"other calls pass {others}",))
+    others = ", ".join(f"{reach.value.value!r} ({reach.place})" for reach in found if reach is not chosen)
+    return Value(chosen.value.value, chosen.value.trail + (f"other calls pass {others}",))
 
 
 def _same(value: object, wanted: object) -> bool:
     return value == wanted and type(value) is type(wanted)
 
 
-def _parameter_values(ctx: ModuleContext, name: str, binding: Binding,
-                      depth: int) -> list[tuple[Value, int | None]] | None:
-    """(value, the call's line) per caller (the default where a caller leaves it out), or the default alone (no
-    line) when nothing in the module calls the function; None when a caller's value is unknown."""
+def _parameter_values(ctx: ModuleContext, name: str, binding: Binding, depth: int) -> list[Reach] | None:
+    """One Reach per value each caller in the project gives (the default where a caller leaves it out), chosen at
+    that call (or further up); the default alone (no place) when nothing calls the function; None when a
+    caller's value is unknown."""
     default = resolve(ctx, binding.value, binding.scope, depth + 1) if binding.value is not None else None
     if default is not None:
         default = Value(default.value, (f"`{name}` defaults to {default.value!r} in `{binding.scope.name}()` at "
-                                        f"line {ctx.line(binding.node)}",) + default.trail)
-    sites = callers(ctx, binding.scope) if depth < _MAX_DEPTH - 2 else []
+                                        f"{place(ctx, binding.node)}",) + default.trail)
+    sites = project_callers(ctx, binding.scope) if depth < _MAX_DEPTH - 2 else []
     if not sites:
-        return [(default, None)] if default is not None else None
-    found = []
-    for site in sites:
+        return [Reach(default)] if default is not None else None
+    found: list[Reach] = []
+    for each in sites:
+        site, there = each.site, each.ctx
         argument = site.arguments.get(name)
+        call = f"`{there.code(site.call.func)}(...)` at {each.place}"
         if argument is None:
             if not site.arguments.absent(name) or default is None:
                 return None
-            call = f"`{ctx.code(site.call.func)}(...)` at line {ctx.line(site.call)}"
-            found.append((Value(default.value, (f"{call} leaves `{name}` at its default",) + default.trail),
-                          ctx.line(site.call)))
+            found.append(Reach(default).within(f"{call} leaves `{name}` at its default", each.place))
             continue
-        value = resolve(ctx, argument, site.scope, depth + 1)
-        if value is None:
+        values = reaches(there, argument, site.scope, depth + 1)
+        if values is None:
             return None
-        found.append((Value(value.value, (f"`{ctx.code(site.call.func)}(...)` at line {ctx.line(site.call)} passes "
-                                          f"{name}={ctx.code(argument)}",) + value.trail), ctx.line(site.call)))
+        found.extend(reach.within(f"{call} passes {name}={there.code(argument)}", each.place) for reach in values)
     return found
 
 

@@ -1,0 +1,114 @@
+"""The call sites of a project function in the whole run: this file's, and for a class's `__init__` or `forward`,
+the calls in the project's other files that import the class. A parameter's values come from all of them.
+
+Each site carries the context it must be read in and how a message names its place (`line 12`, `train.py:12`).
+The other files are found through the project index (analysis/project.py) and parsed at most once per process
+while they stay among its kept trees; the sites of a function are computed once per module.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from mhalint.analysis import dataflow
+from mhalint.analysis.calls import Arguments, CallSite, arguments_for, callers, running_calls
+from mhalint.context import ModuleContext, Scope
+from mhalint.lazy import cst
+
+
+@dataclass(frozen=True)
+class Site:
+    ctx: ModuleContext  # the file the call is in
+    site: CallSite
+    place: str  # `line 12` in this file, `train.py:12` in another
+
+
+def place(ctx: ModuleContext, node: cst.CSTNode) -> str:
+    """How evidence names where a node is: `line 12` in the file being checked, `train.py:12` in another file of
+    the run (relative to the current directory when inside it)."""
+    if not ctx.other_file:
+        return f"line {ctx.line(node)}"
+    relative = os.path.relpath(ctx.path)
+    return f"{os.path.basename(ctx.path) if relative.startswith('..') else relative}:{ctx.line(node)}"
+
+
+def project_callers(ctx: ModuleContext, function: Scope) -> list[Site]:
+    """Where the run calls `function`: this module's callers, then the other files' (in the project's order)."""
+    memo = ctx.memo.setdefault("project_callers", {})
+    if function not in memo:
+        local = [Site(ctx, site, place(ctx, site.call)) for site in callers(ctx, function)]
+        memo[function] = local + _elsewhere(ctx, function)
+    return memo[function]
+
+
+def _elsewhere(ctx: ModuleContext, function: Scope) -> list[Site]:
+    """`Block(...)` (its `__init__`) or a call of a `Block` instance (its `forward`) in a file that imports it."""
+    klass = function.enclosing_class
+    project = ctx.project
+    if project is None or klass is None or klass.parent is not ctx.root or function.name not in ("__init__",
+                                                                                                  "forward"):
+        return []
+    ctx.read_project = True  # the values found depend on other files (the cache records it)
+    found = []
+    for importer in project.importers(ctx.path, klass.name):
+        other = project.context(importer.path, ctx.limits)
+        if other is None:
+            continue
+        for call, scope in _calls_of(other, importer.local, function.name == "forward"):
+            found.append(Site(other, CallSite(call, scope, arguments_for(call, function)), place(other, call)))
+    return found
+
+
+def _calls_of(other: ModuleContext, local: str, forward: bool) -> list[tuple[cst.Call, object]]:
+    """The calls in `other` that construct the class it imports as `local`, or (`forward`) that run an instance."""
+    named = [(call, scope) for call, scope in other.calls_named(local)
+             if isinstance(call.func, cst.Name) and all(b.kind == "import" for b in other.bindings(local, scope))]
+    if not forward:
+        return named
+    built = tuple(call for call, _ in named)
+    return [(call, scope) for call, scope, chain in running_calls(other, built)
+            if chain and isinstance(chain[0].call.func, cst.Name) and chain[0].call.func.value == local]
+
+
+def constructions(ctx: ModuleContext, klass: Scope, asking: ModuleContext) -> list[Site] | None:
+    """The calls that build `klass` (defined in `ctx`) in its file and in the files of `asking`'s project that
+    import it; None when the class is also handed over as a value there (`OmegaConf.structured(Config)`,
+    `parse(Config, data)`): then instances are built where mhalint cannot see."""
+    memo = asking.memo.setdefault("constructions", {})
+    if klass in memo:
+        return memo[klass]
+    found: list[Site] | None = []
+    homes = [(ctx, klass.name)]
+    project = asking.project
+    if project is not None and klass.parent is ctx.root:
+        asking.read_project = True
+        for importer in project.importers(ctx.path, klass.name):
+            other = asking if importer.path == os.path.abspath(asking.path) else project.context(importer.path, asking.limits)
+            if other is not None:
+                homes.append((other, importer.local))
+    for there, local in homes:
+        built = {id(call) for call, _ in there.calls_named(local) if isinstance(call.func, cst.Name)}
+        if any(id(there.parent(load)) not in built and not _harmless(there, load)
+               for load in dataflow.loads(there, there.root).get(local, [])):
+            found = None
+            break
+        found += [Site(there, CallSite(call, scope, Arguments({}, True)), place(there, call))
+                  for call, scope in there.calls_named(local) if id(call) in built]
+    memo[klass] = found
+    return found
+
+
+def _harmless(ctx: ModuleContext, load: cst.Name) -> bool:
+    """A read of a class name that builds nothing elsewhere: an annotation, a base class, `isinstance`'s second
+    argument, or an attribute of the class (`Config.batch_first`)."""
+    node, parent = load, ctx.parent(load)
+    while isinstance(parent, cst.Subscript | cst.SubscriptElement | cst.Index | cst.BinaryOperation):
+        node, parent = parent, ctx.parent(parent)
+    if isinstance(parent, cst.Annotation | cst.Attribute):
+        return True
+    if isinstance(parent, cst.Arg):
+        call = ctx.parent(parent)
+        return isinstance(call, cst.ClassDef) or (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)
+                                                   and call.func.value in ("isinstance", "issubclass"))
+    return False

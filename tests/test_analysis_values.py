@@ -1,0 +1,210 @@
+"""Configuration values and parameters from every call site (mhalint/analysis/values.py, configs.py, options.py,
+sites.py): a setting decided by a config field is an error naming the field and its line; the correct twin is
+silent; several values reaching (a default that one construction overrides, a command-line flag) are reported
+per instance, never as the default's error; anything unread stays unknown (no finding)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mhalint.engine import Checker
+from mhalint.finding import Finding, Severity
+from mhalint.rule import load_rules
+
+MODEL = """\
+    class Model(nn.Module):
+        def __init__(self, cfg{annotation}):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(64, 8, batch_first={read})
+
+        def forward(self, x):
+            B, T, C = x.shape
+            return self.attn(x, x, x)[0]
+"""
+
+
+def mha001(lint, config: str, read: str = "cfg.batch_first", annotation: str = "", after: str = "") -> list[Finding]:
+    source = textwrap.dedent(config) + textwrap.dedent(MODEL.format(annotation=annotation, read=read)) + \
+        textwrap.dedent(after)
+    found = lint("import torch.nn as nn\n" + source, "MHA001", min_severity="info")
+    assert all(f.code == "MHA001" for f in found), found
+    return found
+
+
+DATACLASS = """\
+    from dataclasses import dataclass, field
+    @dataclass
+    class ModelConfig:
+        dim: int = 64
+        batch_first: bool = {default}
+"""
+
+
+@pytest.mark.parametrize("default", ["False", "field(default=False)"])
+def test_a_dataclass_default_that_no_construction_changes_decides_the_site(lint, default):
+    [finding] = mha001(lint, DATACLASS.format(default=default), annotation=": ModelConfig")
+    assert finding.severity is Severity.ERROR and "batch_first=cfg.batch_first is False" in finding.message
+    assert any("`ModelConfig.batch_first` defaults to False at line 6" in e for e in finding.evidence), \
+        finding.evidence
+
+
+def test_a_dataclass_instance_that_sets_the_field_is_followed_through_the_call(lint):
+    assert mha001(lint, DATACLASS.format(default="False"), after="model = Model(ModelConfig(batch_first=True))\n") == []
+    [finding] = mha001(lint, DATACLASS.format(default="True"),
+                       after="cfg = ModelConfig(64, False)\nmodel = Model(cfg)\n")
+    assert finding.severity is Severity.ERROR
+    assert "`cfg` is what the call at line 16 passes" in finding.evidence
+    assert "`ModelConfig(...)` at line 15 passes batch_first=False" in finding.evidence
+
+
+def test_constructions_that_disagree_are_decided_per_instance_not_by_the_default(lint):
+    found = mha001(lint, DATACLASS.format(default="False"),
+                   after="a = Model(ModelConfig(batch_first=True))\nb = Model(ModelConfig())\n")
+    [finding] = found
+    assert "False in the instance at line 16" in finding.message and finding.fix is None
+    assert "`ModelConfig(...)` at line 16 leaves `batch_first` at its default" in finding.evidence
+
+
+def test_the_typed_class_is_built_elsewhere_with_the_right_value(lint):
+    assert mha001(lint, DATACLASS.format(default="False"), annotation=": ModelConfig",
+                  after="def main():\n    return ModelConfig(batch_first=True)\n") == []
+
+
+def test_a_class_handed_over_as_a_value_may_be_built_anywhere_so_its_default_decides_nothing(lint):
+    assert mha001(lint, DATACLASS.format(default="False"), annotation=": ModelConfig",
+                  after="cfg = OmegaConf.structured(ModelConfig)\n") == []
+
+
+@pytest.mark.parametrize("config", [
+    "from typing import NamedTuple\nclass ModelConfig(NamedTuple):\n    dim: int = 64\n    batch_first: bool = {}\n",
+    "import attr\n@attr.s\nclass ModelConfig:\n    dim = attr.ib(default=64)\n    batch_first = attr.ib({})\n",
+    "from attrs import define, field\n@define\nclass ModelConfig:\n    batch_first: bool = field(default={})\n",
+    "from pydantic import BaseModel, Field\nclass ModelConfig(BaseModel):\n    batch_first: bool = Field({})\n",
+    "class ModelConfig:\n    batch_first = {}\n",
+    "class ModelConfig:\n    def __init__(self, batch_first={}):\n        self.batch_first = batch_first\n",
+])
+def test_every_kind_of_config_class(lint, config):
+    [finding] = mha001(lint, config.format("False"), after="model = Model(ModelConfig())\n")
+    assert finding.severity is Severity.ERROR, finding
+    assert mha001(lint, config.format("True"), after="model = Model(ModelConfig())\n") == []
+
+
+def test_a_config_class_itself_passed_as_the_default(lint):
+    [finding] = mha001(lint, "class Cfg:\n    batch_first = False\n", annotation="=Cfg")
+    assert "`Cfg.batch_first` = False at line 3" in finding.evidence
+    assert mha001(lint, "class Cfg:\n    batch_first = True\n", annotation="=Cfg") == []
+
+
+@pytest.mark.parametrize("read", ['cfg["batch_first"]', 'cfg.get("batch_first", True)'])
+def test_dict_literals(lint, read):
+    [finding] = mha001(lint, 'CFG = {"batch_first": False}\n', read=read, annotation="=CFG")
+    assert "`batch_first` is False in the dict at line 2" in finding.evidence
+    assert mha001(lint, 'CFG = dict(batch_first=True)\n', read=read, annotation="=CFG") == []
+
+
+def test_getattr_gives_its_default_only_where_the_object_has_no_such_field(lint):
+    config = "class Cfg:\n    dim = 64\n"
+    [finding] = mha001(lint, config, read='getattr(cfg, "batch_first", False)', annotation="=Cfg")
+    assert "`cfg` has no `batch_first`" in " ".join(finding.evidence)
+    assert mha001(lint, "class Cfg:\n    batch_first = True\n", read='getattr(cfg, "batch_first", False)',
+                  annotation="=Cfg") == []
+    # an object mhalint cannot read: the default is not assumed
+    assert mha001(lint, "", read='getattr(cfg, "batch_first", False)') == []
+
+
+def test_a_config_changed_after_it_is_built_is_unknown(lint):
+    assert mha001(lint, DATACLASS.format(default="False"),
+                  after="cfg = ModelConfig()\ncfg.batch_first = True\nmodel = Model(cfg)\n") == []
+    assert mha001(lint, DATACLASS.format(default="False"),
+                  after="cfg = ModelConfig()\ncfg.merge_from_file('x.yaml')\nmodel = Model(cfg)\n") == []
+
+
+ARGPARSE = """\
+    import argparse
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--batch-first", {option})
+    args = parser.parse_args()
+"""
+
+
+def test_a_store_true_flag_is_one_value_per_run(lint):
+    [finding] = mha001(lint, ARGPARSE.format(option='action="store_true"'), after="model = Model(args)\n")
+    assert "is False in a run without --batch-first" in finding.message and finding.fix is None
+    assert mha001(lint, ARGPARSE.format(option='action="store_false"'), after="model = Model(args)\n") != []
+
+
+def test_an_option_default(lint):
+    [finding] = mha001(lint, ARGPARSE.format(option="type=bool, default=False"), after="model = Model(args)\n")
+    assert any("`--batch-first` defaults to False at line 4 (unless the command line sets it)" in e
+               for e in finding.evidence), finding.evidence
+    assert mha001(lint, ARGPARSE.format(option="type=bool, default=True"), after="model = Model(args)\n") == []
+
+
+# ---- other files of the run ---------------------------------------------------------------------------------------
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).write_text(textwrap.dedent(text))
+
+
+def run(root: Path, code: str) -> list[Finding]:
+    rules = [load_rules()[code]]
+    return [f for f in Checker(rules).check_paths([root], jobs=1).findings if f.code == code]
+
+
+def test_a_config_built_in_another_file_decides_the_site(tmp_path):
+    write(tmp_path, {"config.py": DATACLASS.format(default="False"),
+                     "model.py": "import torch.nn as nn\nfrom config import ModelConfig\n"
+                                 + textwrap.dedent(MODEL.format(annotation=": ModelConfig", read="cfg.batch_first")),
+                     "train.py": "from config import ModelConfig\ncfg = ModelConfig(batch_first=True)\n"})
+    assert run(tmp_path, "MHA001") == []
+    write(tmp_path, {"train.py": "from config import ModelConfig\ncfg = ModelConfig()\n"})
+    [finding] = run(tmp_path, "MHA001")
+    assert finding.severity is Severity.ERROR, finding
+    assert "`ModelConfig.batch_first` defaults to False at config.py:5" in " ".join(finding.evidence), finding.evidence
+
+
+ATTENTION = """\
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Attention(nn.Module):
+        def __init__(self, dropout=0.0):
+            super().__init__()
+            self.dropout = dropout
+
+        def forward(self, q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout)
+"""
+
+
+@pytest.mark.parametrize(("passed", "expected"), [
+    ("0.1", [Severity.ERROR]), ("0.0", []), ("", []), ("p", [Severity.WARNING])])
+def test_a_dropout_whose_default_is_zero_but_a_caller_in_another_file_passes_more(tmp_path, passed, expected):
+    write(tmp_path, {"attention.py": ATTENTION,
+                     "model.py": f"from attention import Attention\ndef build(p):\n    return Attention({passed})\n"})
+    found = run(tmp_path, "MHA011")
+    assert [f.severity for f in found] == expected, found
+    if found and passed == "0.1":
+        assert "model.py:3 passes dropout=0.1" in " ".join(found[0].evidence)
+
+
+def test_a_flag_whose_true_comes_two_calls_up(lint):
+    source = """\
+        import torch.nn as nn
+        attn = nn.MultiheadAttention(64, 8, batch_first=True)
+        def attend(x, causal):
+            return attn(x, x, x, is_causal=causal)[0]
+        def run(x, causal):
+            return attend(x, causal=causal)
+        def encode(x):
+            return run(x, {encoding})
+        def decode(x):
+            return run(x, {decoding})
+    """
+    [finding] = lint(source.format(encoding="False", decoding="True"), "MHA003")
+    assert finding.severity is Severity.ERROR
+    assert "line 10 passes causal=True" in " ".join(finding.evidence), finding.evidence
+    assert lint(source.format(encoding="False", decoding="False"), "MHA003") == []
