@@ -12,7 +12,7 @@ from mhalint.analysis.tensors import ShapeReader, Traced
 from mhalint.finding import HEADLINE_LIMIT, CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.analysis.values import alternatives, constructor_values, resolve
+from mhalint.analysis.values import Value, alternatives, constructor_values, forwarded, resolve
 
 _MIXES_SAMPLES = """
     {api} reads every 3-D tensor as (L, N, E) unless batch_first=True (torch 2.13 `nn/modules/activation.py:1172`,
@@ -285,14 +285,30 @@ class BatchFirstDefault(Rule):
         if setting is not None:
             return [setting]
         expr = built.arguments.get("batch_first")
+        line = self.context.line(built.call)
         if expr is None:
-            return []
-        written, line = self.context.code(expr), self.context.line(built.call)
+            return self._forwarded(built, line)
+        written = self.context.code(expr)
         return [_Setting(reach.value.value, False, f"batch_first={written} is {reach.value.value} in {reach.where}",
                          f"gets batch_first={written} ({reach.value.value} in {reach.where})",
                          [f"batch_first={written} at line {line} takes several values, {reach.value.value} in "
                           f"{reach.where}", *reach.value.trail])
                 for reach in alternatives(self.context, expr, built.scope) if isinstance(reach.value.value, bool)]
+
+    def _forwarded(self, built, line: int) -> list[_Setting]:
+        """batch_first through the constructor's `**kw`: what the callers of the function that forwards it pass."""
+        default = Value(False, (f"the constructor at line {line} has no batch_first argument (default False)",))
+        found = forwarded(self.context, built.call, built.scope, "batch_first", default)
+        if not found or not all(isinstance(reach.value.value, bool) for reach in found):
+            return []
+        if len(found) == 1:
+            value = found[0].value
+            return [_Setting(value.value, False, f"batch_first is {value.value} (passed through **)",
+                             f"gets batch_first={value.value} through **", [*value.trail])]
+        return [_Setting(reach.value.value, False, f"batch_first is {reach.value.value} in {reach.where}",
+                         f"gets batch_first={reach.value.value} in {reach.where}",
+                         [f"batch_first at line {line} comes through **, {reach.value.value} in {reach.where}",
+                          *reach.value.trail]) for reach in found]
 
     def _setting(self, built) -> _Setting | None:
         """How batch_first is set, or None when it cannot be known."""
@@ -319,6 +335,8 @@ class BatchFirstDefault(Rule):
 
     def _fix(self, built, value: str):
         """Only offered with layout evidence (an error): attention across the batch can be deliberate."""
+        if built.arguments.opaque and "batch_first" not in built.arguments.by_name:
+            return None  # it comes through `**`: a keyword beside it would be given twice
         changed = with_argument(built.call, built.arguments.by_name.get("batch_first"), "batch_first", value)
         return self.replacement(built.call, changed, applicability=UNSAFE, title=f"pass batch_first={value}")
 

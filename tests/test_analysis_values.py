@@ -208,3 +208,63 @@ def test_a_flag_whose_true_comes_two_calls_up(lint):
     assert finding.severity is Severity.ERROR
     assert "line 10 passes causal=True" in " ".join(finding.evidence), finding.evidence
     assert lint(source.format(encoding="False", decoding="False"), "MHA003") == []
+
+
+# ---- **kwargs forwarding and functools.partial of project classes ----------------------------------------------
+FORWARDING = textwrap.dedent("""\
+    import torch.nn as nn
+    class Block(nn.Module):
+        def __init__(self, dim, heads, **kw):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(dim, heads, **kw)
+        def forward(self, x):
+            B, T, C = x.shape
+            return self.attn(x, x, x)[0]
+""")
+
+
+def test_keywords_forwarded_through_kwargs_come_from_the_callers(lint):
+    assert lint(FORWARDING + "block = Block(64, 8, batch_first=True)\n", "MHA001") == []
+    [finding] = lint(FORWARDING + "block = Block(64, 8, dropout=0.1)\n", "MHA001")
+    assert finding.severity is Severity.ERROR and "batch_first is False (passed through **)" in finding.message
+    assert "`Block(...)` at line 9 passes no batch_first through **kw" in finding.evidence
+    assert finding.fix is None  # a keyword beside **kw could be given twice
+
+
+def test_callers_that_disagree_through_kwargs_are_decided_per_instance(lint):
+    [finding] = lint(FORWARDING + "a = Block(64, 8, batch_first=True)\nb = Block(64, 8)\n", "MHA001")
+    assert "batch_first is False in the instance at line 10" in finding.message, finding.message
+
+
+def test_kwargs_nobody_fills_and_a_caller_that_spreads_its_own_stay_unknown(lint):
+    assert lint(FORWARDING, "MHA001") == []
+    assert lint(FORWARDING + "def make(**options):\n    return Block(64, 8, **options)\n", "MHA001") == []
+
+
+def test_a_dict_spread_into_the_constructor(lint):
+    source = "import torch.nn as nn\nCFG = dict(batch_first={})\nattn = nn.MultiheadAttention(64, 8, **CFG)\n" \
+             "def f(x):\n    B, T, C = x.shape\n    return attn(x, x, x)\n"
+    [finding] = lint(source.format("False"), "MHA001")
+    assert "`batch_first` is False in the dict at line 2" in finding.evidence
+    assert lint(source.format("True"), "MHA001") == []
+
+
+PARTIAL = """\
+    import functools
+    import torch.nn as nn
+    class Block(nn.Module):
+        def __init__(self, dim, heads, batch_first=False):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(dim, heads, batch_first=batch_first)
+        def forward(self, x):
+            B, T, C = x.shape
+            return self.attn(x, x, x)[0]
+    Wide = functools.partial(Block, batch_first={})
+    block = Wide(64, 8)
+"""
+
+
+def test_a_partial_of_a_project_class_passes_its_keywords(lint):
+    assert lint(PARTIAL.format("True"), "MHA001") == []
+    [finding] = lint(PARTIAL.format("False"), "MHA001")
+    assert "`Wide(...)` at line 11 passes batch_first=False" in finding.evidence

@@ -345,10 +345,11 @@ def _signature(function: Scope, skip_self: bool) -> torchapi.Signature:
     return torchapi.Signature(tuple(names[1:] if skip_self else names))
 
 
-def arguments_for(call: cst.Call, function: Scope) -> Arguments:
-    """A call's arguments bound to the parameter names of the project function or method it runs."""
-    return bind(call, _signature(function, skip_self=function.enclosing_class is not None
-                                 and not _is_static(function.node)))
+def arguments_for(call: cst.Call, function: Scope, before: tuple[cst.Arg, ...] = ()) -> Arguments:
+    """A call's arguments bound to the parameter names of the project function or method it runs; `before`:
+    the arguments a `functools.partial` the call goes through puts first."""
+    return _bind((*before, *call.args), _signature(function, skip_self=function.enclosing_class is not None
+                                                   and not _is_static(function.node)), 0)
 
 
 def _is_static(function: cst.FunctionDef) -> bool:

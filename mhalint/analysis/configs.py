@@ -64,7 +64,7 @@ def read(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int)
     reaches: list = []
     for obj in found:
         got = field(obj, name, depth + 1)
-        if got is _ABSENT:
+        if got is ABSENT:
             if default is None:
                 return None
             got = _values.reaches(ctx, default, scope, depth + 1)
@@ -100,7 +100,7 @@ def _access(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope):
     return None, "", None
 
 
-_ABSENT = object()  # the object certainly has no such field
+ABSENT = object()  # the object certainly has no such field
 
 
 def objects(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int) -> list[Obj] | None:
@@ -290,7 +290,7 @@ def _parser(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> bool:
 
 # ---- one field of an object ----
 def field(obj: Obj, name: str, depth: int) -> list | object | None:
-    """The `Reach`es of one field; `_ABSENT` when the object certainly has none; None when unknown."""
+    """The `Reach`es of one field; `ABSENT` when the object certainly has none; None when unknown."""
     if obj.parser:
         return option_values(obj.ctx, name, depth)
     if obj.mapping is not None:
@@ -300,7 +300,7 @@ def field(obj: Obj, name: str, depth: int) -> list | object | None:
     if obj.itself or fields is None:
         return _attribute(obj, name, depth)
     if name not in fields:
-        return _attribute(obj, name, depth) if name in klass.attributes or name in klass.methods else _ABSENT
+        return _attribute(obj, name, depth) if name in klass.attributes or name in klass.methods else ABSENT
     default = fields[name]
     if obj.call is None:
         return _default(home, klass, name, default, depth, f" (the project never builds a `{klass.name}`)")
@@ -412,13 +412,18 @@ def _item(obj: Obj, name: str, depth: int) -> list | object | None:
         entries = [(arg.keyword.value, arg.value, arg) for arg in obj.mapping.args]
     found = [(value, node) for key, value, node in entries if key == name]
     if not found:
-        return _ABSENT
+        return ABSENT
     value, node = found[-1]
     got = _values.reaches(obj.ctx, value, obj.scope, depth + 1)
-    said = f"`{name}` is {obj.ctx.code(value)} in the {'dict' if isinstance(obj.mapping, cst.Dict) else 'namespace'} " \
+    said = f"`{name}` is {obj.ctx.code(value)} in the {_kind(obj)} " \
            f"at {place(obj.ctx, node)}"
     return [_values.Reach(_values.Value(r.value.value, (said,) + r.value.trail), r.place, r.where)
             for r in got] if got is not None else None
+
+
+def _kind(obj: Obj) -> str:
+    func = obj.mapping.func if isinstance(obj.mapping, cst.Call) else None
+    return "dict" if func is None or isinstance(func, cst.Name) and func.value == "dict" else "namespace"
 
 
 def _attribute(obj: Obj, name: str, depth: int) -> list | object | None:
@@ -429,7 +434,7 @@ def _attribute(obj: Obj, name: str, depth: int) -> list | object | None:
     if name in klass.methods:
         return None  # a property, or a method
     if not bindings:
-        return _ABSENT if not klass.bases or all(_plain_base(home, b, klass) for b in klass.bases) else None
+        return ABSENT if not klass.bases or all(_plain_base(home, b, klass) for b in klass.bases) else None
     in_body = [b for b in bindings if b.scope is klass]
     in_methods = [b for b in bindings if b.scope is not klass]
     if obj.itself or not in_methods:

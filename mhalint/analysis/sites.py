@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 
 from mhalint.analysis import dataflow
-from mhalint.analysis.calls import Arguments, CallSite, arguments_for, callers, running_calls
+from mhalint.analysis.calls import PROJECT_PREFIX, Arguments, CallSite, arguments_for, callers, running_calls
 from mhalint.context import ModuleContext, Scope
 from mhalint.lazy import cst
 
@@ -38,8 +38,33 @@ def project_callers(ctx: ModuleContext, function: Scope) -> list[Site]:
     memo = ctx.memo.setdefault("project_callers", {})
     if function not in memo:
         local = [Site(ctx, site, place(ctx, site.call)) for site in callers(ctx, function)]
-        memo[function] = local + _elsewhere(ctx, function)
+        memo[function] = local + _through_partials(ctx, function) + _elsewhere(ctx, function)
     return memo[function]
+
+
+def _through_partials(ctx: ModuleContext, function: Scope) -> list[Site]:
+    """`Small = functools.partial(Block, heads=4)` then `Small(64)`: a construction of Block with the partial's
+    arguments before the call's (read in the call's scope)."""
+    klass = function.enclosing_class
+    if klass is None or function.name != "__init__":
+        return []
+    found = []
+    for made, scope in ctx.calls_named("partial"):
+        first = made.args[0] if made.args else None
+        target = ctx.parent(ctx.parent(made)) if isinstance(ctx.parent(made), cst.Assign) else None
+        if first is None or first.keyword or first.star or ctx.qualified_name(first.value, scope) != (
+                PROJECT_PREFIX + klass.name) or ctx.qualified_name(made.func, scope) != "functools.partial":
+            continue
+        assign = ctx.parent(made)
+        names = [t.target.value for t in assign.targets if isinstance(t.target, cst.Name)] if target is not None \
+            else []
+        for name in names:
+            for call, where in ctx.calls_named(name):
+                bindings = ctx.bindings(name, where)
+                if isinstance(call.func, cst.Name) and len(bindings) == 1 and bindings[0].value is made:
+                    arguments = arguments_for(call, function, tuple(made.args[1:]))
+                    found.append(Site(ctx, CallSite(call, where, arguments), place(ctx, call)))
+    return found
 
 
 def _elsewhere(ctx: ModuleContext, function: Scope) -> list[Site]:

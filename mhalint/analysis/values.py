@@ -213,11 +213,66 @@ def alternatives(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> 
     batch_first=True)` and `Block(64, 8)` with a False default; a dataclass default that one construction
     overrides; a store_true flag): the first Reach of each value; empty when one value reaches, or any caller's
     value is unknown."""
+    return _distinct(reaches(ctx, expr, scope) or [])
+
+
+def _distinct(found: list[Reach]) -> list[Reach]:
     distinct: dict[tuple[type, object], Reach] = {}
-    for reach in reaches(ctx, expr, scope) or []:
+    for reach in found:
         if reach.place is not None:
             distinct.setdefault((type(reach.value.value), reach.value.value), reach)
     return list(distinct.values()) if len(distinct) > 1 else []
+
+
+def forwarded(ctx: ModuleContext, call: cst.Call, scope: Scope, name: str, default: Value) -> list[Reach] | None:
+    """The values a keyword that `call` does not write can get through its one `**` argument: `**kw` forwarded
+    from the enclosing function's `**kwargs` (what each caller in the project passes under `name`, `default`
+    where one leaves it out), or a dict's entry (`**cfg`). Several values: the Reaches that differ (each with
+    its call); one: it alone; None when unknown (no caller, a caller's own `**`, an unread dict)."""
+    stars = [arg for arg in call.args if arg.star]
+    if len(stars) != 1 or stars[0].star != "**":
+        return None
+    spread = stars[0].value
+    bindings = ctx.bindings(spread.value, scope) if isinstance(spread, cst.Name) else []
+    function = bindings[0].scope if len(bindings) == 1 and bindings[0].kind == "param" else None
+    star = function.node.params.star_kwarg if function is not None else None
+    if not isinstance(star, cst.Param) or star.name.value != spread.value:
+        return _from_mapping(ctx, spread, scope, name, default)
+    sites = project_callers(ctx, function)
+    if not sites:
+        return None  # `def make(**kw)` that nothing in the project calls: the callers are elsewhere
+    found: list[Reach] = []
+    for each in sites:
+        there, site = each.ctx, each.site
+        argument = next((arg.value for arg in site.call.args if arg.keyword is not None
+                         and arg.keyword.value == name), None)
+        call_text = f"`{there.code(site.call.func)}(...)` at {each.place}"
+        if argument is None:
+            if any(arg.star for arg in site.call.args):
+                return None
+            found.append(Reach(default).within(f"{call_text} passes no {name} through **{spread.value}", each.place))
+            continue
+        values = reaches(there, argument, site.scope)
+        if values is None:
+            return None
+        found.extend(reach.within(f"{call_text} passes {name}={there.code(argument)} through **{spread.value}",
+                                  each.place) for reach in values)
+    return _distinct(found) or found[:1]
+
+
+def _from_mapping(ctx: ModuleContext, spread: cst.BaseExpression, scope: Scope, name: str,
+                  default: Value) -> list[Reach] | None:
+    """`**cfg` where `cfg` holds dicts whose entries are known: their `name` entry, or `default` without one."""
+    objects = configs.objects(ctx, spread, scope, 0)
+    if not objects or any(obj.mapping is None for obj in objects):
+        return None
+    found: list[Reach] = []
+    for obj in objects:
+        got = configs.field(obj, name, 0)
+        if got is None:
+            return None
+        found.extend([Reach(default)] if got is configs.ABSENT else got)
+    return _distinct(found) or found[:1]
 
 
 def taking(ctx: ModuleContext, expr: cst.BaseExpression | None, scope: Scope, wanted: object) -> Value | None:
