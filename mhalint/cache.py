@@ -5,7 +5,11 @@ What it holds: one JSON file per configuration, `findings-<key>.json`, whose key
 findings depend on besides the file itself (mhalint's version and source, the enabled rules and their source).
 For each checked file, by absolute path, it records the file's size, its modification time in nanoseconds, a
 BLAKE2b digest of its bytes, and the findings as the JSON data of `Finding.to_dict()` (with the path left out, so a
-moved file still hits). Files are independent (mhalint analyses one file at a time), so a per-file entry is exact.
+moved file still hits). Findings that depended on other files of the project also record the project's fingerprint
+(`project_fingerprint`: every project file's path, size and modification time), and hold only while it is unchanged.
+The document also keeps the project index's entries (mhalint.analysis.project): for each file of the project, its
+size, modification time, dotted module name and the classes it imports, so that a run given one file of a large
+project does not read every other file again; an entry is used only while all three are unchanged.
 The engine stores an entry only for bytes whose status did not change while they were read, and the index drops
 the entries of files that no longer exist whenever it is written.
 The cache is safe to delete at any time (`mhalint clean`, or `rm -r .mhalint_cache`): the next run is slower, never
@@ -26,7 +30,10 @@ request from a fork, a pre-commit hook in a cloned project), so:
   nothing and says why in one line;
 - it is plain JSON read with `json.loads`: nothing in it can construct an object or run code (no pickle);
 - only a regular file of at most `MAX_INDEX_BYTES` of valid UTF-8 is parsed; anything else counts as no cache;
-- the top level must be this format's object (name, version, the key in the file's name); every entry must be
+- the top level must be this format's object (name, version, the key in the file's name); an index entry must be
+  `[size, mtime_ns, module, [[class, module, local], ...]]` with integers in range and ASCII names as the index
+  writes them (a bad one is dropped and its file read again; a planted one can only point an analysis at another
+  file of the project, which it then parses as it would any other); every findings entry must be
   what `save` writes, `[size, mtime_ns, digest, findings]`: integers in range, a hex digest, and findings that
   `Finding.from_dict` accepts and `Finding.to_dict` gives back unchanged, and that this run could have found: a
   code of its rules or of the engine (MHA9xx), at a place a file of the entry's size can hold (lines 1 to size + 1,
@@ -64,9 +71,14 @@ from mhalint.finding import Finding
 
 CACHE_DIR_NAME = ".mhalint_cache"
 FORMAT_NAME = "mhalint-findings-cache"
-FORMAT_VERSION = 3  # 1 was the pickle of mhalint before the JSON cache (never read); 2 had no project dependency
+FORMAT_VERSION = 4  # 1: the pickle before the JSON cache (never read); 2: no project dependency; 3: no index
 MAX_INDEX_BYTES = 256 * 2**20  # an index past this is not read (a 6,600-file tree takes about 1 MB)
 MAX_FINDINGS_PER_FILE = 100_000
+MAX_IMPORTS_PER_FILE = 100_000
+_MAX_MODULE = 4096  # characters of a dotted module name
+_IMPORTED = re.compile(r"[A-Z][A-Za-z0-9_]*")  # a class name as the index reads it (capitalised, ASCII)
+_LOCAL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WRITTEN = re.compile(r"[A-Za-z0-9_.]*")  # a module as written in an import, resolved
 _DIGEST_SIZE = 16
 _HEX_LENGTH = 2 * _DIGEST_SIZE
 _HEX_DIGEST = re.compile(f"[0-9a-f]{{{_HEX_LENGTH}}}")
@@ -92,6 +104,8 @@ def cache_dir(root: Path) -> tuple[Path, bool]:
 # file, and a dataclass costs three times as much to build.
 _Entry = tuple[int, int, str, tuple[Finding, ...], list[dict], str]
 _SIZE, _MTIME, _DIGEST, _FINDINGS, _DATA, _PROJECT = range(6)
+# A project index entry: (size, mtime_ns, dotted module name, the file's imports as the index keeps them).
+_Imports = tuple[int, int, str, tuple[tuple[str, str, str], ...]]
 
 
 class Cache:
@@ -106,6 +120,7 @@ class Cache:
         self._codes = {rule.code for rule in rules}.union(ENGINE_CODES)  # what an entry's findings may be
         self.index_path = directory / f"findings-{self.key}.json"
         self._dirty = False  # set when the index must be (re)written: new entries, or bad content read
+        self._imports: dict[str, _Imports] = {}
         self._entries: dict[str, _Entry] = self._load()
         self._seen: set[str] = set()  # the entries this run asked about: their files existed
 
@@ -149,6 +164,20 @@ class Cache:
             stat.st_size, stat.st_mtime_ns, digest, stored, [f.to_dict() for f in stored], project)
         self._dirty = True
 
+    def recall_imports(self, path: str, status: os.stat_result, module: str) -> tuple | None:
+        """The project index's entries for a file (mhalint.analysis.project.ImportMemory), if its size,
+        modification time and module name are those remembered."""
+        entry = self._imports.get(path)
+        self._seen.add(path)
+        if entry is None or entry[0] != status.st_size or entry[1] != status.st_mtime_ns or entry[2] != module:
+            return None
+        return entry[3]
+
+    def keep_imports(self, path: str, status: os.stat_result, module: str, imports: tuple) -> None:
+        self._imports[path] = (status.st_size, status.st_mtime_ns, module, imports)
+        self._seen.add(path)
+        self._dirty = True
+
     def _key(self, path: str) -> str:
         key = os.path.abspath(path)
         self._seen.add(key)
@@ -157,10 +186,11 @@ class Cache:
     def _forget_missing(self) -> None:
         """Drop the entries of files that no longer exist (deleted, renamed), so the index does not grow with
         them; the files this run asked about are known to exist and need no look."""
-        missing = [path for path in self._entries if path not in self._seen and not os.path.exists(path)]
-        for path in missing:
-            del self._entries[path]
-        self._dirty |= bool(missing)
+        for table in (self._entries, self._imports):
+            missing = [path for path in table if path not in self._seen and not os.path.exists(path)]
+            for path in missing:
+                del table[path]
+            self._dirty |= bool(missing)
 
     def save(self) -> None:
         """Write the index atomically, without the entries of files that no longer exist; a cache that cannot be
@@ -201,12 +231,14 @@ class Cache:
         """The run goes on without the cache, and says so once."""
         if not self._refused:
             _warn(f"the findings cache is not used: {refusal}")
-        self._entries, self._refused = {}, True
+        self._entries, self._imports, self._refused = {}, {}, True
 
     def _document(self) -> dict:
         return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "key": self.key,
                 "entries": {path: [*entry[:_DIGEST + 1], entry[_DATA], entry[_PROJECT]]
-                            for path, entry in self._entries.items()}}
+                            for path, entry in self._entries.items()},
+                "imports": {path: [size, mtime_ns, module, [list(item) for item in imports]]
+                            for path, (size, mtime_ns, module, imports) in self._imports.items()}}
 
     def _load(self) -> dict[str, _Entry]:
         """The valid entries of the index; an index missing is no cache, one damaged or foreign is no cache and
@@ -228,9 +260,12 @@ class Cache:
             return {}
         if type(document) is not dict or document.get("format") != FORMAT_NAME or \
                 type(document.get("version")) is not int or document["version"] != FORMAT_VERSION or \
-                document.get("key") != self.key or type(document.get("entries")) is not dict:
+                document.get("key") != self.key or type(document.get("entries")) is not dict or \
+                type(document.get("imports")) is not dict:
             self._dirty = True
             return {}
+        self._imports = _index_entries(document["imports"])
+        self._dirty |= len(self._imports) != len(document["imports"])
         entries: dict[str, _Entry] = {}
         for path, value in document["entries"].items():
             # Inline (this runs once per file of the project on every run): what save writes, [size, mtime_ns,
@@ -263,6 +298,32 @@ class Cache:
             return _read_regular_file(self.index_path.name, folder, MAX_INDEX_BYTES)
         finally:
             os.close(folder)
+
+
+def _index_entries(document: dict) -> dict[str, _Imports]:
+    """The project index's entries that are exactly what `keep_imports` writes (names interned, as the index
+    keeps them); the others are left out."""
+    entries = {}
+    intern = sys.intern
+    for path, value in document.items():
+        if type(value) is not list or len(value) != 4 or not _is_absolute(path):
+            continue
+        size, mtime_ns, module, imports = value
+        if not (type(size) is int and 0 <= size < _INT64 and type(mtime_ns) is int and -_INT64 <= mtime_ns < _INT64
+                and type(module) is str and len(module) <= _MAX_MODULE and type(imports) is list
+                and len(imports) <= MAX_IMPORTS_PER_FILE):
+            continue
+        kept = []
+        for item in imports:
+            if type(item) is not list or len(item) != 3 or not all(type(part) is str for part in item):
+                break
+            name, source, local = item
+            if not (_IMPORTED.fullmatch(name) and _WRITTEN.fullmatch(source) and _LOCAL.fullmatch(local)):
+                break
+            kept.append((intern(name), intern(source), intern(local)))
+        else:
+            entries[path] = (size, mtime_ns, module, tuple(kept))
+    return entries
 
 
 def _findings(data: list, size: int, codes: set[str]) -> tuple[Finding, ...] | None:
@@ -423,8 +484,9 @@ def _stale(entry: _Entry, project: Callable[[], str]) -> bool:
 
 
 def project_fingerprint(paths: Iterable[str]) -> str:
-    """One digest of the run's files, their paths, sizes and modification times: findings that read other
-    files hold while it is unchanged (a file added, removed or edited anywhere changes it)."""
+    """One digest of the project's files (every file the analyses may read, the run's and the others), their
+    paths, sizes and modification times: findings that read other files hold while it is unchanged (a file
+    added, removed or edited anywhere in the project changes it, even when only another file is checked)."""
     entries = []
     for path in sorted(os.path.abspath(path) for path in paths):
         try:

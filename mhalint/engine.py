@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from mhalint import deep_stack, noqa
-from mhalint.analysis.project import Project
+from mhalint.analysis.project import Project, project_files
 from mhalint.budget import FileBudget, Limits, TooComplex, resident_bytes
 from mhalint.context import ModuleContext, Scope
 from mhalint.discovery import discover
@@ -107,8 +107,8 @@ class Checker:
         self.budget = budget
         self.prefilter = Prefilter(pattern for rule in self.rules for pattern in rule.triggers)
         self.skip_passed_values = not any(rule.acts_on_passed_values for rule in self.rules)
-        # The files analyses may follow a class into: check_paths sets its run's; a long-lived caller (the language
-        # server) sets its workspace's.
+        # The files analyses may follow a class into: check_paths sets its run's project (mhalint.analysis.project);
+        # a long-lived caller (the language server, the flake8 plugin) sets its own.
         self.project: Project | None = None
 
     def check_paths(self, paths: Iterable[str | Path], *, cache: Cache | None = None, jobs: int | None = None,
@@ -131,7 +131,10 @@ class Checker:
         result = Result()
         found = discover(paths, extensions=SOURCES, **discovery)
         files = list(map(str, found.files))
-        fingerprint = functools.cache(lambda: _project_fingerprint(files))
+        # The analyses see the files' whole project (only the files given are reported on), walked when first
+        # needed; what its index read is remembered in the cache.
+        project = Project(files, more=lambda: project_files(files, **discovery), memory=cache)
+        fingerprint = functools.cache(lambda: _project_fingerprint(project.paths))
 
         def deliver(path: str, findings: list[Finding]) -> None:
             findings.sort(key=Finding.sort_key)
@@ -156,7 +159,6 @@ class Checker:
 
         for path in set(unreadable).difference(files):
             done(path, [])
-        project = Project(files)  # for this run's analyses only: check_source afterwards sees one file
         parse: list[tuple[str, bytes, os.stat_result | None]] = []
         unread = []
         for path in files:
@@ -173,7 +175,7 @@ class Checker:
                     done(path, [_engine_finding(path, READ_ERROR, scanned)])
                     continue
                 if scanned.imports is not None:  # a file is to be analysed, so the index will be asked for
-                    project.learnt(path, scanned.imports)
+                    project.learnt(path, scanned.imports, scanned.stat)
                 cached = None
                 if cache is not None and scanned.stat is not None:
                     cached = cache.lookup_content(path, scanned.digest, scanned.stat, fingerprint)

@@ -55,12 +55,14 @@ from __future__ import annotations
 
 import functools
 import io
+import os
 import sys
 import tokenize
 from pathlib import Path
 from typing import ClassVar, Iterator, Sequence
 
 from mhalint import __version__, config
+from mhalint.analysis.project import Project, project_files, project_root
 from mhalint.budget import FileBudget
 from mhalint.discovery import excluded
 from mhalint.engine import Checker
@@ -117,7 +119,9 @@ class Plugin:
                     anchors=[settings.config.root]):
             return
         source = self._source()
-        for finding in self.checker(settings.file_budget).check_source(source, self.filename):
+        checker = self.checker(settings.file_budget)
+        checker.project = _project(os.path.abspath(self.filename), settings)
+        for finding in checker.check_source(source, self.filename):
             if settings.reports(finding):
                 yield finding.line, max(finding.column - 1, 0), message(finding), type(self)
 
@@ -130,6 +134,26 @@ class Plugin:
         if self.lines is None:
             return Path(self.filename).read_bytes()
         return encode("".join(self.lines))
+
+
+def _project(path: str, settings: Settings) -> Project | None:
+    """The project the analyses of `path` may follow a class into, as `mhalint check` sees it: every file below its
+    root, walked when first needed, once per root and excludes in this process."""
+    root = project_root(path, _ROOTS)
+    if root is None:
+        return None
+    return _project_at(root, settings.respect_gitignore, tuple(settings.exclude), frozenset(settings.default_exclude),
+                       str(settings.config.root))
+
+
+_ROOTS: dict[str, str | None] = {}  # each folder's project root, looked for once per process
+
+
+@functools.lru_cache(maxsize=16)
+def _project_at(root: str, respect_gitignore: bool, exclude: tuple[str, ...], default_exclude: frozenset[str],
+                anchor: str) -> Project:
+    return Project([], more=lambda: project_files([root], respect_gitignore=respect_gitignore, exclude=exclude,
+                                                  default_exclude=default_exclude, anchors=[anchor]))
 
 
 @functools.lru_cache(maxsize=1024)

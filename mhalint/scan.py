@@ -35,7 +35,7 @@ class Scanned(NamedTuple):
 def scan(paths: list[str], prefilter: Prefilter, project: Project, digest: Callable[[bytes], str] | None,
          jobs: int | None) -> Iterator[tuple[str, Scanned | str]]:
     """(path, what was read of it, or why it could not be read) for each path, in order. One process collects
-    imports only once a file has matched (a run without a trigger never asks for the index); workers collect
+    imports only from the first file that matches on (a run without a trigger never asks for the index); workers collect
     them for every file, as they cannot know what the others found. `jobs`: as in Checker.check_paths."""
     size = pool_size(jobs, -(-len(paths) // _CHUNK))
     if size >= 2 and len(paths) >= IN_WORKERS_FROM:
@@ -72,7 +72,7 @@ def _scan_one(path: str, prefilter: Prefilter, project: Project, digest: Callabl
         return error.strerror or str(error)
     matched = path.endswith(".ipynb") or prefilter.matches(raw)
     return Scanned(raw if matched else None, stat, digest(raw) if digest is not None and stat is not None else None,
-                   matched, project.imports_in(path, raw) if learn else None)
+                   matched, project.imports_in(path, raw) if learn or matched else None)
 
 
 _JOB: tuple | None = None  # (prefilter, project, digest): inherited by the forked workers, never pickled

@@ -1,9 +1,15 @@
-"""The project: the files of one run, which of them import a class from another, and their parsed contexts.
+"""The project: the files analyses may follow a class into, which of them import a class from another, and their
+parsed contexts.
 
-Built on first need, in one pass over each file's bytes, which are not kept: a regular expression collects the
+A run's project is the whole project of the files it checks (`project_files`: below the nearest pyproject.toml,
+setup.cfg, setup.py or .git, found as discovery finds files), so that a run given only some files of it (pre-commit
+passes the staged ones) sees the same callers as a run over all of them; only the files given are reported on.
+The index is built on first need, in one pass over each file's bytes, which are not kept: a regular expression collects the
 `from ... import Name` lines (relative imports resolved against the file's package; packages, src layouts and
 script directories all give dotted names). A file that imports the class asked about is parsed with libcst, a
-few kept per process, for the readers to follow its calls. Nothing is imported or executed.
+few kept per process, for the readers to follow its calls. Nothing is imported or executed. What the index
+keeps of each file can be remembered between runs (`ImportMemory`, the findings cache), keyed by the file's size,
+modification time and module name, so that a one-file run does not read the whole project again.
 """
 
 from __future__ import annotations
@@ -13,12 +19,23 @@ import re
 import sys
 from dataclasses import dataclass
 from functools import cache, cached_property
-from typing import Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping, Protocol
 
 from mhalint.budget import Limits
 from mhalint.source import decode, regular_only
 
 _MAX_CONTEXTS = 4  # libcst trees kept per process (about 25 KB a line each)
+ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")  # what makes a folder a project's root
+
+Imports = tuple[tuple[str, str, str], ...]  # (class name, module resolved, local name) of a file's imports
+
+
+class ImportMemory(Protocol):
+    """What the index of an earlier run knew of a file (the findings cache keeps it)."""
+
+    def recall_imports(self, path: str, status: os.stat_result, module: str) -> Imports | None: ...
+
+    def keep_imports(self, path: str, status: os.stat_result, module: str, imports: Imports) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -31,10 +48,17 @@ class Importer:
 
 
 class Project:
-    def __init__(self, paths: list[str], overlay: Mapping[str, bytes] | None = None):
-        """`overlay`: the bytes of some files (by absolute path) to read instead of the disk's: the language
-        server's open buffers, so that unsaved text is what the analyses follow."""
-        self.paths = list(dict.fromkeys(os.path.abspath(path) for path in paths if path.endswith(".py")))
+    def __init__(self, paths: Iterable[str], overlay: Mapping[str, bytes] | None = None, *,
+                 more: Callable[[], Iterable[str]] | None = None, memory: ImportMemory | None = None):
+        """`paths`: the files of the run; `more`: the rest of the project, found when first needed (a run whose
+        files need no analysis never walks the project). `overlay`: the bytes of some files (by absolute path) to
+        read instead of the disk's: the language server's open buffers, so that unsaved text is what the analyses
+        follow. `memory`: what earlier runs' indexes kept of unchanged files."""
+        self._given = list(dict.fromkeys(os.path.abspath(path) for path in paths if path.endswith(".py")))
+        self._run = set(self._given)
+        self._more = more
+        self._paths: list[str] | None = None if more is not None else self._given
+        self._memory = memory
         self._overlay = overlay if overlay is not None else {}
         self._contexts: dict[str, object] = {}
         self._resolved: dict[str, str | None] = {}
@@ -44,6 +68,19 @@ class Project:
         self._index: dict[str, list[tuple[str, str, str]]] | None = None  # the entries by class name
         self.reads: set[str] = set()  # the files whose contexts were asked for, until the caller clears it
         self._attention: dict[str, bool] = {}  # names_attention's answers
+        self._module_names: dict[str, str] = {}
+
+    @property
+    def paths(self) -> list[str]:
+        """Every file analyses may follow a class into: the run's, then the rest of the project."""
+        if self._paths is None:
+            more = (os.path.abspath(path) for path in self._more() if path.endswith(".py"))
+            self._paths = list(dict.fromkeys([*self._given, *more]))
+        return self._paths
+
+    @paths.setter
+    def paths(self, paths: list[str]) -> None:
+        self._paths = paths
 
     @property
     def _imported(self) -> dict[str, list[tuple[str, str, str]]]:
@@ -52,7 +89,7 @@ class Project:
         if not self._complete:
             for path in self.paths:
                 if path not in self._entries:
-                    self._entries[path] = self._imports_of(path, self._bytes(path))
+                    self._entries[path] = self._read_imports(path)
             self._complete = True
             self._index = None
         if self._index is None:
@@ -67,24 +104,44 @@ class Project:
         (their lookups leave its pages shared) instead of each building a copy."""
         self._imported
 
+    def _read_imports(self, path: str) -> Imports:
+        """A file's index entries: remembered from an earlier run while its size, modification time and module
+        name are unchanged, else read (and remembered when the file did not change while it was read)."""
+        if self._memory is None or path in self._overlay:
+            return self._imports_of(path, self._bytes(path))
+        module = self._module(path)
+        try:
+            remembered = self._memory.recall_imports(path, os.stat(path), module)
+        except OSError:
+            return ()
+        if remembered is not None:
+            return remembered
+        raw, status = _read_with_status(path)
+        imports = self._imports_of(path, raw)
+        if status is not None:
+            self._memory.keep_imports(path, status, module, imports)
+        return imports
+
     def imports_in(self, path: str, raw: bytes) -> tuple | None:
         """What the index keeps of a file, from bytes the caller has read anyway (check_paths, before its
         workers fork), for `learnt`; None when the index reads that file itself or has no use for it."""
         path = os.path.abspath(path)
         return self._imports_of(path, raw) if self._learns(path) else None
 
-    def learnt(self, path: str, imports: tuple) -> None:
+    def learnt(self, path: str, imports: tuple, status: os.stat_result | None = None) -> None:
         """Keep `imports_in`'s answer (computed here or in a worker), so that the file is not read again for
         the index, instead of once more in each worker that asks. Names are interned again: a worker's come back
-        as copies."""
+        as copies. `status`: the file's, when its bytes did not change while they were read (then remembered)."""
         path = os.path.abspath(path)
         if self._learns(path):
-            self._entries[path] = tuple(tuple(map(sys.intern, entry)) for entry in imports)
+            self._entries[path] = entries = tuple(tuple(map(sys.intern, entry)) for entry in imports)
+            if self._memory is not None and status is not None:
+                self._memory.keep_imports(path, status, self._module(path), entries)
 
     def _learns(self, path: str) -> bool:
         """Whether the index takes a file's imports from its caller: not for an open buffer (read from the
         overlay), nor once the index is complete, nor for a file outside the run."""
-        return path not in self._overlay and not self._complete and path in self._names
+        return path not in self._overlay and not self._complete and path in self._run
 
     def name_modules(self) -> None:
         """Work out each file's dotted module name now: before workers fork, so that they share them."""
@@ -96,7 +153,7 @@ class Project:
         if raw is None or b"import" not in raw:
             return ()
         found = []
-        here = self._names[path].split(".")
+        here = self._module(path).split(".")
         package = here if path.endswith("__init__.py") else here[:-1]
         for match in _from_imports(raw):
             names = _imported_names(match[2])
@@ -108,7 +165,12 @@ class Project:
     @cached_property
     def _names(self) -> dict[str, str]:
         """Each file's dotted module name."""
-        return {path: module_name(path) for path in self.paths}
+        return {path: self._module(path) for path in self.paths}
+
+    def _module(self, path: str) -> str:
+        if path not in self._module_names:
+            self._module_names[path] = module_name(path)
+        return self._module_names[path]
 
     @cached_property
     def _modules(self) -> dict[str, list[tuple[str, str]]]:
@@ -128,6 +190,7 @@ class Project:
         exists = self._bytes(path) is not None
         if exists != (path in self.paths) and path.endswith(".py"):
             self.paths = [other for other in self.paths if other != path] + ([path] if exists else [])
+            self._module_names.clear()  # an __init__.py made or removed renames the modules around it
             self.__dict__.pop("_names", None)
             self.__dict__.pop("_modules", None)
             self._resolved.clear()
@@ -279,6 +342,51 @@ def _read(path: str) -> bytes | None:
             return handle.read()
     except OSError:
         return None
+
+
+def _read_with_status(path: str) -> tuple[bytes | None, os.stat_result | None]:
+    """The file's bytes, and its status when it did not change while they were read (else None)."""
+    from mhalint.scan import read
+
+    try:
+        return read(path)
+    except OSError:
+        return None, None
+
+
+def project_root(path: str, known: dict[str, str | None] | None = None) -> str | None:
+    """The nearest folder at or above `path` (a file's folder, or a folder) holding a pyproject.toml, setup.cfg,
+    setup.py or .git; None when there is none. `known`: answers for folders already asked about."""
+    known = {} if known is None else known
+    folder = os.path.abspath(path)
+    if not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
+    passed = []
+    while folder not in known:
+        passed.append(folder)
+        if any(os.path.lexists(os.path.join(folder, marker)) for marker in ROOT_MARKERS):
+            known[folder] = folder
+            break
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            known[folder] = None
+            break
+        folder = parent
+    root = known[folder]
+    known.update(dict.fromkeys(passed, root))
+    return root
+
+
+def project_files(paths: Iterable[str], **discovery) -> list[str]:
+    """The Python files of the projects of `paths` (files or folders): all those below each one's root, found as
+    `discover` finds them (its keyword arguments: the configuration's excludes, .gitignore); a path with no root
+    brings only itself."""
+    from mhalint.discovery import discover
+
+    known: dict[str, str | None] = {}
+    roots = sorted({root for path in paths if (root := project_root(str(path), known)) is not None})
+    discovery.pop("force_exclude", None)  # the project's own files are walked, never named
+    return [str(path) for path in discover(roots, extensions=(".py",), **discovery).files] if roots else []
 
 
 def _parse(path: str, raw: bytes | None, limits: Limits):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Mapping
 
 from mhalint import config
-from mhalint.analysis.project import Project
+from mhalint.analysis.project import Project, project_root
 from mhalint.config import ConfigError
 from mhalint.discovery import discover, excluded
 from mhalint.engine import Checker, Result
@@ -164,12 +164,14 @@ class Session:
 
     @property
     def project(self) -> Project:
-        """The workspace's Python files, found once (with the first root's excludes), with the open buffers."""
+        """The Python files of the workspace folders' projects (each from the nearest project root at or above the
+        folder, as `mhalint check` finds it), found once with the folder's excludes, with the open buffers."""
         if self._project is None:
             files: list[str] = []
             for root in self.roots:
                 settings = self.settings_for(Source("", os.path.join(root, "__init__.py"), None)).settings
-                files += map(str, discover([root], extensions=(".py",), respect_gitignore=settings.respect_gitignore,
+                top = project_root(root) or root
+                files += map(str, discover([top], extensions=(".py",), respect_gitignore=settings.respect_gitignore,
                                            exclude=settings.exclude, default_exclude=settings.default_exclude,
                                            anchors=[settings.config.root]).files)
             self._project = Project([*files, *self.buffers], overlay=self.buffers)
