@@ -76,9 +76,10 @@ MAX_INDEX_BYTES = 256 * 2**20  # an index past this is not read (a 6,600-file tr
 MAX_FINDINGS_PER_FILE = 100_000
 MAX_IMPORTS_PER_FILE = 100_000
 _MAX_MODULE = 4096  # characters of a dotted module name
-_IMPORTED = re.compile(r"[A-Z][A-Za-z0-9_]*")  # a class name as the index reads it (capitalised, ASCII)
-_LOCAL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_WRITTEN = re.compile(r"[A-Za-z0-9_.]*")  # a module as written in an import, resolved
+# Each import the index keeps, its fields joined by spaces: a class name as the index reads it (capitalised,
+# ASCII), the module (as written, resolved), the local name; one a line.
+_IMPORT = r"[A-Z][A-Za-z0-9_]* [A-Za-z0-9_.]* [A-Za-z_][A-Za-z0-9_]*"
+_IMPORT_LINES = re.compile(f"(?:{_IMPORT}(?:\n{_IMPORT})*)?")
 _DIGEST_SIZE = 16
 _HEX_LENGTH = 2 * _DIGEST_SIZE
 _HEX_DIGEST = re.compile(f"[0-9a-f]{{{_HEX_LENGTH}}}")
@@ -129,14 +130,14 @@ class Cache:
         when they differ, and the caller, who reads the file anyway, asks `lookup_content`. Findings that
         depended on other files hold only while `project()`, the run's fingerprint of them, is unchanged."""
         entry = self._entries.get(self._key(path))
-        if entry is None or _stale(entry, project):
+        if entry is None:
             return None
         try:
             stat = os.stat(path)
         except OSError:
             return None
-        if stat.st_size != entry[_SIZE] or stat.st_mtime_ns != entry[_MTIME]:
-            return None
+        if stat.st_size != entry[_SIZE] or stat.st_mtime_ns != entry[_MTIME] or _stale(entry, project):
+            return None  # the fingerprint last: it walks the project
         return [_with_path(f, path) for f in entry[_FINDINGS]]
 
     @staticmethod
@@ -301,28 +302,25 @@ class Cache:
 
 
 def _index_entries(document: dict) -> dict[str, _Imports]:
-    """The project index's entries that are exactly what `keep_imports` writes (names interned, as the index
-    keeps them); the others are left out."""
+    """The project index's entries that are exactly what `keep_imports` writes; the others are left out. An
+    entry's imports are checked in one pass: each a list of three strings (joining raises on anything else) which,
+    joined, are names as the index reads them, one import a line."""
     entries = {}
-    intern = sys.intern
     for path, value in document.items():
         if type(value) is not list or len(value) != 4 or not _is_absolute(path):
             continue
         size, mtime_ns, module, imports = value
         if not (type(size) is int and 0 <= size < _INT64 and type(mtime_ns) is int and -_INT64 <= mtime_ns < _INT64
                 and type(module) is str and len(module) <= _MAX_MODULE and type(imports) is list
-                and len(imports) <= MAX_IMPORTS_PER_FILE):
+                and len(imports) <= MAX_IMPORTS_PER_FILE and set(map(type, imports)) <= {list}
+                and set(map(len, imports)) <= {3}):
             continue
-        kept = []
-        for item in imports:
-            if type(item) is not list or len(item) != 3 or not all(type(part) is str for part in item):
-                break
-            name, source, local = item
-            if not (_IMPORTED.fullmatch(name) and _WRITTEN.fullmatch(source) and _LOCAL.fullmatch(local)):
-                break
-            kept.append((intern(name), intern(source), intern(local)))
-        else:
-            entries[path] = (size, mtime_ns, module, tuple(kept))
+        try:
+            fields = "\n".join(map(" ".join, imports))
+        except TypeError:
+            continue
+        if _IMPORT_LINES.fullmatch(fields) and fields.count("\n") == max(len(imports) - 1, 0):
+            entries[path] = (size, mtime_ns, module, tuple(map(tuple, imports)))
     return entries
 
 

@@ -4,6 +4,7 @@ findings cache, which must recheck a file when another file its analysis read ch
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -230,3 +231,129 @@ def test_a_wrapper_from_another_file_that_transposes_is_not_assumed_to_pass_its_
     found = mha001(alone)
     assert [f.severity for f in found] == [Severity.WARNING] and found[0].fix is None
     assert any("assuming `SeqFirst` passes it on unchanged" in line for line in found[0].evidence)
+
+
+# ---- a run given some files of a project sees the whole project (issue 35 item 11) ---------------------------------
+UNPACKED = """\
+    from model import Encoder
+
+    def step(x):
+        {unpack} = x.shape
+        return Encoder()(x)
+"""
+SEQUENCE_FIRST_MODEL = MODEL.replace(", batch_first=True", "")
+
+
+def checked(paths: list[Path], cache: Cache | None = None, **discovery):
+    rules = [load_rules()["MHA001"]]
+    return Checker(rules).check_paths(paths, cache=cache, jobs=1, **discovery).findings
+
+
+@pytest.mark.parametrize("marker", ["pyproject.toml", "setup.cfg", "setup.py", ".git"])
+def test_one_file_of_a_project_is_judged_by_the_callers_in_the_others(tmp_path, marker):
+    (tmp_path / marker).mkdir() if marker == ".git" else (tmp_path / marker).write_text("")
+    write(tmp_path, {"src/model.py": SEQUENCE_FIRST_MODEL, "src/train.py": UNPACKED.format(unpack="B, T, C")})
+    [finding] = checked([tmp_path / "src" / "model.py"])
+    assert finding.severity == Severity.ERROR and "`B, T, C = x.shape`, " in finding.message
+    assert "train.py:4" in finding.message
+
+
+def test_the_sequence_first_twin_in_another_file_is_info(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    write(tmp_path, {"model.py": SEQUENCE_FIRST_MODEL, "train.py": UNPACKED.format(unpack="T, B, C")})
+    [finding] = checked([tmp_path / "model.py"])
+    assert finding.severity == Severity.INFO and "`T, B, C = x.shape`" in finding.message
+
+
+def test_without_a_project_root_a_file_alone_stays_unknown(tmp_path):
+    write(tmp_path, {"model.py": SEQUENCE_FIRST_MODEL, "train.py": UNPACKED.format(unpack="B, T, C")})
+    [finding] = checked([tmp_path / "model.py"])
+    assert finding.severity == Severity.WARNING and "train.py" not in finding.message
+
+
+def test_only_the_files_given_are_reported(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    write(tmp_path, {"model.py": SEQUENCE_FIRST_MODEL, "train.py": UNPACKED.format(unpack="B, T, C"),
+                     "other.py": "import torch.nn as nn\nattention = nn.MultiheadAttention(64, 8)\n"})
+    assert [Path(f.path).name for f in checked([tmp_path / "model.py"])] == ["model.py"]
+
+
+@pytest.mark.parametrize("hidden", ["gitignore", "exclude", "default"])
+def test_callers_in_files_the_project_excludes_are_not_followed(tmp_path, hidden):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".gitignore").write_text("scratch/\n" if hidden == "gitignore" else "")
+    folder = {"gitignore": "scratch", "exclude": "scratch", "default": "build"}[hidden]
+    write(tmp_path, {"model.py": SEQUENCE_FIRST_MODEL, f"{folder}/train.py": UNPACKED.format(unpack="B, T, C")})
+    excludes = {"exclude": ["scratch"], "anchors": [tmp_path]} if hidden == "exclude" else {}
+    [finding] = checked([tmp_path / "model.py"], **excludes)
+    assert finding.severity == Severity.WARNING
+    write(tmp_path, {f"{folder}/train.py": "", "train.py": UNPACKED.format(unpack="B, T, C")})
+    [finding] = checked([tmp_path / "model.py"], **excludes)  # the same caller outside them is followed
+    assert finding.severity == Severity.ERROR
+
+
+def test_an_edited_caller_rechecks_the_cached_file_checked_alone(tmp_path):
+    root = tmp_path / "project"
+    (root / ".git").mkdir(parents=True)
+    write(root, {"model.py": SEQUENCE_FIRST_MODEL, "train.py": UNPACKED.format(unpack="B, T, C")})
+    rules = [load_rules()["MHA001"]]
+    cache = tmp_path / "cache"
+    assert [f.severity for f in checked([root / "model.py"], Cache(cache, rules))] == [Severity.ERROR]
+    assert [f.severity for f in checked([root / "model.py"], Cache(cache, rules))] == [Severity.ERROR]
+    write(root, {"train.py": UNPACKED.format(unpack="T, B, C")})  # model.py is unchanged
+    assert [f.severity for f in checked([root / "model.py"], Cache(cache, rules))] == [Severity.INFO]
+
+
+def test_a_warm_index_reads_no_unchanged_file_of_the_project(tmp_path, monkeypatch):
+    from mhalint import scan
+
+    root = tmp_path / "project"
+    (root / "pyproject.toml").parent.mkdir()
+    (root / "pyproject.toml").write_text("")
+    write(root, {"model.py": SEQUENCE_FIRST_MODEL, "train.py": UNPACKED.format(unpack="B, T, C"),
+                 **{f"lib/m{i}.py": f"from model import Encoder\nx = {i}\n" for i in range(5)}})
+    rules = [load_rules()["MHA001"]]
+    checked([root / "model.py"], Cache(tmp_path / "cache", rules))
+    (root / "model.py").write_text(textwrap.dedent(SEQUENCE_FIRST_MODEL) + "\n")  # checked again, index asked
+    read: list[str] = []
+    original = scan.read
+    monkeypatch.setattr(scan, "read", lambda path: read.append(os.path.basename(path)) or original(path))
+    [finding] = checked([root / "model.py"], Cache(tmp_path / "cache", rules))
+    assert finding.severity == Severity.ERROR and read == ["model.py"]
+    write(root, {"lib/m3.py": "from model import Encoder as E\n"})
+    read.clear()
+    checked([root / "model.py"], Cache(tmp_path / "cache", rules))
+    assert sorted(read) == ["m3.py", "model.py"]  # a changed file is read again, the others are not
+
+
+PLANTED_IMPORTS = {
+    "not a list": lambda entry: "x",
+    "a field more": lambda entry: [*entry, 1],
+    "a negative size": lambda entry: [-1, *entry[1:]],
+    "a class name with a newline": lambda entry: [*entry[:3], [["Encoder\n", "model", "Encoder"]]],
+    "a class name that is not one": lambda entry: [*entry[:3], [["encoder()", "model", "Encoder"]]],
+    "a module with a slash": lambda entry: [*entry[:3], [["Encoder", "../model", "Encoder"]]],
+    "an import of two parts": lambda entry: [*entry[:3], [["Encoder", "model"]]],
+    "a number for a name": lambda entry: [*entry[:3], [[1, "model", "Encoder"]]],
+}
+
+
+@pytest.mark.parametrize("change", PLANTED_IMPORTS.values(), ids=PLANTED_IMPORTS.keys())
+def test_a_planted_index_entry_is_dropped_and_its_file_read_again(tmp_path, change):
+    import json
+
+    root = tmp_path / "project"
+    (root / ".git").mkdir(parents=True)
+    write(root, {"model.py": SEQUENCE_FIRST_MODEL, "train.py": UNPACKED.format(unpack="B, T, C")})
+    rules = [load_rules()["MHA001"]]
+    checked([root / "model.py"], Cache(tmp_path / "cache", rules))
+    [index] = (tmp_path / "cache").glob("findings-*.json")
+    document = json.loads(index.read_bytes())
+    train = str(root / "train.py")
+    original = document["imports"][train]
+    document["imports"][train] = change(original)
+    document["entries"].clear()  # model.py is checked again, so the index is asked
+    index.write_bytes(json.dumps(document).encode())
+    [finding] = checked([root / "model.py"], Cache(tmp_path / "cache", rules))
+    assert finding.severity == Severity.ERROR
+    assert json.loads(index.read_bytes())["imports"][train] == original

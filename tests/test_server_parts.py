@@ -18,6 +18,7 @@ from lsprotocol import types
 
 from mhalint.analysis.project import Project
 from mhalint.budget import Cancelled, Limits
+from mhalint.finding import Severity
 from mhalint.references import Place, places
 from mhalint.server.convert import Lines, replacement
 from mhalint.server.options import ClientOptions, OptionsError
@@ -371,3 +372,26 @@ def test_the_linter_does_not_import_the_server_or_pygls():
     completed = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True,
                                timeout=60, check=True)
     assert json.loads(completed.stdout) == []
+
+
+def test_a_workspace_folder_inside_a_project_sees_the_whole_project(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "lib" / "model.py").write_text(textwrap.dedent("""\
+        import torch.nn as nn
+
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = nn.MultiheadAttention(64, 8)
+
+            def forward(self, x):
+                return self.attn(x, x, x, need_weights=False)[0]
+        """))
+    (tmp_path / "scripts" / "train.py").write_text("from lib.model import Encoder\n\ndef step(x):\n"
+                                                   "    B, T, C = x.shape\n    return Encoder()(x)\n")
+    model = tmp_path / "lib" / "model.py"
+    session = Session([str(tmp_path / "lib")])
+    [finding] = session.check(Source(model.as_uri(), str(model), 1, text=model.read_text())).findings
+    assert finding.severity == Severity.ERROR and "train.py" in finding.message

@@ -69,6 +69,7 @@ class Project:
         self.reads: set[str] = set()  # the files whose contexts were asked for, until the caller clears it
         self._attention: dict[str, bool] = {}  # names_attention's answers
         self._module_names: dict[str, str] = {}
+        self._packages: dict[str, bool] = {}  # folder -> holds an __init__.py
 
     @property
     def paths(self) -> list[str]:
@@ -169,7 +170,7 @@ class Project:
 
     def _module(self, path: str) -> str:
         if path not in self._module_names:
-            self._module_names[path] = module_name(path)
+            self._module_names[path] = module_name(path, self._packages)
         return self._module_names[path]
 
     @cached_property
@@ -191,6 +192,7 @@ class Project:
         if exists != (path in self.paths) and path.endswith(".py"):
             self.paths = [other for other in self.paths if other != path] + ([path] if exists else [])
             self._module_names.clear()  # an __init__.py made or removed renames the modules around it
+            self._packages.clear()
             self.__dict__.pop("_names", None)
             self.__dict__.pop("_modules", None)
             self._resolved.clear()
@@ -268,12 +270,15 @@ class Project:
         return os.path.relpath(path, os.path.dirname(os.path.abspath(home)))
 
 
-def module_name(path: str) -> str:
+def module_name(path: str, packages: dict[str, bool] | None = None) -> str:
     """`pkg.sub.model` for pkg/sub/model.py where pkg and sub hold an `__init__.py`; `model` for a script
-    directory (its siblings import it by that name); a package's `__init__.py` is the package."""
+    directory (its siblings import it by that name); a package's `__init__.py` is the package. `packages`: which
+    folders are known to be packages (filled here: the files of a project share their folders)."""
+    packages = {} if packages is None else packages
     folder, stem = os.path.split(path)
     parts = [] if stem == "__init__.py" else [stem[:-3]]
-    while os.path.isfile(os.path.join(folder, "__init__.py")):
+    while packages.get(folder) or (folder not in packages and packages.setdefault(
+            folder, os.path.isfile(os.path.join(folder, "__init__.py")))):
         folder, package = os.path.split(folder)
         parts.insert(0, package)
     return ".".join(parts)
