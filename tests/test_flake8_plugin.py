@@ -12,6 +12,7 @@ import pytest
 
 from mhalint.engine import Checker
 from mhalint.rule import load_rules
+from wrapped import CALLER, ENCODER
 
 pytest.importorskip("flake8")
 
@@ -226,19 +227,8 @@ def test_a_broken_configuration_is_said_once_and_the_defaults_apply(project: Pat
 def test_a_file_is_judged_by_the_callers_in_the_rest_of_its_project(tmp_path):
     """flake8 hands the plugin one file at a time; the analysis still sees the other files of the project."""
     (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "model.py").write_text(textwrap.dedent("""\
-        import torch.nn as nn
-
-        class Encoder(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.attn = nn.MultiheadAttention(64, 8)
-
-            def forward(self, x):
-                return self.attn(x, x, x, need_weights=False)[0]
-        """))
-    (tmp_path / "train.py").write_text("from model import Encoder\n\ndef step(x):\n    B, T, C = x.shape\n"
-                                       "    return Encoder()(x)\n")
+    (tmp_path / "model.py").write_text(ENCODER)
+    (tmp_path / "train.py").write_text(CALLER.format(module="model", unpack="B, T, C"))
     [reported] = parsed(flake8("model.py", cwd=tmp_path).stdout)
     assert reported["severity"] == "error" and "train.py:4" in reported["text"]
     (tmp_path / "pyproject.toml").unlink()  # no project root: the file alone

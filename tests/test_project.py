@@ -17,7 +17,7 @@ from mhalint.cache import Cache
 from mhalint.engine import Checker
 from mhalint.finding import Severity
 from mhalint.rule import load_rules
-from wrapped import MODEL_AROUND
+from wrapped import CALLER, ENCODER, MODEL_AROUND
 
 MODEL = """\
     import torch.nn as nn
@@ -234,14 +234,8 @@ def test_a_wrapper_from_another_file_that_transposes_is_not_assumed_to_pass_its_
 
 
 # ---- a run given some files of a project sees the whole project (issue 35 item 11) ---------------------------------
-UNPACKED = """\
-    from model import Encoder
-
-    def step(x):
-        {unpack} = x.shape
-        return Encoder()(x)
-"""
-SEQUENCE_FIRST_MODEL = MODEL.replace(", batch_first=True", "")
+UNPACKED = CALLER.replace("{module}", "model")
+SEQUENCE_FIRST_MODEL = ENCODER
 
 
 def checked(paths: list[Path], cache: Cache | None = None, **discovery):
@@ -314,7 +308,7 @@ def test_a_warm_index_reads_no_unchanged_file_of_the_project(tmp_path, monkeypat
                  **{f"lib/m{i}.py": f"from model import Encoder\nx = {i}\n" for i in range(5)}})
     rules = [load_rules()["MHA001"]]
     checked([root / "model.py"], Cache(tmp_path / "cache", rules))
-    (root / "model.py").write_text(textwrap.dedent(SEQUENCE_FIRST_MODEL) + "\n")  # checked again, index asked
+    (root / "model.py").write_text(SEQUENCE_FIRST_MODEL + "\n")  # checked again, index asked
     read: list[str] = []
     original = scan.read
     monkeypatch.setattr(scan, "read", lambda path: read.append(os.path.basename(path)) or original(path))

@@ -26,6 +26,7 @@ from mhalint.server.scheduler import Scheduler
 from mhalint.server.session import Session, Source, encoded
 
 from lsp import apply, server_environment
+from wrapped import CALLER, ENCODER
 
 # ---- options ----
 
@@ -378,20 +379,9 @@ def test_a_workspace_folder_inside_a_project_sees_the_whole_project(tmp_path):
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "lib").mkdir()
     (tmp_path / "scripts").mkdir()
-    (tmp_path / "lib" / "model.py").write_text(textwrap.dedent("""\
-        import torch.nn as nn
-
-        class Encoder(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.attn = nn.MultiheadAttention(64, 8)
-
-            def forward(self, x):
-                return self.attn(x, x, x, need_weights=False)[0]
-        """))
-    (tmp_path / "scripts" / "train.py").write_text("from lib.model import Encoder\n\ndef step(x):\n"
-                                                   "    B, T, C = x.shape\n    return Encoder()(x)\n")
     model = tmp_path / "lib" / "model.py"
+    model.write_text(ENCODER)
+    (tmp_path / "scripts" / "train.py").write_text(CALLER.format(module="lib.model", unpack="B, T, C"))
     session = Session([str(tmp_path / "lib")])
     [finding] = session.check(Source(model.as_uri(), str(model), 1, text=model.read_text())).findings
     assert finding.severity == Severity.ERROR and "train.py" in finding.message

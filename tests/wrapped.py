@@ -11,3 +11,24 @@ class Model(nn.Module):
         B, T, C = x.shape
         return self.block(x)
 """
+
+# A project split in two files: the class in one, the caller that shows the layout in the other (test_project.py,
+# test_flake8_plugin.py and test_server_parts.py check one file of it alone).
+ENCODER = """\
+import torch.nn as nn
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(64, 8)
+
+    def forward(self, x):
+        return self.attn(x, x, x, need_weights=False)[0]
+"""
+CALLER = """\
+from {module} import Encoder
+
+def step(x):
+    {unpack} = x.shape
+    return Encoder()(x)
+"""
