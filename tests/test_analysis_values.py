@@ -268,3 +268,68 @@ def test_a_partial_of_a_project_class_passes_its_keywords(lint):
     assert lint(PARTIAL.format("True"), "MHA001") == []
     [finding] = lint(PARTIAL.format("False"), "MHA001")
     assert "`Wide(...)` at line 11 passes batch_first=False" in finding.evidence
+
+
+# ---- a value returned in a tuple --------------------------------------------------------------------------------
+def test_a_mask_returned_in_a_tuple_keeps_its_construction(lint):
+    source = """\
+        import torch
+        import torch.nn as nn
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def get_mask(self, x, lengths):
+                keep = torch.arange(x.shape[1])[None, :] {op} lengths[:, None]
+                return keep, x
+            def forward(self, x, lengths):
+                mask, x = self.get_mask(x, lengths)
+                return self.attn(x, x, x, key_padding_mask=mask, need_weights=False)[0]
+    """
+    [finding] = lint(source.format(op="<"), "MHA002")
+    assert finding.severity is Severity.ERROR
+    assert finding.evidence[0] == "`mask, x = self.get_mask(x, lengths)` at line 11 (`mask` is `keep` there)"
+    assert lint(source.format(op=">="), "MHA002") == []
+
+
+def test_sizes_unpacked_from_a_helper(lint):
+    source = """\
+        import torch.nn as nn
+        def sizes():
+            return 64, {heads}
+        dim, heads = sizes()
+        attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+    """
+    [finding] = lint(source.format(heads=5), "MHA004")
+    assert "gives `heads` 5" in " ".join(finding.evidence), finding.evidence
+    assert lint(source.format(heads=8), "MHA004") == []
+
+
+BATCH = """\
+    import torch
+    import torch.nn as nn
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(64, 8, batch_first=True), 2)
+        def forward(self, tokens, lengths):
+            keep = torch.arange(tokens.shape[1])[None, :] < lengths[:, None]
+            batch = {{"tokens": tokens, "mask": {mask}}}
+            return self.encoder(tokens, src_key_padding_mask=batch["mask"])
+"""
+
+
+def test_a_mask_read_from_a_dict_entry(lint):
+    [finding] = lint(BATCH.format(mask="keep"), "MHA002")
+    assert finding.evidence[0] == '`batch["mask"]` is `keep`, set at line 9', finding.evidence
+    assert lint(BATCH.format(mask="~keep"), "MHA002") == []
+
+
+@pytest.mark.parametrize(("compared", "flagged"), [("== 1", True), ("== 0", False)])
+def test_a_tokenizer_mask_read_from_a_batch_by_its_key(lint, compared, flagged):
+    source = ("import torch.nn as nn\nlayer = nn.TransformerEncoderLayer(64, 8, batch_first=True)\n"
+              f"def forward(batch):\n    return layer(batch['x'], src_key_padding_mask=batch['attention_mask'] {compared})\n")
+    found = lint(source, "MHA002")
+    assert len(found) == (1 if flagged else 0), found
+    if flagged:
+        assert "`attention_mask` is a tokenizer's mask by its name, 1 at real tokens" in found[0].evidence[0]

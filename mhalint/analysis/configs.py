@@ -78,14 +78,22 @@ def read(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int)
     return reaches
 
 
+def string_key(expr: cst.BaseExpression) -> str | None:
+    """`"x"` for `cfg["x"]`; None for any other expression."""
+    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+        key = expr.slice[0].slice.value
+        if isinstance(key, cst.SimpleString) and isinstance(key.evaluated_value, str):
+            return key.evaluated_value
+    return None
+
+
 def _access(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope):
     """(the object, the field's name, the default expression or None) of a field access; (None, "", None) else."""
     if isinstance(expr, cst.Attribute):
         return expr.value, expr.attr.value, None
-    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
-        key = expr.slice[0].slice.value
-        if isinstance(key, cst.SimpleString) and isinstance(key.evaluated_value, str):
-            return expr.value, key.evaluated_value, None
+    key = string_key(expr)
+    if key is not None:
+        return expr.value, key, None
     if isinstance(expr, cst.Call) and not any(arg.keyword or arg.star for arg in expr.args):
         func, args = expr.func, expr.args
         getter = isinstance(func, cst.Name) and func.value == "getattr" and not ctx.bindings("getattr", scope)
@@ -400,16 +408,30 @@ def _field_default(ctx: ModuleContext, value: cst.BaseExpression | None, klass: 
     return None
 
 
+def _entries(obj: Obj) -> list[tuple[str, cst.BaseExpression, cst.CSTNode]] | None:
+    """(key, value, where it is written) of a dict literal or of `dict(...)`/`SimpleNamespace(...)`'s keywords;
+    None when a key is not a plain string or another mapping is spread in."""
+    if not isinstance(obj.mapping, cst.Dict):
+        return [(arg.keyword.value, arg.value, arg) for arg in obj.mapping.args]
+    entries = []
+    for element in obj.mapping.elements:
+        if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
+            return None
+        entries.append((element.key.evaluated_value, element.value, element.key))
+    return entries
+
+
+def entry(obj: Obj, name: str) -> cst.BaseExpression | None:
+    """The expression a mapping holds under `name`, when it has one."""
+    found = [value for key, value, _ in _entries(obj) or () if key == name]
+    return found[-1] if found else None
+
+
 def _item(obj: Obj, name: str, depth: int) -> list | object | None:
     """A key of a dict literal, or a keyword of `dict(...)`/`SimpleNamespace(...)`."""
-    entries = []
-    if isinstance(obj.mapping, cst.Dict):
-        for element in obj.mapping.elements:
-            if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
-                return None  # `**other`, or a computed key
-            entries.append((element.key.evaluated_value, element.value, element.key))
-    else:
-        entries = [(arg.keyword.value, arg.value, arg) for arg in obj.mapping.args]
+    entries = _entries(obj)
+    if entries is None:
+        return None
     found = [(value, node) for key, value, node in entries if key == name]
     if not found:
         return ABSENT

@@ -15,7 +15,10 @@ from dataclasses import dataclass, replace
 
 from mhalint import torchapi
 from mhalint.analysis import dataflow, documented
+from mhalint.analysis import configs
+from mhalint.analysis.configs import string_key
 from mhalint.analysis.calls import callers, mask_arguments, project_function, returned
+from mhalint.analysis.tuples import unpacked
 from mhalint.context import ModuleContext, Scope
 from mhalint.finding import shorten
 from mhalint.lazy import cst
@@ -69,7 +72,9 @@ class MaskReader:
             inner = self.read(expr.expression, scope, use, depth + 1)
             return inner.flipped(self._at(f"inverted with `{self.ctx.code(expr)}`", expr)) if inner else None
         if isinstance(expr, cst.Subscript):
-            return self.read(expr.value, scope, use, depth + 1)
+            key = string_key(expr)
+            return self._entry(expr, key, scope, use, depth) if key is not None else \
+                self.read(expr.value, scope, use, depth + 1)
         if isinstance(expr, cst.Comparison):
             return self._comparison(expr, scope, use, depth)
         if isinstance(expr, cst.BinaryOperation):
@@ -103,9 +108,12 @@ class MaskReader:
         if binding is not None and binding.kind == "param":
             return self._parameter(name, binding, depth) or self._documented(name, binding) \
                 or self._guess(name, scope, use, binding)
-        if binding is None or binding.value is None or binding.kind != "assign":
+        source = (binding.value, binding.scope) if binding is not None and binding.kind == "assign" else \
+            unpacked(self.ctx, binding) if binding is not None else None
+        if source is None or source[0] is None:
             return self._guess(name, scope, use, binding)
-        found = self._written(name, binding, self.read(binding.value, binding.scope, binding.node, depth + 1))
+        found = self._written(name, binding, self.read(source[0], source[1], source[0] if binding.kind == "unpack"
+                                                       else binding.node, depth + 1))
         if found is not None and found.polarity is not None and found.weak:
             here = self._guess(name, scope, use, binding)
             if here is not None and here.polarity != found.polarity:
@@ -116,8 +124,10 @@ class MaskReader:
                 if found is not None and found.origin_line is None and found.evidence else found
         if found.origin_line is None:
             found = replace(found, origin_line=self.ctx.line(binding.node))
-        return replace(found, evidence=(f"`{name} = {self.ctx.code(binding.value)}` at line "
-                                        f"{self.ctx.line(binding.node)}",) + found.evidence
+        line = self.ctx.line(binding.node)
+        written = f"`{name} = {self.ctx.code(binding.value)}` at line {line}" if binding.kind == "assign" else \
+            f"`{self.ctx.code(binding.node)}` at line {line} (`{name}` is `{self.ctx.code(source[0])}` there)"
+        return replace(found, evidence=(written,) + found.evidence
                        if not found.evidence or not found.evidence[0].startswith(f"`{name} =") else found.evidence)
 
     def _parameter(self, name: str, binding, depth: int) -> Mask | None:
@@ -154,6 +164,19 @@ class MaskReader:
         return Mask(kind, KEEP if keeps else IGNORE, (f"the docstring of `{function.name.value}()` documents "
                                                       f"`{name}`: \"{shorten(sentence, 100)}\" (line {line})",),
                     origin_line=line, documented=True)
+
+    def _entry(self, expr: cst.Subscript, key: str, scope: Scope, use, depth: int) -> Mask | None:
+        """`batch["attention_mask"]`: the entry of a dict this file builds (`{"attention_mask": m}`), else what
+        the key's name suggests (weak), as for a variable of that name."""
+        found = configs.objects(self.ctx, expr.value, scope, depth + 1)
+        if found and all(obj.mapping is not None and obj.ctx is self.ctx for obj in found):
+            entries = [configs.entry(obj, key) for obj in found]
+            if all(entry is not None for entry in entries):
+                read = [self.read(entry, obj.scope, entry, depth + 1) for entry, obj in zip(entries, found)]
+                return _agreed([replace(mask, evidence=(f"`{self.ctx.code(expr)}` is `{self.ctx.code(entry)}`, "
+                                                        f"set at line {self.ctx.line(entry)}",) + mask.evidence)
+                                if mask is not None else None for mask, entry in zip(read, entries)])
+        return self._by_name(key)
 
     def _guess(self, name: str, scope: Scope, use: cst.CSTNode, binding) -> Mask | None:
         """The convention only another use or the name suggests (weak)."""
@@ -223,7 +246,7 @@ class MaskReader:
     def _tokenizer_mask(self, side: cst.BaseExpression, node: cst.CSTNode) -> Mask | None:
         """`attention_mask == 0`: a tokenizer's mask by its name, and compared with 0 or 1, so it holds 0/1
         values; two signals together say 1 = real token."""
-        name = _plain_name(side) or (side.attr.value if isinstance(side, cst.Attribute) else None)
+        name = string_key(side) or _plain_name(side) or (side.attr.value if isinstance(side, cst.Attribute) else None)
         if name is None or not TOKENIZER_MASK_NAME.match(name):
             return None
         return Mask(ZERO_ONE, KEEP, (self._at(f"`{name}` is a tokenizer's mask by its name, 1 at real tokens, and "

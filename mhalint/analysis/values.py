@@ -15,6 +15,7 @@ from mhalint import torchapi
 from mhalint.analysis import configs
 from mhalint.analysis.calls import Construction
 from mhalint.analysis.sites import place, project_callers
+from mhalint.analysis.tuples import unpacked
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
 
@@ -191,6 +192,11 @@ def _agreed_bindings(ctx: ModuleContext, name: str, bindings: list[Binding], dep
     for binding in bindings:
         if binding.kind == "param":
             value = _parameter(ctx, name, binding, depth)
+        elif binding.kind == "unpack":
+            source = unpacked(ctx, binding)
+            value = resolve(ctx, source[0], source[1], depth + 1) if source is not None else None
+            value = Value(value.value, (f"`{ctx.code(binding.node)}` at line {ctx.line(binding.node)} gives `{name}` "
+                                        f"{ctx.code(source[0])}",) + value.trail) if value else None
         elif binding.kind != "assign" or binding.value is None:
             return None
         else:
