@@ -8,7 +8,7 @@ from mhalint import torchapi
 from mhalint.analysis.calls import bind, call_target, callers, with_argument
 from mhalint.analysis.values import resolve
 from mhalint.context import Scope
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, Severity
+from mhalint.finding import NOT_CONFIRMED, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 
@@ -366,6 +366,8 @@ class AttentionDropoutInEval(Rule):
     def probe(arguments: dict, torch) -> tuple[str, str]:
         """Call the API twice with the site's dropout (0.1 when unknown) under eval and no_grad, and compare the
         two outputs and the output without dropout (docs/torch-facts.md#dropout)."""
+        from mhalint.probe import support
+
         F = torch.nn.functional
         p = arguments.get("dropout_p")
         stood_in = not isinstance(p, int | float) or isinstance(p, bool) or not 0 < p < 1
@@ -390,9 +392,12 @@ class AttentionDropoutInEval(Rule):
         off = float((first - clean).norm() / clean.norm())
         setup = (f"CPU, {what}, (N, h, L, E)=({n}, {h}, {length}, {d}), p={p}"
                  f"{' (a stand-in: the site value is not known)' if stood_in else ''}, under no_grad")
+        rebuilt = support.Rebuilt()
+        if stood_in:
+            rebuilt.assume(f"dropout_p={p}")
         if apart > 1e-6:
-            return CONFIRMED, (f"two identical eval calls differed by up to {apart:.2f}, and were {off:.0%} "
-                               f"(relative L2) off the output without dropout ({setup})")
+            return rebuilt.verdict(f"two identical eval calls differed by up to {apart:.2f}, and were {off:.0%} "
+                                   f"(relative L2) off the output without dropout ({setup})")
         return NOT_CONFIRMED, f"two identical calls gave the same output ({setup})"
 
     @staticmethod

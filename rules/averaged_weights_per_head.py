@@ -16,7 +16,7 @@ from mhalint.analysis.tensors import ShapeReader
 from mhalint.analysis.values import constructor_values, resolve, taking
 from mhalint.analysis.vocabulary import KEEPS_AXES
 from mhalint.context import Scope
-from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, UNSAFE, Severity, shorten
+from mhalint.finding import HEADLINE_LIMIT, NOT_CONFIRMED, UNSAFE, Severity, shorten
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 
@@ -255,7 +255,8 @@ class AveragedWeightsPerHead(Rule):
 
         spec = {key: value for key, value in arguments.items() if key != "api"}
         spec["api"] = torchapi.MHA
-        embed, heads, notes = support.dims(spec)
+        rebuilt = support.Rebuilt()
+        embed, heads, notes = support.dims(spec, rebuilt)
         n, length = 2, max(5, heads)
         module = torch.nn.MultiheadAttention(embed, heads, batch_first=True)
         with torch.no_grad():
@@ -272,7 +273,7 @@ class AveragedWeightsPerHead(Rule):
         shapes = (f"the averaged weights are {tuple(averaged.shape)}, the per-head ones {tuple(per_head.shape)}; "
                   f"`w[:, head]` is {tuple(averaged[:, 0].shape)}")
         if as_rows < 1e-5 and off > 1e-3:
-            return CONFIRMED, (f"{shapes}: for every head it is query row `head` of the average (max diff "
+            return rebuilt.verdict(f"{shapes}: for every head it is query row `head` of the average (max diff "
                                f"{as_rows:.1e}) and is {off:.3f} away from head `head`'s own weights for that query "
                                f"({sizes})")
         return NOT_CONFIRMED, (f"{shapes}; it is {as_rows:.1e} from query row `head` of the average and {off:.3f} "

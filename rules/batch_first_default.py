@@ -9,7 +9,7 @@ from mhalint.analysis.axes import BATCH_FIRST, SEQ_FIRST, Strength, layout, weak
 from mhalint.analysis.calls import ModuleCall, construction, module_calls, with_argument
 from mhalint.analysis.stops import PRIORITY
 from mhalint.analysis.tensors import ShapeReader, Traced
-from mhalint.finding import HEADLINE_LIMIT, CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
+from mhalint.finding import HEADLINE_LIMIT, NOT_CONFIRMED, UNSAFE, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.analysis.values import Value, alternatives, constructor_values, forwarded, resolve
@@ -348,11 +348,13 @@ class BatchFirstDefault(Rule):
         from mhalint.probe import support
 
         batch_first = bool(arguments.get("batch_first", False))
-        module, embed, heads, notes = support.build(torch, arguments, batch_first=batch_first)
+        rebuilt = support.Rebuilt()
         layout = arguments.get("layout")
         from_site = layout in (BATCH_FIRST, SEQ_FIRST)
         if not from_site:
             layout = SEQ_FIRST if batch_first else BATCH_FIRST
+            rebuilt.assume(f"{layout} data and batch_first={batch_first}")
+        module, embed, heads, notes = support.build(torch, arguments, batch_first, rebuilt)
         n, length = support.N, support.L
         data = torch.randn(n, length, embed) if layout == BATCH_FIRST else torch.randn(length, n, embed)
         sample = (lambda t, i: t[i]) if layout == BATCH_FIRST else (lambda t, i: t[:, i])
@@ -373,6 +375,6 @@ class BatchFirstDefault(Rule):
         if moved > 1e-6:
             # the shape tell before the sizes: a concise report cuts the text at HEADLINE_LIMIT characters
             found = f"changing sample 1 moved sample 0's output by {moved:.3f}{tell} ({sizes})"
-            return (CONFIRMED, f"{fed}, {found}") if from_site else (REPRODUCED, f"reproduced {fed}: {found}")
+            return rebuilt.verdict(f"{fed}, {found}" if from_site else found)
         return NOT_CONFIRMED, (f"{fed}, sample 0's output stayed put when sample 1 changed (max change "
                                f"{moved:.1e}; {sizes})")

@@ -9,7 +9,7 @@ from mhalint.analysis.calls import PROJECT_PREFIX, returned
 from mhalint import torchapi
 from mhalint.analysis.values import resolve
 from mhalint.context import Scope
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, Severity
+from mhalint.finding import NOT_CONFIRMED, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.walk import own_nodes, walk
@@ -528,12 +528,15 @@ class FlexModConvention(Rule):
     def probe(arguments: dict, torch) -> tuple[str, str]:
         """Re-create the finding's mod in a small eager flex_attention run on the CPU and compare it with the
         intended one (docs/torch-facts.md#flex-mod-convention)."""
+        from mhalint.probe import support
+
         import math
         import warnings
 
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
         n, heads, length, size = 2, 4, 16, 16
+        rebuilt = support.Rebuilt()  # the site's mod is what runs; the data and lengths are the experiment's
         generator = torch.Generator().manual_seed(0)
         q, k, v = (torch.randn(n, heads, length, size, generator=generator) for _ in range(3))
         lengths = torch.tensor([length, 10])
@@ -557,7 +560,7 @@ class FlexModConvention(Rule):
             gap = float((given - right).abs().max())
             rows = f"; query rows {zeros} are all zeros" if zeros else ""
             what = f"a mask_mod keeping q_idx {op} kv_idx is {gap:.2f} away from q_idx >= kv_idx (causal){rows}"
-            return (CONFIRMED if gap > 1e-3 else NOT_CONFIRMED), f"{what} ({setup})"
+            return rebuilt.outcome(gap > 1e-3, f"{what} ({setup})")
         if kind == "padding":
             if arguments.get("side") == "query":
                 given = run(block_mask=blocks(lambda b, h, qi, ki: qi >= lengths[b], n))
@@ -569,7 +572,7 @@ class FlexModConvention(Rule):
             full = bool((given[0] == 0).all())
             what = (f"the inverted padding mask_mod is {gap:.2f} away from the right one"
                     + ("; the full-length sample is all zeros" if full else ""))
-            return (CONFIRMED if gap > 1e-3 else NOT_CONFIRMED), f"{what} ({setup}, lengths 16 and 10)"
+            return rebuilt.outcome(gap > 1e-3, f"{what} ({setup}, lengths 16 and 10)")
         default = run()
         q2, k2 = torch.randn(2, n, heads, length, size, generator=generator)
         if kind == "score_bool":
@@ -581,7 +584,7 @@ class FlexModConvention(Rule):
             same = float((given - other).abs().max())
             what = (f"a score_mod returning q_idx >= kv_idx is {gap:.2f} away from causal attention and gives the "
                     f"same output for other queries and keys (max diff {same:.1e})")
-            return (CONFIRMED if gap > 1e-3 and same < 1e-5 else NOT_CONFIRMED), f"{what} ({setup})"
+            return rebuilt.outcome(gap > 1e-3 and same < 1e-5, f"{what} ({setup})")
         if kind == "score_dropped":
             given = run(score_mod=lambda s, b, h, qi, ki: bias[h][qi][ki])
             with warnings.catch_warnings():
@@ -591,7 +594,7 @@ class FlexModConvention(Rule):
             same = float((given - other).abs().max())
             what = (f"a score_mod returning only bias[h][q_idx][kv_idx] is {gap:.2f} away from score + bias and gives "
                     f"the same output for other queries and keys (max diff {same:.1e})")
-            return (CONFIRMED if gap > 1e-3 and same < 1e-5 else NOT_CONFIRMED), f"{what} ({setup})"
+            return rebuilt.outcome(gap > 1e-3 and same < 1e-5, f"{what} ({setup})")
         if kind == "score_sqrt":
             given = run(score_mod=lambda s, b, h, qi, ki: s / math.sqrt(size))
             gap = float((given - default).abs().max())
@@ -599,7 +602,7 @@ class FlexModConvention(Rule):
                           .abs().max())
             what = (f"score / sqrt({size}) is {gap:.2f} away from the default scale and equal to SDPA with scale "
                     f"1/{size} (max diff {twice:.1e})")
-            return (CONFIRMED if gap > 1e-3 and twice < 1e-4 else NOT_CONFIRMED), f"{what} ({setup})"
+            return rebuilt.outcome(gap > 1e-3 and twice < 1e-4, f"{what} ({setup})")
         return NOT_CONFIRMED, f"no experiment for {kind!r}"
 
     @staticmethod

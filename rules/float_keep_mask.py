@@ -7,7 +7,7 @@ from dataclasses import replace
 from mhalint import torchapi
 from mhalint.analysis.calls import mask_arguments
 from mhalint.context import Scope
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
+from mhalint.finding import NOT_CONFIRMED, UNSAFE, Severity
 from mhalint.lazy import cst
 from mhalint.analysis.masks import ZERO_ONE, Mask, MaskReader
 from mhalint.rule import Invalid, Message, Rule, Valid
@@ -254,11 +254,13 @@ class FloatKeepMask(Rule):
         (tril) mask, or a padding mask for a padding-mask argument, stands in. Confirmed only when the site's
         mask was rebuilt and what its 1s mean is known from its construction; with a stand-in mask or an assumed
         meaning (1 = attend) the result is only reproduced, which says so."""
+        from mhalint.probe import support
+
         n, length = 4, 6
         parameter = str(arguments.get("parameter", "attn_mask"))
         padding = "key_padding_mask" in parameter
         polarity = arguments.get("polarity")
-        premise = []  # what the experiment assumed in place of the site's evidence
+        rebuilt = support.Rebuilt()  # what the experiment assumed in place of the site's evidence
         ones, how = _rebuild(torch, arguments.get("mask_expression"), length, padding)
         if ones is not None:
             ones = ~ones if arguments.get("inverted_after") else ones
@@ -267,13 +269,13 @@ class FloatKeepMask(Rule):
                 lengths = torch.tensor([length, 4, 3, 2])
                 valid = torch.arange(length)[None, :] < lengths[:, None]
                 ones = valid if polarity != IGNORE else ~valid
-                premise.append("mask contents (a padding mask with lengths 6, 4, 3, 2 stood in)")
+                rebuilt.assume("mask contents (a padding mask with lengths 6, 4, 3, 2 stood in)")
             else:
                 causal = torch.tril(torch.ones(length, length, dtype=torch.bool))
                 ones = causal if polarity != IGNORE else ~causal
-                premise.append("mask contents (a causal tril mask stood in)")
+                rebuilt.assume("mask contents (a causal tril mask stood in)")
         if polarity not in (KEEP, IGNORE):
-            premise.append("meaning 1 = attend")
+            rebuilt.assume("meaning 1 = attend")
         keep = ones if polarity != IGNORE else ~ones
         correct = keep if arguments.get("convention") == KEEP else ~keep
         floats = arguments.get("kind", ZERO_ONE) == ZERO_ONE  # a fixed site passes the boolean mask instead
@@ -287,14 +289,12 @@ class FloatKeepMask(Rule):
         target = torchapi.short_name(api)
         if api not in (torchapi.SDPA, torchapi.MHA):
             target += " (run as nn.MultiheadAttention, which adds float masks the same way)"
-        assumed = f"assumed {' and '.join(premise)}" if premise else ""
+        assumed = f"assumed {' and '.join(rebuilt.assumed)}" if rebuilt.assumed else ""
         detail = "; ".join(part for part in (how, assumed) if part)
         if floats and from_correct > 1e-4 and from_none < from_correct:
             found = (f"{target} with the 0/1 float mask as written is {from_correct:.3f} from the result with the "
                      f"boolean mask it stands for and only {from_none:.3f} from no mask at all")
-            if premise:
-                return REPRODUCED, f"reproduced with {assumed}: {found}" + (f"; {how}" if how else "")
-            return CONFIRMED, f"{found}; {how}"
+            return rebuilt.verdict(f"{found}; {how}" if how else found)
         written_as = "the 0/1 float mask" if floats else "the boolean mask"
         return NOT_CONFIRMED, (f"{target} with {written_as} as written is {from_correct:.3f} from the result with "
                                f"the boolean mask in its convention and {from_none:.3f} from no mask; {detail}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mhalint import torchapi
 from mhalint.analysis.calls import construction
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, SKIPPED, Severity
+from mhalint.finding import NOT_CONFIRMED, SKIPPED, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.analysis.values import Value, constructor_values, resolve
@@ -200,6 +200,8 @@ class HeadsNotDividing(Rule):
         """Build the module with the site's sizes (scaled down, keeping the remainder, when they are large) and
         report what the constructor raises (docs/torch-facts.md#heads-dividing). The experiment builds the site's
         own sizes (or stand-ins with the same remainder), so what it shows is the site's outcome: confirmed."""
+        from mhalint.probe import support
+
         api = arguments["api"]
         embed_key, heads_key = _PARAMETERS[api]
         defaults = torchapi.CONSTRUCTOR_DEFAULTS.get(api, {})
@@ -219,7 +221,8 @@ class HeadsNotDividing(Rule):
                 layer(size[0], size[1], 16, 0.0, batch_first=True)
         except (AssertionError, ValueError) as error:
             text = str(error).splitlines()[0] if str(error) else ""
-            return CONFIRMED, (f"{torchapi.short_name(api)}({embed_key}={size[0]}, {heads_key}={size[1]}) raised "
+            return support.Rebuilt().verdict(  # the site's own sizes, or scaled ones with the same remainder
+                f"{torchapi.short_name(api)}({embed_key}={size[0]}, {heads_key}={size[1]}) raised "
                                f"{type(error).__name__}: {text}{_notes(notes)}")
         return NOT_CONFIRMED, (f"{torchapi.short_name(api)}({embed_key}={size[0]}, {heads_key}={size[1]}) was built "
                                f"without error{_notes(notes)}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mhalint import torchapi
 from mhalint.analysis.calls import call_target
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, Severity
+from mhalint.finding import NOT_CONFIRMED, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.analysis.values import constructor_values, resolve, taking
@@ -219,14 +219,10 @@ class IsCausalWithoutMask(Rule):
         if api == torchapi.MHA_FORWARD_FN:
             return _functional(torch, support)
         batch_first = arguments.get("batch_first", True) is not False
-        module, embed, heads, notes = support.build(torch, arguments, batch_first=batch_first)
-        heads_key = "num_heads" if api == torchapi.MHA else "nhead"
-        site_heads = arguments.get(heads_key, torchapi.CONSTRUCTOR_DEFAULTS.get(api, {}).get(heads_key))
-        premise = [] if "batch_first" in arguments else ["batch_first=True"]
-        if not (isinstance(site_heads, int) and not isinstance(site_heads, bool) and site_heads > 0):
-            premise.append(f"{heads_key}={heads}")
-        if "batch_first" not in arguments:
-            notes.append("assumed batch_first=True")
+        rebuilt = support.Rebuilt()
+        if "batch_first" not in arguments:  # the silent result needs the fast path, which needs batch_first=True
+            rebuilt.assume("batch_first=True")
+        module, embed, heads, notes = support.build(torch, arguments, batch_first, rebuilt)
         data = torch.randn(support.N, support.L, embed) if batch_first else torch.randn(support.L, support.N, embed)
         causal = torch.nn.Transformer.generate_square_subsequent_mask(support.L)
         site = {flag: True, **({mask: causal} if arguments.get("mask_given") else {})}  # what the call passes
@@ -239,7 +235,7 @@ class IsCausalWithoutMask(Rule):
             if inference is not None:
                 if training is None:
                     return NOT_CONFIRMED, f"only inference raised: {inference} ({sizes})"
-                return CONFIRMED, f"raises in training and in inference: {inference} ({sizes})"
+                return rebuilt.verdict(f"raises in training and in inference: {inference} ({sizes})")
             output = support.run(module, api, data, **site)
             unmasked = support.max_diff(output, support.run(module, api, data))
             from_causal = support.max_diff(output, support.run(module, api, data, **{mask: causal, flag: True}))
@@ -247,9 +243,7 @@ class IsCausalWithoutMask(Rule):
             trained = f"; in training it raises: {training}" if training else ""
             found = (f"in eval + no_grad the output equals the unmasked output (diff {unmasked:.1e}) and is "
                      f"{from_causal:.2f} away from the causal one{trained} ({sizes})")
-            if premise:
-                return REPRODUCED, f"reproduced with assumed {' and '.join(premise)}: {found}"
-            return CONFIRMED, found
+            return rebuilt.verdict(found)
         return NOT_CONFIRMED, (f"in eval + no_grad the output is {unmasked:.1e} from the unmasked output and "
                                f"{from_causal:.1e} from the causal one ({sizes})")
 
@@ -257,13 +251,15 @@ class IsCausalWithoutMask(Rule):
 def _functional(torch, support) -> tuple[str, str]:
     """F.multi_head_attention_forward checks the hint before anything else: it raises whatever the mode."""
     embed, heads = 16, 2
+    rebuilt = support.Rebuilt()
+    rebuilt.assume(f"embed_dim={embed} and num_heads={heads} (the call's sizes are not read)")
     x = torch.randn(support.L, support.N, embed)
     weight, bias = torch.randn(3 * embed, embed), torch.zeros(3 * embed)
     error = _raises(lambda: torch.nn.functional.multi_head_attention_forward(
         x, x, x, embed, heads, weight, bias, None, None, False, 0.0, torch.randn(embed, embed), torch.zeros(embed),
         training=False, is_causal=True))
     if error is not None:
-        return CONFIRMED, f"the call raises: {error}"
+        return rebuilt.verdict(f"the call raises: {error}")
     return NOT_CONFIRMED, "the call ran without raising"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mhalint import torchapi
 from mhalint.analysis.calls import mask_arguments
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
+from mhalint.finding import NOT_CONFIRMED, UNSAFE, Severity
 from mhalint.lazy import cst
 from mhalint.analysis.masks import BOOL, Mask, MaskReader, describe
 from mhalint.rule import Invalid, Message, Rule, Valid
@@ -233,15 +233,16 @@ class MaskConventionFlip(Rule):
         """Run the attention with the mask as written and inverted, as its target's convention requires; they
         differ whenever the mask is not all-True or all-False (docs/torch-facts.md#mask-convention). The mask is
         rebuilt from its construction when that uses only known torch factories, else a padding mask in the
-        convention the construction gives stands in. Confirmed only when the site's construction is known (the
-        finding's "mask_expression"); a mask whose convention was only inferred (from a name or another use) is
-        assumed to be in that convention, and a result is only reproduced, which says so."""
+        convention the construction gives stands in. Confirmed only when the site's construction (the finding's
+        "mask_expression") was rebuilt; a stand-in, or a mask whose convention was only inferred (from a name or
+        another use), makes the result reproduced, naming what stood in."""
         import ast
 
-        from mhalint.probe import evaluator
+        from mhalint.probe import evaluator, support
 
         n, length = 4, 6
         mask, how = None, ""
+        rebuilt = support.Rebuilt()
         expression = arguments.get("mask_expression")
         if expression:
             try:
@@ -262,6 +263,8 @@ class MaskConventionFlip(Rule):
             padding = torch.arange(length)[None, :] >= lengths[:, None]  # True at padding
             mask = padding if arguments.get("polarity") == IGNORE else ~padding
             how += " (lengths 6, 4, 3, 2)"
+            stood = f"{describe(arguments.get('polarity'))} padding mask (lengths 6, 4, 3, 2)"
+            rebuilt.assume(f"{stood} in place of `{expression}`" if expression else stood)
         required = mask if arguments.get("polarity") == arguments.get("convention") else ~mask
         written, intended = _attend(torch, arguments, mask, n, length), _attend(torch, arguments, required, n, length)
         difference = float((written - intended).abs().max())
@@ -271,12 +274,12 @@ class MaskConventionFlip(Rule):
         if not expression:  # the convention was inferred, not read from a construction: the premise is assumed
             assumed = f"with an assumed {describe(arguments.get('polarity'))} padding mask{how}"
             if difference > 1e-4:
-                return REPRODUCED, (f"reproduced {assumed}: {target} with the mask as written differs from the mask "
-                                    f"its convention needs (the inverse) by {difference:.2f}")
+                return rebuilt.verdict(f"{target} with the mask as written differs from the mask its convention "
+                                       f"needs (the inverse) by {difference:.2f}")
             return NOT_CONFIRMED, f"{assumed}, the mask as written is already in {target}'s convention"
         if difference > 1e-4:
-            return CONFIRMED, (f"{target} with the mask as written differs from the mask its convention needs "
-                               f"(the inverse) by {difference:.2f}; {how}")
+            return rebuilt.verdict(f"{target} with the mask as written differs from the mask its convention needs "
+                                   f"(the inverse) by {difference:.2f}; {how}")
         return NOT_CONFIRMED, f"the mask as written is already in {target}'s convention; {how}"
 
 

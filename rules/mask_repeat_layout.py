@@ -8,7 +8,7 @@ from mhalint import torchapi
 from mhalint.analysis.calls import (PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, call_target, instance,
                                    wrapping_chain)
 from mhalint.context import Scope
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity, shorten
+from mhalint.finding import NOT_CONFIRMED, UNSAFE, Severity, shorten
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.analysis.names import is_head_count
@@ -446,6 +446,8 @@ class MaskRepeatLayout(Rule):
         runs each sample alone with its own 2-D mask (docs/torch-facts.md#mask-repeat-layout). Confirmed when the
         analysis showed the site's mask is per sample; reproduced when a per-sample mask stood in for one it could
         not tell about."""
+        from mhalint.probe import support
+
         n, heads, length, embed = 2, 4, 5, 16
         torch.manual_seed(0)
         mha = torch.nn.MultiheadAttention(embed, heads, dropout=0.0, batch_first=True).train()  # slow path
@@ -473,15 +475,14 @@ class MaskRepeatLayout(Rule):
         right = float((fixed - reference).abs().max())
         site = arguments.get("num_heads")
         note = f" (the site has num_heads={site})" if isinstance(site, int) and site != heads else ""
-        assumed = not arguments.get("per_sample") and arguments.get("form") != "repeat_interleave"
+        rebuilt = support.Rebuilt()  # which keys pad is the batch's data, the experiment's choice
+        if not arguments.get("per_sample") and arguments.get("form") != "repeat_interleave":
+            rebuilt.assume("per-sample mask (the site's mask was not shown to differ between samples)")
         sizes = f"N={n}, h={heads}, L=S={length}, E={embed}{note}"
         if wrong > 1e-4 and right < 1e-5:
             outcome = (f"{how} differs from the per-sample result by {wrong:.3e}; repeat_interleave(h, 0) by "
                        f"{right:.1e} ({sizes})")
-            if assumed:
-                return REPRODUCED, ("reproduced with assumed per-sample mask (the site's mask was not shown to "
-                                    f"differ between samples): {outcome}")
-            return CONFIRMED, outcome
+            return rebuilt.verdict(outcome)
         return NOT_CONFIRMED, (f"{how} is {wrong:.1e} and repeat_interleave {right:.1e} from the per-sample "
                                f"result ({sizes})")
 

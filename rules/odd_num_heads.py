@@ -7,7 +7,7 @@ import math
 from mhalint import torchapi
 from mhalint.analysis.calls import construction, module_calls
 from mhalint.analysis.fastpath import off_reason
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, SKIPPED, Severity
+from mhalint.finding import NOT_CONFIRMED, SKIPPED, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.analysis.values import constructor_values, resolve
@@ -159,7 +159,12 @@ class OddNumHeads(Rule):
         from mhalint.probe import support
 
         api = arguments["api"]
-        embed, heads, notes = support.dims(arguments)
+        rebuilt = support.Rebuilt()
+        assumed = arguments.get("fast_path_off") or (
+            None if arguments.get("batch_first") is True else "the site does not show batch_first=True")
+        if assumed:
+            rebuilt.assume(f"fast-path conditions ({assumed})")
+        embed, heads, notes = support.dims(arguments, rebuilt)
         embed_key, heads_key = ("embed_dim", "num_heads") if api == torchapi.MHA else ("d_model", "nhead")
         even = _nearest_even_divisors(heads, embed)
         if even:
@@ -176,7 +181,7 @@ class OddNumHeads(Rule):
 
         def fused_calls(count_embed: int, count_heads: int) -> int:
             module = support.build(torch, {**arguments, embed_key: count_embed, heads_key: count_heads},
-                                   batch_first=True)[0]
+                                   True, support.Rebuilt())[0]  # the sizes chosen above
             original, calls = getattr(torch, kernel), []
 
             def counting(*args, **kwargs):
@@ -196,11 +201,7 @@ class OddNumHeads(Rule):
         if odd_calls == 0 and even_calls > 0:
             outcome = (f"in eval + no_grad with batch_first=True, the fused kernel torch.{kernel} ran 0 times with "
                        f"{heads_key}={heads} and {even_calls} time(s) with {other_heads} heads{compared} ({sizes})")
-            assumed = arguments.get("fast_path_off") or (
-                None if arguments.get("batch_first") is True else "the site does not show batch_first=True")
-            if assumed:
-                return REPRODUCED, f"reproduced with assumed fast-path conditions ({assumed}): {outcome}"
-            return CONFIRMED, outcome
+            return rebuilt.verdict(outcome)
         return NOT_CONFIRMED, (f"torch.{kernel} ran {odd_calls} time(s) with {heads} heads and {even_calls} with "
                                f"{other_heads}{compared} ({sizes})")
 

@@ -15,7 +15,7 @@ from mhalint.analysis.tensors import ShapeReader
 from mhalint.analysis.values import resolve
 from mhalint.analysis.vocabulary import ATTENTION_MASK_NAME, IGNORE_MASK_NAME, KEEPS_AXES, PAD_TOKEN
 from mhalint.context import Scope
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity, shorten
+from mhalint.finding import NOT_CONFIRMED, UNSAFE, Severity, shorten
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 
@@ -504,6 +504,8 @@ class PaddingMaskShape(Rule):
         N != L the call is tried again (docs/torch-facts.md#padding-mask-shape,
         docs/torch-facts.md#sdpa-padding-broadcast). Confirmed when the analysis established (N, S); reproduced
         when only a name said so."""
+        from mhalint.probe import support
+
         F = torch.nn.functional
         additive = arguments.get("mask_kind") == ADDITIVE
 
@@ -540,12 +542,13 @@ class PaddingMaskShape(Rule):
         difference = float((written - intended).abs().max())
         kind = "an additive (N, S) padding mask" if additive else "a bool (N, S) padding mask"
         setup = f"CPU, {sizes}, {kind}; CUDA not tested"
+        rebuilt = support.Rebuilt()  # the lengths are the batch's data, the experiment's choice
+        if not arguments.get("established", True):
+            rebuilt.assume("(N, S) padding mask")
         if difference > 1e-4:
             found = (f"with N == L the {what} call runs silently and differs from {fix} by {difference:.2f}; "
                      f"with {other} it raised {error} ({setup})")
-            if not arguments.get("established", True):
-                return REPRODUCED, f"reproduced with assumed (N, S) padding mask: {found}"
-            return CONFIRMED, found
+            return rebuilt.verdict(found)
         return NOT_CONFIRMED, f"the call gives the {fix} result (diff {difference:.1e}); with {other}: {error} ({setup})"
 
 

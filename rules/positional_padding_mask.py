@@ -7,7 +7,7 @@ from mhalint import torchapi
 from mhalint.analysis.calls import call_target
 from mhalint.analysis.mask_axes import LIKELY, PER_SAMPLE, MaskAxesReader
 from mhalint.analysis.masks import MaskReader
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
+from mhalint.finding import NOT_CONFIRMED, UNSAFE, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.analysis.vocabulary import ATTENTION_MASK_NAME, KEEPS_AXES, PADDING_NAME
@@ -189,9 +189,11 @@ class PositionalPaddingMask(Rule):
     def probe(arguments: dict, torch) -> tuple[str, str]:
         """A causal (L, L) mask passed as the site passes it (4th positionally, i.e. as key_padding_mask; or as
         attn_mask= at a fixed site): with N == L == 6 it is compared with the mask passed as attn_mask=, and with
-        N=2, L=6 the positional form raises (docs/torch-facts.md#positional-order). Confirmed when the site's
-        construction shows an attention mask; when only its name says so, a causal mask stands in for it and the
-        result is only reproduced, which says so."""
+        N=2, L=6 the positional form raises (docs/torch-facts.md#positional-order). The site's mask is not
+        rebuilt: a causal mask of its kind stands in (for an attention mask its construction shows, or, when only
+        its name says so, for the premise that it is one), so the result is reproduced, and says which."""
+        from mhalint.probe import support
+
         embed, heads, length = 16, 4, 6
         torch.manual_seed(0)
         mha = torch.nn.MultiheadAttention(embed, heads, dropout=0.0, batch_first=True).train()
@@ -213,15 +215,18 @@ class PositionalPaddingMask(Rule):
             except (AssertionError, RuntimeError) as raised:
                 error = f"{type(raised).__name__}: {str(raised).splitlines()[0]}"
         difference = float((written - intended).abs().max())
-        by_construction = arguments.get("by_construction", True)
-        stand_in = "" if by_construction else "; the site's mask was known by its name only, so a causal mask stood in"
+        rebuilt = support.Rebuilt()
+        if arguments.get("by_construction", True):  # an (L, L) attention mask: its contents are not rebuilt
+            stand_in = "; the site's attention mask is not rebuilt, so a causal mask of its kind stood in"
+            rebuilt.assume(f"{length} x {length} causal mask contents")
+        else:  # that it is an (L, L) attention mask at all is the pitfall's premise
+            stand_in = "; the site's mask was known by its name only, so a causal mask stood in"
+            rebuilt.assume("(L, L) causal mask")
         sizes = f"E={embed}, h={heads}, L={length}, {what}{stand_in}"
         if difference > 1e-4:
             found = (f"with N == L == {length} the call runs silently and differs from attn_mask= by {difference:.2f}; "
                      f"with N=2 it raises {error} ({sizes})")
-            if not by_construction:  # that it is an (L, L) attention mask is the pitfall's premise, assumed
-                return REPRODUCED, f"reproduced with assumed (L, L) causal mask: {found}"
-            return CONFIRMED, found
+            return rebuilt.verdict(found)
         return NOT_CONFIRMED, (f"with N == L == {length} the mask as passed ({keyword}) gives the attn_mask= result "
                                f"(diff {difference:.1e}); with N=2: {error} ({sizes})")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mhalint import torchapi
 from mhalint.analysis.calls import call_target
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, Severity
+from mhalint.finding import NOT_CONFIRMED, Severity
 from mhalint.lazy import cst
 from mhalint.analysis.masks import ADDITIVE, BOOL, MaskReader
 from mhalint.rule import Invalid, Message, Rule, Valid
@@ -152,6 +152,8 @@ class SdpaCausalAndMask(Rule):
         """Run the call on CPU with a mask hiding key 0 and the site's is_causal: compare with mask-only,
         causal-only and mask AND causal, then run it under sdpa_kernel(MATH)
         (docs/torch-facts.md#sdpa-causal-and-mask)."""
+        from mhalint.probe import support
+
         F = torch.nn.functional
         generator = torch.Generator().manual_seed(0)
         n, h, length, d = 2, 4, 6, 4
@@ -173,13 +175,15 @@ class SdpaCausalAndMask(Rule):
         to_both = _diff(output, F.scaled_dot_product_attention(q, k, v, attn_mask=as_given(keep & tril)))
         math = _under_math(torch, lambda: F.scaled_dot_product_attention(q, k, v, **site))
         given = ", ".join(f"{key}={'mask' if key == 'attn_mask' else value}" for key, value in site.items())
-        unknown = "" if arguments.get("mask_kind") in (ADDITIVE, BOOL) else " (the site's mask kind is not known)"
+        rebuilt = support.Rebuilt()  # what the mask hides is the experiment's choice; its kind is the site's
+        if arguments.get("attn_mask", True) and arguments.get("mask_kind") not in (ADDITIVE, BOOL):
+            rebuilt.assume("a bool mask (the site's mask kind is not known)")
         setup = (f"CPU, N={n}, h={h}, L=S={length}, head size {d}, a {'float' if additive else 'bool'} mask hiding "
-                 f"key 0{unknown}, called with {given}; CUDA not tested")
+                 f"key 0, called with {given}; CUDA not tested")
         numbers = f"{to_both:.2f} from mask AND causal, {to_mask:.2f} from mask-only, {to_causal:.2f} from causal-only"
         if to_mask > 1e-4 and to_causal > 1e-4:
-            return CONFIRMED, (f"the default kernel applied neither the mask alone nor causal alone ({numbers}); "
-                               f"under sdpa_kernel(MATH) {math} ({setup})")
+            return rebuilt.verdict(f"the default kernel applied neither the mask alone nor causal alone ({numbers}); "
+                                   f"under sdpa_kernel(MATH) {math} ({setup})")
         return NOT_CONFIRMED, f"the output is {numbers}; under sdpa_kernel(MATH) {math} ({setup})"
 
 

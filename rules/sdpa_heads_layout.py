@@ -13,7 +13,7 @@ from mhalint.analysis.tensors import ShapeReader, Traced, literal_int
 from mhalint.analysis.values import resolve
 from mhalint.analysis.vocabulary import KEEPS_AXES
 from mhalint.context import Scope
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, UNSAFE, Severity
+from mhalint.finding import UNSAFE, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 
@@ -317,6 +317,8 @@ class SdpaHeadsLayout(Rule):
         """Re-create the site with q, k, v of shape (N, L, H, E) = (2, 6, 4, 8) and compare SDPA on them with the
         transposed call transposed back; for a merge, compare the reshaped (N, H, L, E) output with the
         transposed one (docs/torch-facts.md#sdpa-heads-layout)."""
+        from mhalint.probe import support
+
         F = torch.nn.functional
         n, length, heads, head_dim = 2, 6, 4, 8
         generator = torch.Generator().manual_seed(0)
@@ -329,7 +331,7 @@ class SdpaHeadsLayout(Rule):
                            - out.transpose(1, 2).reshape(n, length, heads * head_dim)).abs().max())
             text = (f"reshape(N, L, H*E) of the (N, H, L, E) output is {wrong:.2f} off "
                     f"transpose(1, 2).reshape(N, L, H*E) ({sizes})")
-            return (CONFIRMED if wrong > 1e-3 else NOT_CONFIRMED), text
+            return support.Rebuilt().outcome(wrong > 1e-3, text)
         causal = arguments.get("is_causal") is True
         as_written = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
         intended = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
@@ -343,7 +345,7 @@ class SdpaHeadsLayout(Rule):
             cross = f"with S={length + 4} keys it raised RuntimeError: {str(error).splitlines()[0]}"
         text = (f"SDPA on (N, L, H, E) inputs{' with is_causal=True' if causal else ''} is {wrong:.2f} off the "
                 f"transposed call, same output shape; {cross} ({sizes})")
-        return (CONFIRMED if wrong > 1e-3 else NOT_CONFIRMED), text
+        return support.Rebuilt().outcome(wrong > 1e-3, text)
 
 
 def _is(axis: Axis, *roles: Role) -> bool:

@@ -9,7 +9,7 @@ from mhalint.analysis import dataflow
 from mhalint.analysis.calls import call_target, with_argument
 from mhalint.context import Scope
 from mhalint.analysis.fastpath import off_reason
-from mhalint.finding import CONFIRMED, NOT_CONFIRMED, SAFE, Severity
+from mhalint.finding import NOT_CONFIRMED, SAFE, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.analysis.values import constructor_values, resolve
@@ -255,11 +255,13 @@ class WeightsDiscarded(Rule):
         functional = torch.nn.functional
         site = arguments.get("need_weights", True) is not False
         spec, note = dict(arguments), ""
-        if spec.get("api") != torchapi.MHA:
-            spec = {"api": torchapi.MHA}
+        if spec.get("api") != torchapi.MHA:  # the layer's sizes, when known, become the module's
+            spec = {"api": torchapi.MHA, **{mha: spec[own] for own, mha in (("d_model", "embed_dim"),
+                                                                            ("nhead", "num_heads")) if own in spec}}
             note = "; run through nn.MultiheadAttention, whose slow path is F.multi_head_attention_forward"
         batch_first = spec.get("batch_first") is True
-        module, embed, heads, notes = support.build(torch, spec, batch_first=batch_first)
+        rebuilt = support.Rebuilt()
+        module, embed, heads, notes = support.build(torch, spec, batch_first, rebuilt)
         module.train()  # dropout is 0: training mode only selects the slow path
         shape = (support.N, support.L, embed) if batch_first else (support.L, support.N, embed)
         x = torch.randn(*shape)
@@ -294,7 +296,7 @@ class WeightsDiscarded(Rule):
         returned = f" and returned weights of shape {tuple(weights.shape)}" if weights is not None else ""
         if site and diff < 1e-5 and ran_site["scaled_dot_product_attention"] == 0 \
                 and ran_fixed["scaled_dot_product_attention"] > 0 and none is None:
-            return CONFIRMED, (f"in a training-mode forward (slow path) need_weights=True ran {ran(ran_site)}"
+            return rebuilt.verdict(f"in a training-mode forward (slow path) need_weights=True ran {ran(ran_site)}"
                                f"{returned}; need_weights=False ran {ran(ran_fixed)}; the outputs are equal (max "
                                f"diff {diff:.1e}; {sizes})")
         if not site:

@@ -514,10 +514,11 @@ def test_probe_with_the_sites_construction_is_confirmed(torch, check):
     assert 0.1 < inverse_by(evidence) < 20
 
 
-def test_probe_of_a_data_dependent_construction_is_confirmed_with_a_stand_in_of_its_convention(torch, check):
+def test_probe_of_a_data_dependent_construction_is_reproduced_with_a_stand_in_of_its_convention(torch, check):
     [finding] = check(sdpa("m = tokens == pad_id", "m"))
     status, evidence = probe(dict(finding.arguments), torch)
-    assert status == CONFIRMED, evidence
+    assert status == REPRODUCED, evidence
+    assert "padding mask (lengths 6, 4, 3, 2) in place of `tokens == pad_id`: " in evidence
     assert "`tokens == pad_id` could not be rebuilt" in evidence and "a padding mask stood in" in evidence
 
 
@@ -527,7 +528,7 @@ def test_probe_of_a_convention_read_from_a_name_is_only_reproduced(torch, check)
     assert arguments["mask_expression"] is None
     status, evidence = probe(arguments, torch)
     assert status == REPRODUCED, evidence
-    assert evidence.startswith("reproduced with an assumed True = ignore padding mask (lengths 6, 4, 3, 2): "
+    assert evidence.startswith("reproduced with assumed True = ignore padding mask (lengths 6, 4, 3, 2): "
                                "F.scaled_dot_product_attention with the mask as written differs"), evidence
     assert 0.1 < inverse_by(evidence) < 20
 

@@ -436,7 +436,7 @@ def test_probe_without_batch_first_at_the_site_is_only_reproduced(torch, check):
 def test_probe_of_a_module_the_rule_could_not_rebuild_names_every_assumption(torch):
     status, evidence = probe({"api": torchapi.MHA, "flag": "is_causal", "mask": "attn_mask"}, torch)
     assert status == REPRODUCED, evidence
-    assert evidence.startswith("reproduced with assumed batch_first=True and num_heads=8: "), evidence
+    assert evidence.startswith("reproduced with assumed batch_first=True, num_heads=8 and embed_dim=64: "), evidence
 
 
 def test_probe_of_a_call_that_always_raises_is_confirmed_without_assumptions(torch):

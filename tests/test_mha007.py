@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from mhalint import torchapi
-from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, SAFE, Severity
+from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, SAFE, Severity
 from mhalint.fixes import apply_fixes
 from mhalint.rule import load_rules
 
@@ -331,7 +331,11 @@ def test_probe_does_not_confirm_a_fixed_site():
 def test_probe_on_the_functional_form_and_odd_heads_in_sequence_first_layout():
     torch = pytest.importorskip("torch")
     status, evidence = RULE.probe({"api": torchapi.MHA_FORWARD_FN, "need_weights": True}, torch)
-    assert status == CONFIRMED and "run through nn.MultiheadAttention" in evidence
+    assert status == REPRODUCED and "run through nn.MultiheadAttention" in evidence  # no sizes: stand-ins
+    assert evidence.startswith("reproduced with assumed num_heads=8 and embed_dim=64: "), evidence
+    status, evidence = RULE.probe({"api": torchapi.ENCODER_LAYER, "d_model": 32, "nhead": 4, "need_weights": True},
+                                  torch)
+    assert status == CONFIRMED and "E=32, h=4" in evidence  # the layer's own sizes
     status, evidence = RULE.probe({"api": torchapi.MHA, "embed_dim": 60, "num_heads": 5, "need_weights": True},
                                   torch)
     assert status == CONFIRMED and "E=60, h=5" in evidence

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mhalint import torchapi
-from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
+from mhalint.finding import HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.fixes import apply_fixes
 from mhalint.rule import load_rules
 from mhalint.rules.positional_padding_mask import PositionalPaddingMask
@@ -270,10 +270,11 @@ def test_every_user_visible_text_is_named():
 
 # ---- the probe -------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", ["bool", "additive", None])
-def test_probe_confirms_a_bad_site(torch, kind):
+def test_probe_reproduces_a_bad_site_with_a_causal_mask_in_place_of_the_one_built(torch, kind):
     status, evidence = PositionalPaddingMask.probe({"api": torchapi.MHA, "mask_kind": kind,
                                                     "passed_as": "key_padding_mask"}, torch)
-    assert status == CONFIRMED, evidence
+    assert status == REPRODUCED, evidence  # the construction says (L, L); its contents are not rebuilt
+    assert evidence.startswith("reproduced with assumed 6 x 6 causal mask contents: "), evidence
     assert "runs silently" in evidence and "Expected key_padded_mask.shape[0] to be 2, but got 6" in evidence
     assert float(re.search(r"differs from attn_mask= by ([0-9.]+);", evidence).group(1)) > 1e-2, evidence
 
@@ -298,7 +299,7 @@ def test_probe_does_not_confirm_a_fixed_site(torch):
 
 def test_probe_runs_through_the_cli_on_the_example(torch, probed_examples):
     result = probed_examples.of("mha010_positional_mask_bad.py")  # `check --probe` over the examples, once
-    assert "probe confirmed" in result.output and "runs silently and differs" in result.output, result.output
+    assert "probe reproduced" in result.output and "runs silently and differs" in result.output, result.output
 
 
 def test_the_positional_pass_under_check_is_no_evidence_of_a_padding_mask(lint):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mhalint import torchapi
-from mhalint.finding import CONFIRMED, UNSAFE, Severity
+from mhalint.finding import CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.fixes import apply_fixes
 from mhalint.rule import load_rules
 from headlines import invalid_example_finding
@@ -261,7 +261,8 @@ def test_invalid_example_headlines(index):
 ])
 def test_probe_confirms_with_numbers(torch, arguments):
     status, evidence = RULE.probe(dict(arguments), torch)
-    assert status == CONFIRMED, evidence
+    assert status == (CONFIRMED if arguments["dropout_p"] else REPRODUCED), evidence
+    assert evidence.startswith("" if arguments["dropout_p"] else "reproduced with assumed dropout_p=0.1: ")
     assert "two identical eval calls differed by up to" in evidence
     assert ("a stand-in" in evidence) == (arguments["dropout_p"] is None)
 

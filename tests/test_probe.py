@@ -325,9 +325,11 @@ def test_mha002_mask_already_in_sdpa_convention_is_not_confirmed(torch):
     assert "rebuilt" in evidence
 
 
-def test_mha002_unrebuildable_mask_is_confirmed_with_a_padding_stand_in(torch):
+def test_mha002_unrebuildable_mask_is_only_reproduced_naming_its_stand_in(torch):
     status, evidence = run_probe("MHA002", MHA002_SDPA_UNREBUILDABLE, torch)
-    assert status == CONFIRMED, evidence
+    assert status == REPRODUCED, evidence
+    assert evidence.startswith("reproduced with assumed True = ignore padding mask (lengths 6, 4, 3, 2) in place "
+                               "of `tokens == pad`: "), evidence
     assert "`tokens == pad` could not be rebuilt" in evidence
     assert "a padding mask stood in" in evidence
     assert 0.1 < number(rf"\(the inverse\) by {NUMBER}", evidence) < 20
@@ -369,8 +371,9 @@ def test_mha003_memory_is_causal_on_a_decoder_layer_raises(torch):
 
 def test_mha003_functional_multi_head_attention_forward_raises(torch):
     status, evidence = run_probe("MHA003", MHA003_FUNCTIONAL, torch)
-    assert status == CONFIRMED, evidence
-    assert evidence.startswith("the call raises: Need attn_mask if specifying the is_causal hint")
+    assert status == REPRODUCED, evidence  # the call's own sizes are not read: stand-ins run
+    assert evidence.startswith("reproduced with assumed embed_dim=16 and num_heads=2 (the call's sizes are not "
+                               "read): the call raises: Need attn_mask if specifying the is_causal hint"), evidence
 
 
 def test_mha004_odd_heads_skip_the_mha_fast_path(torch):
@@ -442,7 +445,9 @@ def test_check_probe_confirms_every_bad_example(examples_run, torch):
             assert probe is None, probe.string
             continue
         assert probe is not None, f"no probe line under {finding.string}"
-        assert probe.string.startswith(f"    probe confirmed (torch {torch.__version__}): "), probe.string
+        # MHA002's mask (`tokens == PAD_ID`) and MHA010's causal mask are not rebuilt: stand-ins run, and say so
+        outcome = "reproduced" if finding["code"] in ("MHA002", "MHA010") else "confirmed"
+        assert probe.string.startswith(f"    probe {outcome} (torch {torch.__version__}): "), probe.string
         assert re.search(r"\b[0-9]+(?:\.[0-9]+)?\b", probe["evidence"]), probe.string
     summary = f"Found {len(pairs)} findings ({len(BAD_EXAMPLES)} files checked)."
     assert completed.stdout.splitlines()[-1].startswith(summary)
@@ -529,8 +534,8 @@ def test_check_probe_does_not_run_the_checked_file(victim, torch):
     probes = by_code(completed.stdout)
     assert {"MHA001", "MHA002"} <= set(probes)
     assert probes["MHA001"]["status"] == REPRODUCED, probes["MHA001"].string  # no layout evidence in the file
-    # the mask's construction calls open(): the evaluator refuses it instead of running it
-    assert probes["MHA002"]["status"] == CONFIRMED, probes["MHA002"].string
+    # the mask's construction calls open(): the evaluator refuses it instead of running it, and a stand-in runs
+    assert probes["MHA002"]["status"] == REPRODUCED, probes["MHA002"].string
     assert "could not be rebuilt (`open` is not an allowed function)" in probes["MHA002"]["evidence"]
 
 
@@ -577,7 +582,7 @@ def test_the_worker_request_carries_no_path_and_no_source_line(victim, torch, mo
                    if "mask_expression" in site["arguments"]]
     assert expressions == ['torch.triu(torch.ones(L, open(MARKER, "w").write("ran in a mask") + L - 13), diagonal=1)']
     assert "MARKER" not in json.dumps(request) and "attend" not in json.dumps(request)
-    assert "probe confirmed" in result.output
+    assert "probe reproduced" in result.output  # MHA002's mask stood in: its construction was not run
 
 
 @pytest.mark.slow
@@ -779,7 +784,7 @@ def test_malformed_sites_are_skipped_with_a_reason_and_the_rest_still_run(torch)
     assert by_id[3] == {"id": 3, "status": SKIPPED, "evidence": malformed}
     assert by_id[4] == {"id": 4, "status": SKIPPED, "evidence": malformed}
     assert by_id[5] == {"id": 5, "status": SKIPPED, "evidence": "the experiment could not run: KeyError: 'api'"}
-    assert by_id[6]["status"] == CONFIRMED
+    assert by_id[6]["status"] == REPRODUCED  # a padding mask stood in for the one that could not be rebuilt
     assert "could not be rebuilt (`__import__` is not an allowed function)" in by_id[6]["evidence"]
     assert by_id[7]["status"] == CONFIRMED
 
@@ -808,3 +813,44 @@ def test_probe_command_refuses_a_file_that_is_not_findings():
     assert completed.returncode == 2
     assert len(completed.stderr.splitlines()) == 1
     assert completed.stderr.startswith("mhalint: error: <stdin> is not a JSON list of mhalint findings")
+
+
+# ---- honesty: confirmed only when every input the experiment rebuilt came from the site (issue 35 item 13) --------
+@pytest.mark.parametrize(("code", "arguments", "assumed"), [
+    pytest.param("MHA002", MHA002_SDPA_IGNORE, None, id="mha002-mask-rebuilt"),
+    pytest.param("MHA002", {**MHA002_SDPA_IGNORE, "mask_expression": "make_causal_mask(x)"},
+                 "True = ignore padding mask (lengths 6, 4, 3, 2) in place of `make_causal_mask(x)`",
+                 id="mha002-mask-from-a-project-function"),
+    pytest.param("MHA001", MHA001_MHA_BATCH_FIRST_DATA, None, id="mha001-sizes-known"),
+    pytest.param("MHA001", {k: v for k, v in MHA001_MHA_BATCH_FIRST_DATA.items() if k != "embed_dim"},
+                 "embed_dim=64", id="mha001-embed-dim-unknown"),
+    pytest.param("MHA001", {"api": torchapi.MHA, "batch_first": False, "layout": "batch-first"},
+                 "num_heads=8 and embed_dim=64", id="mha001-sizes-unknown"),
+])
+def test_the_probe_confirms_only_the_sites_own_inputs_and_names_each_stand_in(torch, code, arguments, assumed):
+    status, evidence = run_probe(code, arguments, torch)
+    if assumed is None:
+        assert status == CONFIRMED and not evidence.startswith("reproduced"), evidence
+    else:
+        assert status == REPRODUCED, evidence
+        assert evidence.startswith(f"reproduced with assumed {assumed}: "), evidence
+
+
+def test_one_verdict_names_every_assumption_in_order():
+    from mhalint.probe.support import Rebuilt
+
+    rebuilt = Rebuilt()
+    assert rebuilt.verdict("it moved") == (CONFIRMED, "it moved")
+    for what in ("batch_first=True", "nhead=8", "batch_first=True", "d_model=64"):
+        rebuilt.assume(what)
+    assert rebuilt.verdict("it moved") == (REPRODUCED, "reproduced with assumed batch_first=True, nhead=8 and "
+                                                       "d_model=64: it moved")
+    assert rebuilt.outcome(False, "it stayed") == (NOT_CONFIRMED, "it stayed")
+
+
+def test_no_rule_decides_confirmed_or_reproduced_itself():
+    """The verdict is support.Rebuilt's: a rule records what it assumed, never writes the status."""
+    rules = Path(__file__).resolve().parents[1] / "rules"
+    deciding = [path.name for path in rules.glob("*.py")
+                if re.search(r"(?<!NOT_)\b(CONFIRMED|REPRODUCED)\b", path.read_text())]
+    assert deciding == []
