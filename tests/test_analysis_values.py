@@ -333,3 +333,27 @@ def test_a_tokenizer_mask_read_from_a_batch_by_its_key(lint, compared, flagged):
     assert len(found) == (1 if flagged else 0), found
     if flagged:
         assert "`attention_mask` is a tokenizer's mask by its name, 1 at real tokens" in found[0].evidence[0]
+
+
+def test_the_files_that_import_a_class_are_parsed_once_however_many_questions_reach_them(tmp_path, monkeypatch):
+    import mhalint.analysis.project as project
+
+    parsed: list[str] = []
+    parse = project._parse
+    monkeypatch.setattr(project, "_parse", lambda path, raw, limits: parsed.append(path) or parse(path, raw, limits))
+    write(tmp_path, {"model.py": """\
+        import torch.nn as nn
+        class Encoder(nn.Module):
+            def __init__(self, dim, heads, dropout=0.0):
+                super().__init__()
+                self.first = nn.MultiheadAttention(dim, heads, dropout=dropout)
+                self.second = nn.MultiheadAttention(dim, heads, dropout=dropout)
+            def forward(self, src, memory):
+                x = self.first(src, src, src)[0]
+                return self.second(x, memory, memory)[0]
+    """})
+    for number in range(7):
+        write(tmp_path, {f"use{number}.py": "from model import Encoder\n"
+                                            "def run(a, b):\n    return Encoder(64, 8, 0.1)(a, b)\n"})
+    run(tmp_path, "MHA001")
+    assert parsed and max(parsed.count(path) for path in parsed) == 1, sorted(parsed)

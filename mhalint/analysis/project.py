@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import weakref
 from dataclasses import dataclass
 from functools import cache, cached_property
 from typing import Callable, Iterable, Iterator, Mapping, Protocol
@@ -24,7 +25,8 @@ from typing import Callable, Iterable, Iterator, Mapping, Protocol
 from mhalint.budget import Limits
 from mhalint.source import decode, regular_only
 
-_MAX_CONTEXTS = 4  # libcst trees kept per process (about 25 KB a line each)
+_MAX_CONTEXTS = 4  # libcst trees always kept per process, whatever their size
+_MAX_LINES = 20_000  # more are kept while their sources hold no more lines than this (about 9 KB of memory a line)
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")  # what makes a folder a project's root
 
 Imports = tuple[tuple[str, str, str], ...]  # (class name, module resolved, local name) of a file's imports
@@ -60,7 +62,8 @@ class Project:
         self._paths: list[str] | None = None if more is not None else self._given
         self._memory = memory
         self._overlay = overlay if overlay is not None else {}
-        self._contexts: dict[str, object] = {}
+        self._contexts: dict[str, object] = {}  # the trees kept, least recently used first
+        self._alive: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # every tree still held anywhere
         self._resolved: dict[str, str | None] = {}
         self._classes_imported: dict[str, dict[str, tuple[str | None, str]]] = {}
         self._entries: dict[str, tuple[tuple[str, str, str], ...]] = {}  # each file's imported classes, as read
@@ -187,6 +190,7 @@ class Project:
         name now), whose analyses may now see another caller."""
         path = os.path.abspath(path)
         self._contexts.pop(path, None)
+        self._alive.pop(path, None)
         self._attention.pop(path, None)
         exists = self._bytes(path) is not None
         if exists != (path in self.paths) and path.endswith(".py"):
@@ -198,6 +202,7 @@ class Project:
             self._resolved.clear()
             self._classes_imported.clear()
             self._contexts.clear()  # a module name may now resolve to another file
+            self._alive.clear()
         if not self._complete:  # nothing has used the index yet: what was learnt of the file is just forgotten
             self._entries.pop(path, None)
             return set()
@@ -248,14 +253,25 @@ class Project:
         """The ModuleContext of another file of the project, or None when it cannot be read or parsed, or its
         tree would pass the memory budget. It is read under `limits`, the budget of the file being checked."""
         self.reads.add(path)
-        if path not in self._contexts:
-            if len(self._contexts) >= _MAX_CONTEXTS:
-                self._contexts.pop(next(iter(self._contexts)))
-            self._contexts[path] = _parse(path, self._bytes(path), limits)
-        context = self._contexts[path]
+        context = self._contexts.pop(path) if path in self._contexts else self._alive.get(path, _UNREAD)
+        if context is _UNREAD:
+            context = _parse(path, self._bytes(path), limits)
+            if context is not None:
+                self._alive[path] = context
+        self._contexts[path] = context  # the most recently used last
+        self._keep_within_budget()
+        
         if context is not None:
             context.limits = limits  # what the analyses do in it counts against the file being checked
         return context
+
+    def _keep_within_budget(self) -> None:
+        """Drop the least recently used trees beyond the budget: one analysis asks about a class's importers in
+        turn, and a cache smaller than their number parsed each of them again at every question. A dropped tree
+        that an analysis still holds stays in `_alive` and is handed out again, not parsed anew."""
+        lines = sum(_lines(context) for context in self._contexts.values())
+        while len(self._contexts) > _MAX_CONTEXTS and lines > _MAX_LINES:
+            lines -= _lines(self._contexts.pop(next(iter(self._contexts))))
 
     def _bytes(self, path: str) -> bytes | None:
         return self._overlay[path] if path in self._overlay else _read(path)
@@ -268,6 +284,13 @@ class Project:
         if not relative.startswith("..") and not os.path.relpath(home).startswith(".."):
             return relative
         return os.path.relpath(path, os.path.dirname(os.path.abspath(home)))
+
+
+_UNREAD = object()
+
+
+def _lines(context) -> int:
+    return context.source().count("\n") if context is not None else 0
 
 
 def module_name(path: str, packages: dict[str, bool] | None = None) -> str:
