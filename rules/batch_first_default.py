@@ -198,7 +198,7 @@ class BatchFirstDefault(Rule):
         if not settings:
             return
         uses = module_calls(self.context, built)
-        found = [_Seen.of(self._query_shape(use)) for use in uses]
+        found = [_Seen.of(self._query_shape(use, built.api)) for use in uses]
         batch = _strongest([seen for seen in found if seen is not None and seen.kind == BATCH_FIRST])
         seq = _strongest([seen for seen in found if seen is not None and seen.kind == SEQ_FIRST])
         api = torchapi.short_name(built.api)
@@ -225,18 +225,18 @@ class BatchFirstDefault(Rule):
                         api=api, data=seq.code, place=seq.place, built=setting.built)
         else:
             room = HEADLINE_LIMIT - len(NO_LAYOUT_EVIDENCE.headline.format(api=api, built=setting.built, missing=""))
-            missing, why = self._missing(uses, room)
+            missing, why = self._missing(uses, built.api, room)
             self.report(node, NO_LAYOUT_EVIDENCE, severity=Severity.WARNING, evidence=[*setting.evidence, *why],
                         arguments=self._arguments(built, batch_first=False), api=api, built=setting.built,
                         missing=missing)
 
-    def _missing(self, uses: list[ModuleCall], room: int) -> tuple[str, list[str]]:
+    def _missing(self, uses: list[ModuleCall], api: str, room: int) -> tuple[str, list[str]]:
         """What keeps the layout unknown, for the headline, and each place the traces of the calls stopped."""
         if not uses:
             return "no call of it is found in this file", []
         phrases, sentences = [], []
         for use in uses:
-            traced = self._query_shape(use)
+            traced = self._query_shape(use, api)
             if use.query is None:
                 phrase = f"its call at line {self.context.line(use.call)} passes no data mhalint can read"
                 phrases.append(phrase)
@@ -245,7 +245,7 @@ class BatchFirstDefault(Rule):
                 phrase = _undecided(traced)
                 phrases.append(phrase)
                 sentences.append(phrase)
-            stops = self.shapes.stopped(use.query, use.scope, use.call) if traced is None else ()
+            stops = self._entering(use, api)[1] if traced is None else ()
             for stop in sorted(stops, key=lambda stop: PRIORITY.index(stop.kind)):
                 phrases.append(stop.phrase(room))
                 sentences.append(stop.sentence)
@@ -253,13 +253,20 @@ class BatchFirstDefault(Rule):
             return "the data's axes are not known", []
         return phrases[0], list(dict.fromkeys(sentences))[:4]
 
-    def _query_shape(self, use: ModuleCall) -> Traced | None:
-        """The roles of what a call gives the module; through a wrapper mhalint cannot see into, they rest on the
-        assumption that it passes its input on unchanged (at most a warning)."""
-        traced = self.shapes.of(use.query, use.scope, use.call)
+    def _query_shape(self, use: ModuleCall, api: str) -> Traced | None:
+        """The roles of what a call gives the module, or, called directly, what the uses of its output show (it has
+        the query's axes); through a wrapper mhalint cannot see into, they rest on the assumption that it passes its
+        input on unchanged (at most a warning)."""
+        traced = self._entering(use, api)[0]
         if traced is None or not use.assumed:
             return traced
         return replace(traced, shape=weakened(traced.shape, f"assuming `{use.assumed}` passes it on unchanged"))
+
+    def _entering(self, use: ModuleCall, api: str):
+        """The query's roles and where their trace stopped; the output of a module called directly has the query's
+        axes (element 0 of MultiheadAttention's tuple)."""
+        return self.shapes.entering(use.query, use.call, use.scope, use.direct and use.query is not None,
+                                    0 if api == torchapi.MHA else None)
 
     def _report_layout(self, node, built, seen: _Seen, setting: _Setting, api: str, fixed: str,
                        fixable: bool = True) -> None:

@@ -208,7 +208,7 @@ def test_sequence_first_shape_unpacking_names(one):
     assert_sequence_first_info(finding, "tgt_len, bsz, embed_dim = x.size()")
 
 
-NO_CALLER = "the data, `x`, is a parameter of `forward` whose callers are not found in this file"
+NO_CALLER = "the data, `x`, is a parameter of `forward` with no caller found in this file"
 
 
 @pytest.mark.parametrize(("body", "missing"), [
@@ -1114,7 +1114,7 @@ def test_a_documented_parameter_decides_the_layout(one, signature, body, evidenc
 
 def test_a_comment_beside_several_parameters_documents_none_of_them(one):
     finding = one(layer("tgt, memory,  # bs, nq, d_model\npos=None"))
-    assert_unknown_warning(finding, "the data, `tgt`, is a parameter of `forward` whose callers are not found")
+    assert_unknown_warning(finding, "the data, `tgt`, is a parameter of `forward` with no caller found")
 
 
 def test_a_comment_about_a_parameter_after_it_is_rebound_documents_the_new_value_only(one):
@@ -1142,7 +1142,7 @@ def test_a_shape_comment_the_permute_beside_it_contradicts_is_unknown(one):
 def test_a_parameter_name_alone_is_no_layout(one):
     """`tgt`, `memory`, `query`: names that DETR uses for sequence-first data, and others for batch-first."""
     finding = one(layer("tgt, memory, pos=None", "tgt = tgt + pos"))
-    assert_unknown_warning(finding, "the data, `tgt`, is a parameter of `forward` whose callers are not found")
+    assert_unknown_warning(finding, "the data, `tgt`, is a parameter of `forward` with no caller found")
 
 
 def test_data_from_an_iterable_the_reader_cannot_read_names_it(one):
@@ -1198,3 +1198,102 @@ def test_a_recurrent_layer_whose_batch_first_cannot_be_read_gives_no_layout(one,
 def test_a_recurrent_layer_s_tuple_is_not_a_tensor(one):
     finding = one(RECURRENT.format(kind="LSTM", flag=", batch_first=True", read="h = self.rnn(x)"))
     assert_unknown_warning(finding, "the axes of `self.rnn(x)` (line 10) are not known")
+
+
+# ---- layout from the use of the data and of the attention's output (issue 35 item 8) ------------------------------
+USED = '''\
+import torch.nn as nn
+from einops import rearrange
+
+class Block(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(dim, 8)
+        self.lstm = nn.LSTM(dim, dim, batch_first=True)
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, x):
+{body}
+'''
+
+
+def used(body: str) -> str:
+    return USED.format(body=textwrap.indent(textwrap.dedent(body).strip("\n"), " " * 8))
+
+
+# (body, the evidence the finding quotes) for each reader, in its batch-first and its sequence-first form
+USE_KINDS = [
+    pytest.param("out = self.attn(x, x, x)[0]\nbs = x.shape[{axis}]\nreturn out", "bs = x.shape[{axis}]",
+                 id="size-read-after-the-call"),
+    pytest.param("b, c = x.shape[{axis}], x.shape[2]\nreturn self.attn(x, x, x)[0]",
+                 "b, c = x.shape[{axis}], x.shape[2]", id="sizes-read-in-a-tuple"),
+    pytest.param("out, _ = self.attn(x, x, x)\nreturn rearrange(out, '{pattern} -> n b d')",
+                 "rearrange(out, '{pattern} -> n b d')", id="rearrange-of-the-output"),
+    pytest.param("out = self.attn(x, x, x)[0]{back}\nB, L, E = out.shape\nreturn out", "B, L, E = out.shape",
+                 id="output-unpacked-after-a-transpose"),
+    pytest.param("out = self.attn(x, x, x)[0]\npooled = self.norm(out).mean(dim={axis_of_sequence})\n"
+                 "B, E = pooled.shape\nreturn pooled", "B, E = pooled.shape", id="pooled-output-unpacked"),
+    pytest.param("out = self.attn(x, x, x)[0]\ncls = out[{pick}]\nbatch, dim = cls.shape\nreturn cls",
+                 "batch, dim = cls.shape", id="picked-token-unpacked"),
+]
+
+
+def _filled(text: str, batch_first: bool) -> str:
+    return text.format(axis=0 if batch_first else 1, pattern="b n d" if batch_first else "n b d",
+                       back="" if batch_first else ".transpose(0, 1)", axis_of_sequence=1 if batch_first else 0,
+                       pick=":, 0" if batch_first else "0")
+
+
+@pytest.mark.parametrize(("body", "evidence"), USE_KINDS)
+def test_batch_first_use_of_the_data_into_a_default_module_is_an_error(one, body, evidence):
+    assert_batch_first_error(one(used(_filled(body, True))), _filled(evidence, True))
+
+
+@pytest.mark.parametrize(("body", "evidence"), USE_KINDS)
+def test_sequence_first_use_of_the_data_into_a_default_module_is_info(one, body, evidence):
+    assert_sequence_first_info(one(used(_filled(body, False))), _filled(evidence, False))
+
+
+def test_the_output_read_by_a_batch_first_recurrent_layer_is_batch_first(one):
+    finding = one(used("out = self.attn(x, x, x)[0]\nh, _ = self.lstm(out)\nreturn h"))
+    assert_batch_first_error(finding, "nn.LSTM(dim, dim, batch_first=True)", "reads (N, L, H)")
+
+
+def test_a_caller_s_size_read_shows_the_layout_of_what_it_passes(one):
+    source = """\
+        import torch.nn as nn
+
+        class Layer(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.attn = nn.MultiheadAttention(dim, 8)
+
+            def forward(self, tgt):
+                return self.attn(tgt, tgt, tgt)[0]
+
+        class Decoder(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.layer = Layer(dim)
+
+            def forward(self, tgt):
+                bs = tgt.shape[1]
+                return self.layer(tgt).reshape(-1, bs, 64)
+    """
+    assert_sequence_first_info(one(source), "bs = tgt.shape[1]")
+
+
+@pytest.mark.parametrize("body", [
+    pytest.param("out = self.attn(x, x, x)[0]\nreturn out.mean(dim=1)", id="pooling-alone"),
+    pytest.param("out = self.attn(x, x, x)[0]\nreturn self.norm(out[:, 0])", id="picking-alone"),
+    pytest.param("out = self.attn(x, x, x)[0]\nn = x.shape[1]\nreturn out", id="a-size-whose-name-says-nothing"),
+])
+def test_a_use_that_names_no_axis_leaves_the_layout_unknown(one, body):
+    assert_unknown_warning(one(used(body)), "the data, `x`, is a parameter of `Block.forward` with no caller found")
+
+
+def test_uses_that_show_different_layouts_are_unknown_and_named(one):
+    finding = one(used("out = self.attn(x, x, x)[0]\nbs = x.shape[0]\nreturn rearrange(out, 'n b d -> b n d')"))
+    assert_unknown_warning(finding, "disagree on the data's layout")
+    assert "`bs = x.shape[0]`" in finding.message and "rearrange(out" in finding.message
+    assert finding.fix is None

@@ -50,17 +50,19 @@ class Stop:
         return "the project" if self._reader.ctx.project is not None else "this file"
 
     def phrase(self, room: int = 90) -> str:
-        """What is missing, for a headline, in at most about `room` characters: "`tgt`, a parameter of
-        `Decoder.forward`, has no caller in this file" (the method alone when the class's name leaves no room)."""
+        """What is missing, for a headline, in at most about `room` characters: "the data, `tgt`, is a parameter of
+        `Decoder.forward` with no caller found in this file" (the method alone when the class leaves no room)."""
         if self.kind == "parameter":
-            for owner in (self.owner, self.owner.rpartition(".")[2]):
-                text = f"the data, `{self.name}`, is a parameter of `{owner}` whose callers are not found in {self._where}"
+            method = self.owner.rpartition(".")[2]
+            for text in (f"the data, `{self.name}`, is a parameter of `{owner}` with no caller found in {self._where}"
+                         for owner in (self.owner, method)):
                 if len(text) <= room:
-                    break
-            return text
+                    return text
+            return f"the data, `{self.name}`, is a parameter of `{method}` with no caller found"
         if self.kind == "conflict":
             first, second = self.shown
-            return f"`{shorten(first.code, 32)}` and `{shorten(second.code, 32)}` disagree on the data's layout"
+            each = max(16, (room - len("`` and `` disagree on the data's layout")) // 2)
+            return f"`{shorten(first.code, each)}` and `{shorten(second.code, each)}` disagree on the data's layout"
         if self.kind == "item":
             return f"the data is `{self.name}`, an item of `{shorten(self.code, 32)}` ({self.place})"
         return f"the axes of `{shorten(self.code, 40)}` ({self.place}) are not known"

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from mhalint import torchapi
-from mhalint.analysis import axes, dataflow, documented
+from mhalint.analysis import axes, dataflow, documented, uses
 from mhalint.analysis.axes import OPEN, Axis, Evidence, Role, Shape, Strength
 from mhalint.analysis.stops import Shown, Stop
 from mhalint.analysis.names import role_of_size_name, roles_of_names
@@ -79,19 +79,22 @@ class ShapeReader:
         self._env: list[tuple[Scope, str, cst.BaseExpression, Scope]] = []
         self._active: set[int] = set()  # the bindings being followed, against cycles through loops
         self._stops: list[Stop] | None = None  # where the question being answered has stopped so far
+        self._known: dict[int, Traced] = {}  # bindings (by id) whose roles their uses show, for a second trace
+        self._failed: list[Binding] | None = None  # the bindings whose trace failed in the question being answered
+        self.uses = uses.UseReader(self)  # the module, not the name: uses.py reads this one's at call time
 
     def of(self, expr: cst.BaseExpression | None, scope: Scope, use: cst.CSTNode, depth: int = 0) -> Traced | None:
         """The roles of `expr`'s axes at `use`. A question asked from outside (depth 0, nothing being followed)
         is answered once per module: several rules ask it of the same arguments."""
         self.ctx.limits.check()
-        if depth or self._env or self._active or expr is None:
+        if depth or self._env or self._active or expr is None or self._known:  # (a second trace: not memoised)
             return self._tracked(expr, scope, use, depth)
         memo = self.ctx.memo.setdefault("shapes", {})
         key = (id(expr), id(scope), id(use), self.file)
         if key not in memo:
             outer, self._stops = self._stops, []
             try:
-                traced = self._tracked(expr, scope, use, depth)
+                traced = self._question(expr, scope, use)
             finally:
                 stops, self._stops = self._stops, outer
             memo[key] = (traced, tuple(stops), expr, use)  # the nodes kept: their ids stay theirs
@@ -99,6 +102,35 @@ class ShapeReader:
         if self._stops is not None:
             self._stops.extend(stops)
         return traced
+
+    def _question(self, expr: cst.BaseExpression, scope: Scope, use: cst.CSTNode) -> Traced | None:
+        """The trace; where it failed at values whose uses show their roles (`bs = x.shape[1]` after the call),
+        the trace again with those roles. Uses are read only for the bindings of a failed trace, once each."""
+        outer, self._failed = self._failed, []
+        try:
+            traced = self._tracked(expr, scope, use, 0)
+            failed = self._failed
+        finally:
+            self._failed = outer
+        if outer is not None:
+            outer.extend(failed)  # a question asked inside another: its failures are the outer one's too
+        if traced is not None:
+            return traced
+        memo = self.ctx.memo.setdefault("used", {})
+        known = {}
+        for binding in failed:
+            if (binding, self.file) not in memo:
+                memo[binding, self.file] = self.uses.of_binding(binding)
+            if memo[binding, self.file] is not None:
+                known[id(binding)] = memo[binding, self.file]
+        if not known:
+            return None
+        saved, self._known = self._known, {**self._known, **known}
+        try:
+            del self._stops[:]
+            return self._tracked(expr, scope, use, 0)
+        finally:
+            self._known = saved
 
     def stopped(self, expr: cst.BaseExpression, scope: Scope, use: cst.CSTNode) -> tuple[Stop, ...]:
         """Where the trace of `expr` at `use` ended, when its roles are unknown: the places a warning names."""
@@ -124,7 +156,7 @@ class ShapeReader:
         if self._stops is not None:
             self._stops.append(Stop(kind, self, node, **details))
 
-    def _conflict(self, first: Traced, second: Traced) -> None:
+    def conflict(self, first: Traced, second: Traced) -> None:
         """Two pieces of evidence about one value that show different layouts."""
         self._stop("conflict", shown=(_shown(first), _shown(second)))
 
@@ -138,14 +170,14 @@ class ShapeReader:
                 if traced is not None and _kind(traced) is not None:
                     kinds.setdefault(_kind(traced), traced)
             if len(kinds) > 1:
-                self._conflict(*list(kinds.values())[:2])
+                self.conflict(*list(kinds.values())[:2])
         return agreed
 
     def _reconciled(self, shown: Traced | None, documented: Traced | None) -> Traced | None:
         """What the code shows and what a comment or docstring documents about one value: either, if the other
         says nothing or agrees; unknown when they show different layouts."""
         if shown is not None and documented is not None and len({_kind(shown), _kind(documented)} - {None}) > 1:
-            self._conflict(documented, shown)
+            self.conflict(documented, shown)
             return None
         return shown or documented
 
@@ -196,7 +228,7 @@ class ShapeReader:
             return None
         return inner.then(axes.squeeze(inner.shape, 0), expr, self)
 
-    def _evidence(self, code: str, line: int, reason: str, strength: Strength) -> Evidence:
+    def evidence(self, code: str, line: int, reason: str, strength: Strength) -> Evidence:
         return Evidence(code, line, reason, strength, self.file)
 
     # ---- names ----
@@ -223,12 +255,39 @@ class ShapeReader:
 
     def _stopped_binding(self, name: str, scope: Scope, binding: Binding, use: cst.CSTNode, depth: int
                          ) -> Traced | None:
-        """`_binding`, recording a stop at the binding when its trace fails without saying where."""
+        """`_binding`, or what the uses of the value showed (`_question`); a failed binding is noted for those
+        uses, and a stop recorded at its value when its trace recorded none."""
+        if id(binding) in self._known:
+            return self._known[id(binding)]
         before = len(self._stops) if self._stops is not None else 0
         traced = self._binding(name, scope, binding, use, depth)
-        if traced is None and self._stops is not None and len(self._stops) == before:
-            self._stop("opaque", binding.value if binding.value is not None else binding.node)
+        conflict = self._stops is not None and any(stop.kind == "conflict" for stop in self._stops[before:])
+        if traced is None and self._failed is not None and not conflict:  # uses cannot settle a conflict
+            self._failed.append(binding)
+        if traced is None and self._stops is not None and len(self._stops) == before and binding.value is not None:
+            self._stop("opaque", binding.value)
         return traced
+
+    def entering(self, query: cst.BaseExpression, call: cst.Call, scope: Scope, output: bool,
+                 element: int | None = None) -> tuple[Traced | None, tuple[Stop, ...]]:
+        """The roles of the `query` a module call takes, and where their trace stopped when unknown. With `output`
+        (the module gives back its query's axes: element `element` of its tuple, or all of it), the uses of what
+        the call gives back count too; when they show another layout than the query's trace, it is unknown."""
+        memo = self.ctx.memo.setdefault("entering", {})
+        key = (id(query), id(call), output, element, self.file)
+        if key not in memo:
+            traced, stops = self.of(query, scope, call), self.stopped(query, scope, call)
+            self._stops = []
+            try:
+                back = self.uses.of_output(call, scope, element) if output else None
+                if traced is not None and back is not None and len({_kind(traced), _kind(back)} - {None}) > 1:
+                    self.conflict(traced, back)
+                    traced = back = None
+                found = (traced or back, tuple(self._stops) or (() if traced or back else stops))
+            finally:
+                self._stops = None
+            memo[key] = (*found, query, call)
+        return memo[key][:2]
 
     def _binding(self, name: str, scope: Scope, binding: Binding, use: cst.CSTNode, depth: int) -> Traced | None:
         unpacked = self._unpacking(name, scope, binding, use)
@@ -266,7 +325,7 @@ class ShapeReader:
             return None
         traced, commented = self.of(binding.value, binding.scope, binding.node, depth + 1), self._commented(binding)
         if traced is not None and commented is not None and len({_kind(traced), _kind(commented)} - {None}) > 1:
-            self._conflict(commented, traced)  # the code and its comment disagree
+            self.conflict(commented, traced)  # the code and its comment disagree
             return None
         return traced or commented or self._consumed(name, binding)
 
@@ -307,7 +366,7 @@ class ShapeReader:
                     or arg.keyword is None:
                 continue  # passed by position, it may be an (L, L) mask misplaced there (MHA010's pitfall)
             reason = f"{torchapi.short_name(target.api)} checks that its {parameter} is (N, S)"
-            evidence = self._evidence(self.ctx.code(arg), self.ctx.line(call), reason, Strength.ESTABLISHED)
+            evidence = self.evidence(self.ctx.code(arg), self.ctx.line(call), reason, Strength.ESTABLISHED)
             return Traced((Axis(Role.BATCH, evidence), Axis(Role.SEQUENCE, evidence)))
         return None
 
@@ -327,7 +386,7 @@ class ShapeReader:
                 target = binding.node.targets[0].target
                 if any(isinstance(e, cst.StarredElement) for e in target.elements):
                     continue
-                shape = self._named_axes(_target_names(target), self._unpacked(binding), lines[index],
+                shape = self.named_axes(_target_names(target), self._unpacked(binding), lines[index],
                                          f"unpacks the shape of `{name}`", Strength.ESTABLISHED)
                 if shape is not None:
                     return Traced(shape)
@@ -337,14 +396,14 @@ class ShapeReader:
         """The code of a shape unpacking, `B, T, C = x.shape`."""
         return f"{self.ctx.code(binding.node.targets[0].target)} = {self.ctx.code(binding.value)}"
 
-    def _named_axes(self, names: list[str], code: str, line: int, how: str, strength: Strength) -> Shape | None:
+    def named_axes(self, names: list[str], code: str, line: int, how: str, strength: Strength) -> Shape | None:
         roles = roles_of_names(names)
         if all(role is Role.UNKNOWN for role in roles):
             return None
         result = []
         for name, role in zip(names, roles):
             reason = f"{how}: axis `{name}` is the {role.value}"
-            result.append(Axis(role, self._evidence(code, line, reason, strength), name) if role is not Role.UNKNOWN
+            result.append(Axis(role, self.evidence(code, line, reason, strength), name) if role is not Role.UNKNOWN
                           else Axis(size=name or None))
         return tuple(result)
 
@@ -362,7 +421,7 @@ class ShapeReader:
             if text is None:
                 continue
             names = documented.shape_in_text(text)
-            shape = self._named_axes(names, "# " + comment.strip().lstrip("# "), at, "the shape comment says so",
+            shape = self.named_axes(names, "# " + comment.strip().lstrip("# "), at, "the shape comment says so",
                                      Strength.ESTABLISHED) if names else None
             if shape is not None:
                 return Traced(shape)
@@ -374,7 +433,7 @@ class ShapeReader:
         if isinstance(param, cst.Param) and param.annotation is not None:
             written = self.ctx.code(param.annotation.annotation)
             names = documented.in_annotation(written)
-            shape = self._named_axes(names, f"{name}: {written}", self.ctx.line(param), "the annotation says so",
+            shape = self.named_axes(names, f"{name}: {written}", self.ctx.line(param), "the annotation says so",
                                      Strength.ESTABLISHED) if names else None
             if shape is not None:
                 return Traced(shape)
@@ -400,7 +459,7 @@ class ShapeReader:
                 found = documented.sole_input(class_doc)
             if found is None:
                 return None
-        shape = self._named_axes(found[0], found[1], self.ctx.line(where.body.body[0]),
+        shape = self.named_axes(found[0], found[1], self.ctx.line(where.body.body[0]),
                                  f"the docstring of {owner} documents `{name}`", Strength.ESTABLISHED)
         return Traced(shape) if shape is not None else None
 
@@ -424,7 +483,7 @@ class ShapeReader:
         names = documented.shape_in_text(found[0], least=2) if found is not None else None
         if names is None:
             return None
-        shape = self._named_axes(names, "# " + self.ctx.comment(found[1]).strip().lstrip("# "), found[1],
+        shape = self.named_axes(names, "# " + self.ctx.comment(found[1]).strip().lstrip("# "), found[1],
                                  f"the comment documents `{name}`", Strength.ESTABLISHED)
         return Traced(shape) if shape is not None else None
 
@@ -494,7 +553,7 @@ class ShapeReader:
         func = call.func
         name = self.ctx.qualified_name(func, scope)
         if name in _REARRANGE or (isinstance(func, cst.Name) and func.value == "rearrange"):
-            return self._rearrange(call)
+            return self.rearranged(call)
         if name == _PAD_SEQUENCE:
             return self._pad_sequence(call, scope)
         if name in _CONCAT and call.args:
@@ -578,21 +637,21 @@ class ShapeReader:
         function = project_function(self.ctx, call, scope) or project_forward(self.ctx, built)
         return self._returns(call, scope, function, depth, index) if function is not None else None
 
-    def recurrent_output(self, built) -> Traced | None:
-        """The output of an nn.LSTM, nn.GRU or nn.RNN: (N, L, H) with batch_first=True, else (L, N, H), whatever
-        its input; unknown when batch_first cannot be read."""
+    def recurrent_output(self, built, reads: bool = False) -> Traced | None:
+        """The output of an nn.LSTM, nn.GRU or nn.RNN (or, `reads`, the input it takes): (N, L, H) with
+        batch_first=True, else (L, N, H); unknown when batch_first cannot be read."""
         batch_first = recurrent_batch_first(self.ctx, built)
         if batch_first is None:
             return None
         code = self.ctx.code(built.call)
-        reason = f"an nn.{built.api.rpartition('.')[2]} output is " + ("(N, L, H) with batch_first=True" if batch_first
-                                                                    else "(L, N, H): batch_first is False")
-        evidence = self._evidence(code, self.ctx.line(built.call), reason, Strength.ESTABLISHED)
+        reason = f"an nn.{built.api.rpartition('.')[2]} " + ("reads " if reads else "output is ") + (
+            "(N, L, H) with batch_first=True" if batch_first else "(L, N, H): batch_first is False")
+        evidence = self.evidence(code, self.ctx.line(built.call), reason, Strength.ESTABLISHED)
         batch, sequence, hidden = (Axis(role, evidence) for role in (Role.BATCH, Role.SEQUENCE, Role.EMBEDDING))
         return Traced((batch, sequence, hidden) if batch_first else (sequence, batch, hidden))
 
     def _method(self, method: str, call: cst.Call, shape: Shape, scope: Scope, use) -> Shape | None:
-        dims = self._integers(call, scope)
+        dims = self.integers(call, scope)
         open_ended = bool(shape) and shape[-1] is OPEN
         if open_ended and (dims is None or any(d < 0 for d in dims)) and method not in ("view", "reshape"):
             return None  # a negative dim of a tensor whose rank is unknown
@@ -601,7 +660,7 @@ class ShapeReader:
         if method in ("transpose", "swapaxes", "swapdims"):
             return axes.transpose(shape, *dims) if dims is not None and len(dims) == 2 else None
         if method == "permute":
-            order = dims if dims is not None and len(call.args) > 1 else self._integer_list(call, scope)
+            order = dims if dims is not None and len(call.args) > 1 else self.integer_list(call, scope)
             return axes.permute(shape, order) if order is not None and not open_ended else None
         if method == "movedim":
             return axes.movedim(shape, *dims) if dims is not None and len(dims) == 2 else None
@@ -616,13 +675,13 @@ class ShapeReader:
             return self._view(call, shape, scope, use)
         return self._expand(method, call, shape, scope, use)
 
-    def _integers(self, call: cst.Call, scope: Scope) -> list[int] | None:
+    def integers(self, call: cst.Call, scope: Scope) -> list[int] | None:
         values = [resolve(self.ctx, arg.value, scope) for arg in call.args if not arg.keyword]
         if any(v is None or not isinstance(v.value, int) or isinstance(v.value, bool) for v in values):
             return None
         return [v.value for v in values]
 
-    def _integer_list(self, call: cst.Call, scope: Scope) -> list[int] | None:
+    def integer_list(self, call: cst.Call, scope: Scope) -> list[int] | None:
         if len(call.args) != 1 or not isinstance(call.args[0].value, cst.List | cst.Tuple):
             return None
         values = [resolve(self.ctx, e.value, scope) for e in call.args[0].value.elements]
@@ -738,7 +797,7 @@ class ShapeReader:
             roles = roles_of_names(_target_names(binding.node.targets[0].target))
             if binding.index is not None and binding.index < len(roles) and roles[binding.index] is not Role.UNKNOWN:
                 reason = f"`{size.value}` is the {roles[binding.index].value} axis of `{_shape_of(binding.value)}`"
-                return Axis(roles[binding.index], self._evidence(self._unpacked(binding), self.ctx.line(binding.node),
+                return Axis(roles[binding.index], self.evidence(self._unpacked(binding), self.ctx.line(binding.node),
                                                                  reason, Strength.ESTABLISHED), code)
         if binding is not None and binding.kind == "assign" and binding.value is not None:
             measured = self._measured(binding.value, binding.scope, binding.node, depth + 1)
@@ -748,13 +807,13 @@ class ShapeReader:
             if measured is not None:  # `bs = memory.shape[1]` names that axis, as an unpacking does
                 written = f"{size.value} = {self.ctx.code(binding.value)}"
                 reason = f"`{size.value}` names that axis the {role.value}"
-                evidence = self._evidence(written, self.ctx.line(binding.node), reason, Strength.ESTABLISHED)
+                evidence = self.evidence(written, self.ctx.line(binding.node), reason, Strength.ESTABLISHED)
                 return Axis(role, evidence, code)
         role = role_of_size_name(size.value)
         if role is Role.UNKNOWN:
             return Axis(size=code)
         line = self.ctx.line(use)
-        return Axis(role, self._evidence(code, line, f"the size is named `{code}`, which reads as the {role.value}",
+        return Axis(role, self.evidence(code, line, f"the size is named `{code}`, which reads as the {role.value}",
                                          Strength.NAMED), code)
 
     def _measured(self, size: cst.BaseExpression, scope: Scope, use, depth: int) -> Axis | None:
@@ -782,14 +841,14 @@ class ShapeReader:
         code, line = self.ctx.code(call), self.ctx.line(call)
         reason = "pad_sequence stacks batch-first" if batch_first else \
             "pad_sequence stacks sequence-first by default, (L, N, *)"
-        evidence = self._evidence(code, line, reason, Strength.ESTABLISHED)
+        evidence = self.evidence(code, line, reason, Strength.ESTABLISHED)
         batch, sequence = Axis(Role.BATCH, evidence), Axis(Role.SEQUENCE, evidence)
         return Traced((batch, sequence, OPEN) if batch_first else (sequence, batch, OPEN))
 
     def _convolution(self, call: cst.Call, spatial: int) -> Traced:
         """nn.Conv{1,2,3}d: (N, C, *spatial) whatever the input holds; a 1-d convolution's last axis is a sequence."""
         layout = {1: "(N, C, L)", 2: "(N, C, H, W)", 3: "(N, C, D, H, W)"}[spatial]
-        evidence = self._evidence(self.ctx.code(call), self.ctx.line(call), f"a convolution's output is {layout}",
+        evidence = self.evidence(self.ctx.code(call), self.ctx.line(call), f"a convolution's output is {layout}",
                                   Strength.ESTABLISHED)
         rest = (Axis(Role.SEQUENCE, evidence),) if spatial == 1 else (Axis(Role.SPATIAL, evidence),) * spatial
         return Traced((Axis(Role.BATCH, evidence), Axis(Role.EMBEDDING, evidence), *rest))
@@ -808,7 +867,7 @@ class ShapeReader:
         built = instance(self.ctx, expr.value, scope)
         if built is None or built.api != _EMBEDDING:
             return None
-        evidence = self._evidence(self.ctx.code(expr), self.ctx.line(expr),
+        evidence = self.evidence(self.ctx.code(expr), self.ctx.line(expr),
                                   "an nn.Embedding table is (num_embeddings, embedding_dim)", Strength.ESTABLISHED)
         return Traced((axes.UNKNOWN_AXIS, Axis(Role.EMBEDDING, evidence)))
 
@@ -819,13 +878,14 @@ class ShapeReader:
         ids = self.of(call.args[0].value, scope, use, depth + 1)
         if ids is None:
             return None
-        embedding = Axis(Role.EMBEDDING, self._evidence(self.ctx.code(call), self.ctx.line(call),
+        embedding = Axis(Role.EMBEDDING, self.evidence(self.ctx.code(call), self.ctx.line(call),
                                                         "nn.Embedding output", Strength.ESTABLISHED))
         shape = ids.shape if ids.shape and ids.shape[-1] is OPEN else ids.shape + (embedding,)
         return ids.then(shape, call, self, "an nn.Embedding output, the ids' axes and then the embedding")
 
-    def _rearrange(self, call: cst.Call) -> Traced | None:
-        """An einops pattern names the axes it produces: `'b c h w -> b (h w) c'`."""
+    def rearranged(self, call: cst.Call, side: int = 1) -> Traced | None:
+        """An einops pattern names the axes it produces (`side` 1: `'b c h w -> b (h w) c'`), and those of the
+        tensor it is given (`side` 0)."""
         if len(call.args) < 2 or not isinstance(call.args[1].value, cst.SimpleString):
             return None
         pattern = call.args[1].value.evaluated_value
@@ -833,12 +893,12 @@ class ShapeReader:
             return None
         source, result = pattern.split("->", 1)
         atoms = list(dict.fromkeys(re.findall(r"\w+", source) + re.findall(r"\w+", result)))
-        named = self._named_axes(atoms, self.ctx.code(call), self.ctx.line(call), "the einops pattern names the "
+        named = self.named_axes(atoms, self.ctx.code(call), self.ctx.line(call), "the einops pattern names the "
                                  "axes", Strength.ESTABLISHED)
         if named is None:
             return None
         by_name = dict(zip(atoms, named))
-        groups = [re.findall(r"\w+", group) for group in _einops_axes(result)]
+        groups = [re.findall(r"\w+", group) for group in _einops_axes((source, result)[side])]
         if any(not group for group in groups):
             return None  # `1` or `...` in the result: the rank is not the pattern's
         shape = tuple(axes.merged(tuple(by_name[atom] for atom in group)) for group in groups)
@@ -848,7 +908,7 @@ class ShapeReader:
         parts = call.args[0].value
         if not isinstance(parts, cst.List | cst.Tuple):
             return None
-        dim = self._dim(call, scope, 0)
+        dim = self.dim(call, scope, 0)
         traced = [self.of(part.value, scope, use, depth + 1) for part in parts.elements]
         known = [t for t in traced if t is not None]
         if not known or dim is None:
@@ -865,7 +925,7 @@ class ShapeReader:
         parts = call.args[0].value
         if not isinstance(parts, cst.List | cst.Tuple) or not parts.elements:
             return None
-        dim = self._dim(call, scope, 0)
+        dim = self.dim(call, scope, 0)
         if dim is None:
             return None
         traced = [self.of(part.value, scope, use, depth + 1) for part in parts.elements]
@@ -907,7 +967,7 @@ class ShapeReader:
         """`x.repeat_interleave(h, dim=d)`: axis d holds each of its entries h times in a row, so it keeps its
         role (`(N*h, L, S)` from `(N, L, S)` is batch-major); without `dim` the result is flattened: unknown."""
         inner = self.of(call.func.value, scope, use, depth + 1)
-        dim = self._dim(call, scope, None)
+        dim = self.dim(call, scope, None)
         if inner is None or dim is None or OPEN in inner.shape:
             return None
         position = dim + len(inner.shape) if dim < 0 else dim
@@ -915,7 +975,7 @@ class ShapeReader:
             return None
         return inner.then(inner.shape, call, self)
 
-    def _dim(self, call: cst.Call, scope: Scope, default: int | None) -> int | None:
+    def dim(self, call: cst.Call, scope: Scope, default: int | None) -> int | None:
         """The call's `dim` (its second positional argument, or by keyword) as an int: `default` when it is not
         given, None when it does not resolve to one."""
         positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
@@ -946,7 +1006,7 @@ class ShapeReader:
         if built is None:
             return None
         reason = "a DataLoader's default collate stacks the samples on a new first axis"
-        evidence = self._evidence(self.ctx.code(built), self.ctx.line(built), reason, Strength.ESTABLISHED)
+        evidence = self.evidence(self.ctx.code(built), self.ctx.line(built), reason, Strength.ESTABLISHED)
         return Traced((Axis(Role.BATCH, evidence), OPEN))
 
     def _loader(self, expr: cst.BaseExpression, scope: Scope) -> cst.Call | None:
