@@ -44,11 +44,18 @@ DATACLASS = """\
 
 
 @pytest.mark.parametrize("default", ["False", "field(default=False)"])
-def test_a_dataclass_default_that_no_construction_changes_decides_the_site(lint, default):
-    [finding] = mha001(lint, DATACLASS.format(default=default), annotation=": ModelConfig")
+def test_a_dataclass_default_that_the_constructions_leave_decides_the_site(lint, default):
+    [finding] = mha001(lint, DATACLASS.format(default=default), annotation=": ModelConfig",
+                       after="def main():\n    return ModelConfig(dim=32)\n")
     assert finding.severity is Severity.ERROR and "batch_first=cfg.batch_first is False" in finding.message
-    assert any("`ModelConfig.batch_first` defaults to False at line 6" in e for e in finding.evidence), \
-        finding.evidence
+    assert "`ModelConfig(...)` at line 16 leaves `batch_first` at its default" in finding.evidence
+    assert "`ModelConfig.batch_first` defaults to False at line 6" in finding.evidence
+
+
+def test_a_config_class_the_project_never_builds_is_built_elsewhere_so_its_defaults_decide_nothing(lint):
+    assert mha001(lint, DATACLASS.format(default="False"), annotation=": ModelConfig") == []
+    assert mha001(lint, DATACLASS.format(default="False"), annotation=": ModelConfig",
+                  after="def load(d):\n    return ModelConfig.from_dict(d)\nModelConfig(dim=32)\n") == []
 
 
 def test_a_dataclass_instance_that_sets_the_field_is_followed_through_the_call(lint):
@@ -134,6 +141,8 @@ def test_a_store_true_flag_is_one_value_per_run(lint):
     [finding] = mha001(lint, ARGPARSE.format(option='action="store_true"'), after="model = Model(args)\n")
     assert "is False in a run without --batch-first" in finding.message and finding.fix is None
     assert mha001(lint, ARGPARSE.format(option='action="store_false"'), after="model = Model(args)\n") != []
+    assert mha001(lint, ARGPARSE.format(option='action="store_true", default=True'),
+                  after="model = Model(args)\n") == []
 
 
 def test_an_option_default(lint):

@@ -226,12 +226,11 @@ def _parameter(ctx: ModuleContext, binding: Binding, depth: int) -> list[Obj] | 
 
 def _instances(ctx: ModuleContext, function: Scope, home: ModuleContext, klass: Scope) -> list[Obj] | None:
     """The instances of a class a parameter's annotation names: every construction in the project (each chosen
-    where it is built); with none, one that has the class's defaults."""
+    where it is built). None when the project builds none: then something outside it does (a framework filling
+    the class from a file), and its defaults decide nothing."""
     sites = constructions(home, klass, ctx)
-    if sites is None:
-        return None
     if not sites:
-        return [Obj(ctx, function, klass=klass, home=home)]
+        return None
     return [Obj(site.ctx, site.site.scope, klass=klass, home=home, call=site.site.call, place=site.place,
                 how=f"the `{klass.name}` built at {site.place}") for site in sites]
 
@@ -310,14 +309,12 @@ def field(obj: Obj, name: str, depth: int) -> list | object | None:
     if name not in fields:
         return _attribute(obj, name, depth) if name in klass.attributes or name in klass.methods else ABSENT
     default = fields[name]
-    if obj.call is None:
-        return _default(home, klass, name, default, depth, f" (the project never builds a `{klass.name}`)")
     arguments = bind(obj.call, torchapi.Signature(tuple(fields)))
     argument = arguments.get(name)
     if argument is None:
         if not arguments.absent(name):
             return None
-        got = _default(home, klass, name, default, depth, "")
+        got = _default(home, klass, name, default, depth)
         said = f"`{obj.ctx.code(obj.call.func)}(...)` at {place(obj.ctx, obj.call)} leaves `{name}` at its default"
         return [reach.within(said) for reach in got] if got is not None else None
     got = _values.reaches(obj.ctx, argument, obj.scope, depth + 1)
@@ -327,14 +324,14 @@ def field(obj: Obj, name: str, depth: int) -> list | object | None:
             for r in got] if got is not None else None
 
 
-def _default(home: ModuleContext, klass: Scope, name: str, default, depth: int, why: str) -> list | None:
+def _default(home: ModuleContext, klass: Scope, name: str, default, depth: int) -> list | None:
     if default is None:
         return None
     found = _values.resolve(home, default, klass, depth + 1)
     if found is None:
         return None
     return [_values.Reach(_values.Value(found.value, (
-        f"`{klass.name}.{name}` defaults to {found.value!r} at {place(home, default)}{why}",)
+        f"`{klass.name}.{name}` defaults to {found.value!r} at {place(home, default)}",)
         + found.trail))]
 
 

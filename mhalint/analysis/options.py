@@ -27,6 +27,14 @@ def option_values(ctx: ModuleContext, name: str, depth: int) -> list | None:
     action = keywords.get("action")
     if isinstance(action, cst.SimpleString) and action.evaluated_value in _FLAGS:
         without, given = _FLAGS[action.evaluated_value]
+        if "default" in keywords or _set_default(ctx, name) is not None:  # `default=True` beside store_true
+            default = _values.resolve(ctx, _set_default(ctx, name) or keywords["default"], ctx.root, depth + 1)
+            if default is None:
+                return None
+            without = default.value
+            if without == given and type(without) is type(given):
+                return [_values.Reach(_values.Value(given, (f"`{written}` is {action.evaluated_value} with "
+                                                            f"default {given!r} ({line}): {given} in every run",)))]
         return [_values.Reach(_values.Value(value, (f"`{written}` is {action.evaluated_value} ({line}): "
                                                     f"{value} {when}",)), line, f"a run {when}")
                 for value, when in ((without, f"without {written}"), (given, f"with {written}"))]

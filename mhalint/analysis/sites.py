@@ -126,12 +126,15 @@ def constructions(ctx: ModuleContext, klass: Scope, asking: ModuleContext) -> li
 
 def _harmless(ctx: ModuleContext, load: cst.Name) -> bool:
     """A read of a class name that builds nothing elsewhere: an annotation, a base class, `isinstance`'s second
-    argument, or an attribute of the class (`Config.batch_first`)."""
+    argument, or an attribute of the class that is not called (`Config.batch_first`)."""
     node, parent = load, ctx.parent(load)
     while isinstance(parent, cst.Subscript | cst.SubscriptElement | cst.Index | cst.BinaryOperation):
         node, parent = parent, ctx.parent(parent)
-    if isinstance(parent, cst.Annotation | cst.Attribute):
+    if isinstance(parent, cst.Annotation):
         return True
+    if isinstance(parent, cst.Attribute):  # `Config.x` reads; `Config.from_dict(d)` may build one
+        called = ctx.parent(parent)
+        return not (isinstance(called, cst.Call) and called.func is parent)
     if isinstance(parent, cst.Arg):
         call = ctx.parent(parent)
         return isinstance(call, cst.ClassDef) or (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)
