@@ -244,3 +244,61 @@ def test_a_stack_with_a_layer_that_cannot_be_named_pairs_nothing():
                 return x
     """
     assert _module_calls(source) == {6: []}
+
+
+LAYERED = """\
+import torch.nn as nn
+
+class AttentionLayer(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(d, h)
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x):
+        return self.norm(x + self.attn(x, x, x)[0])
+
+class FeedForward(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.linear = nn.Linear(d, d)
+
+    def forward(self, x):
+        return x + self.linear(x)
+
+class Decoder(nn.Module):
+    def __init__(self, d=64, h=8, n=4):
+        super().__init__()
+        self.attention_layers = nn.ModuleList()
+        self.ffn_layers = nn.ModuleList()
+        for _ in range(n):
+            self.attention_layers.append(AttentionLayer(d, h))
+            self.ffn_layers.append(FeedForward(d))
+
+    def forward(self, x):
+        {unpack}
+        for i in range(len(self.attention_layers)):
+            x = {between}
+            x = self.attention_layers[i](x)
+        return x
+"""
+
+
+@pytest.mark.parametrize("between", [
+    pytest.param("self.ffn_layers[i](x)", id="feed-forward"),
+    pytest.param("x.contiguous()", id="kept"),
+])
+def test_a_loop_body_of_several_layers_keeps_the_layout_from_before_the_loop(lint, between):
+    """The attention's input is what the layer before it in the loop body gave, whose input is the loop's value:
+    the value before the loop on the first round, the attention layer's output on the others. Every layer keeps the
+    axes, so the layout before the loop decides."""
+    (error,) = lint(LAYERED.format(unpack="B, T, C = x.shape", between=between), CODE, "info")
+    assert_batch_first_error(error, "B, T, C = x.shape")
+    (info,) = lint(LAYERED.format(unpack="T, B, C = x.shape", between=between), CODE, "info")
+    assert_sequence_first_info(info, "T, B, C = x.shape")
+
+
+def test_a_loop_body_that_swaps_axes_every_round_is_unknown(lint):
+    """Each round transposes the previous round's output: the layout before the loop holds every other round."""
+    (finding,) = lint(LAYERED.format(unpack="B, T, C = x.shape", between="x.transpose(0, 1)"), CODE, "info")
+    assert_unknown_warning(finding)

@@ -57,6 +57,59 @@ def follow(reached: list[Binding], active: set[int], read: Callable[[Binding], T
     return found
 
 
+class Loops:
+    """Following the bindings that may reach a read through loops, to a fixed point: `x = layer(x)` in a loop
+    over a stack of layers (or several layers, `x = attn(x); x = ffn(x)`) reaches its own reads.
+
+    A binding met again while it is being read (a cycle) adds nothing for now, nor does a binding that is
+    unknown only because its reading met such a cycle still open further up: the others (the value before the
+    loop) decide. When the binding whose reading met itself has a value, it is read again with that value
+    assumed where it met itself; the answer holds only if that gives the same (`same`), else it is unknown. So a
+    loop body that keeps the layout keeps the entry's, and one that changes it (a transpose each round) is
+    unknown."""
+
+    def __init__(self):
+        self.active: dict[int, T | None] = {}  # the bindings being read -> the value assumed where met again
+        self.met: dict[int, int] = {}  # binding -> how often a reading met it again
+        self.total = 0  # how often any reading met a binding being read
+
+    def follow(self, reached: list[Binding], read: Callable[[Binding], T | None], same: Callable[[T, T], bool],
+               mark: Callable[[], Callable[[], None]] = lambda: lambda: None) -> list[T | None]:
+        """`read(binding)` of each binding; `mark()` gives what takes back what a reading recorded (the reader's
+        notes on where it stopped), called for a reading that adds nothing."""
+        found = []
+        for binding in reached:
+            key = id(binding)
+            if key in self.active:
+                if self.active[key] is not None:
+                    found.append(self.active[key])
+                else:
+                    self.met[key] = self.met.get(key, 0) + 1
+                    self.total += 1
+                continue
+            before, own_before, undo = self.total, self.met.get(key, 0), mark()
+            value = self._read(binding, read, same)
+            if value is None and self.total - before > self.met.get(key, 0) - own_before:
+                undo()  # unknown only through a cycle still open further up: the binding read there decides
+                continue
+            found.append(value)
+        return found
+
+    def _read(self, binding: Binding, read, same):
+        key = id(binding)
+        met = self.met.get(key, 0)
+        self.active[key] = None
+        try:
+            value = read(binding)
+            if value is None or self.met.get(key, 0) == met:
+                return value
+            self.active[key] = value  # met itself: read again with its value assumed there
+            again = read(binding)
+            return value if again is not None and same(value, again) else None
+        finally:
+            del self.active[key]
+
+
 def uses(ctx: ModuleContext, binding: Binding) -> list[cst.Name]:
     """The reads that may see `binding`'s value, in source order: following a value forward. The reads of a name
     are matched with its bindings once per scope (not once per binding: a name bound N times)."""

@@ -25,7 +25,7 @@ from mhalint.lazy import cst
 from mhalint.analysis.values import resolve
 from mhalint.analysis.vocabulary import KEEPS_AXES, KEEPS_AXES_MODULES, REORDER, SIZE_FACTORIES
 
-_MAX_DEPTH = 14
+_MAX_DEPTH = 14  # operations and calls followed; a name's binding and an argument bound to a parameter are free
 
 _FIRST_ARG_KEEPS_AXES = {
     "torch.zeros_like", "torch.ones_like", "torch.empty_like", "torch.randn_like", "torch.relu", "torch.tanh",
@@ -77,7 +77,7 @@ class ShapeReader:
         self.file = file
         # (function, parameter, argument, caller scope) for the calls being followed into their returns
         self._env: list[tuple[Scope, str, cst.BaseExpression, Scope]] = []
-        self._active: set[int] = set()  # the bindings being followed, against cycles through loops
+        self._loops = dataflow.Loops()  # the bindings being followed, against cycles through loops
         self._stops: list[Stop] | None = None  # where the question being answered has stopped so far
         self._known: dict[int, Traced] = {}  # bindings (by id) whose roles their uses show, for a second trace
         self._failed: list[Binding] | None = None  # the bindings whose trace failed in the question being answered
@@ -87,7 +87,7 @@ class ShapeReader:
         """The roles of `expr`'s axes at `use`. A question asked from outside (depth 0, nothing being followed)
         is answered once per module: several rules ask it of the same arguments."""
         self.ctx.limits.check()
-        if depth or self._env or self._active or expr is None or self._known:  # (a second trace: not memoised)
+        if depth or self._env or self._loops.active or expr is None or self._known:  # (a second trace: not memoised)
             return self._tracked(expr, scope, use, depth)
         memo = self.ctx.memo.setdefault("shapes", {})
         key = (id(expr), id(scope), id(use), self.file)
@@ -234,15 +234,27 @@ class ShapeReader:
     # ---- names ----
     def _name(self, name: str, scope: Scope, use: cst.CSTNode, depth: int) -> Traced | None:
         """Every binding that may reach the read must give the same roles. A binding already being followed (a
-        loop's `x = layer(x)` reaching itself) adds nothing: the other bindings decide."""
+        loop's `x = layer(x)` reaching itself) adds nothing for now: the other bindings decide, and the loop's
+        binding is checked against them (`dataflow.Loops`)."""
         reached = dataflow.reaching(self.ctx, self.ctx.bindings(name, scope), use)
         # a parameter the call being followed binds is a new question, not a cycle, even where the same parameter
         # is being asked about for all its callers (a block's input, met again through `x = block(x)` in a stack)
         bound = [binding for binding in reached if self._passed(name, binding) is not None]
         rest = [binding for binding in reached if binding not in bound]
         return self._agreed([self._stopped_binding(name, scope, binding, use, depth) for binding in bound]
-                            + dataflow.follow(rest, self._active,
-                                              lambda binding: self._stopped_binding(name, scope, binding, use, depth)))
+                            + self._loops.follow(rest, lambda binding: self._stopped_binding(name, scope, binding,
+                                                                                             use, depth),
+                                                 _same_roles, self._mark))
+
+    def _mark(self):
+        """What takes back the stops recorded from now on."""
+        stops = self._stops
+        before = len(stops) if stops is not None else 0
+
+        def undo() -> None:
+            if stops is not None:
+                del stops[before:]
+        return undo
 
     def _passed(self, name: str, binding: Binding) -> tuple[cst.BaseExpression, Scope] | None:
         """The argument the call being followed into a project function passes for this parameter."""
@@ -299,7 +311,7 @@ class ShapeReader:
         if binding.kind == "param":
             passed = self._passed(name, binding)
             if passed is not None:
-                return self._reconciled(unpacked or self.of(passed[0], passed[1], passed[0], depth + 1),
+                return self._reconciled(unpacked or self.of(passed[0], passed[1], passed[0], depth),
                                         self._documented(name, binding))
             documented = self._documented(name, binding)
             if unpacked is not None:
@@ -323,7 +335,7 @@ class ShapeReader:
             return self._item_stop(name, binding)
         if binding.kind != "assign" or binding.value is None:
             return None
-        traced, commented = self.of(binding.value, binding.scope, binding.node, depth + 1), self._commented(binding)
+        traced, commented = self.of(binding.value, binding.scope, binding.node, depth), self._commented(binding)
         if traced is not None and commented is not None and len({_kind(traced), _kind(commented)} - {None}) > 1:
             self.conflict(commented, traced)  # the code and its comment disagree
             return None
@@ -1089,6 +1101,10 @@ def _shown(traced: Traced) -> Shown:
     found = axes.layout(traced.shape)
     code, place = traced.steps[-1][:2] if traced.steps else (found.evidence.code, found.evidence.place)
     return Shown(code, place, found.kind)
+
+
+def _same_roles(one: Traced, other: Traced) -> bool:
+    return axes.roles(one.shape) == axes.roles(other.shape)
 
 
 def _agreed(found: list[Traced | None]) -> Traced | None:
