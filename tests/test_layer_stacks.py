@@ -137,7 +137,7 @@ def test_the_layout_a_stack_keeps_reaches_the_module_after_the_loop(lint):
 def test_a_stack_whose_data_nothing_shows_stays_a_warning(lint):
     (finding,) = lint(model(f"self.layers = nn.ModuleList([{LAYER} for _ in range(n)])", LOOP, unpack="pass"),
                       CODE, "info")
-    assert_unknown_warning(finding)
+    assert_unknown_warning(finding, missing="the data, `x`, is a parameter of `forward`")
 
 
 @pytest.mark.parametrize("build", [
@@ -302,3 +302,5 @@ def test_a_loop_body_that_swaps_axes_every_round_is_unknown(lint):
     """Each round transposes the previous round's output: the layout before the loop holds every other round."""
     (finding,) = lint(LAYERED.format(unpack="B, T, C = x.shape", between="x.transpose(0, 1)"), CODE, "info")
     assert_unknown_warning(finding)
+    assert finding.message.endswith("`B, T, C = x.shape` and `x.transpose(0, 1)` disagree on the data's layout")
+    assert "`x.transpose(0, 1)` at line 32 shows sequence-first" in finding.evidence[-1]

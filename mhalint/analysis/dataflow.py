@@ -70,8 +70,8 @@ class Loops:
 
     def __init__(self):
         self.active: dict[int, T | None] = {}  # the bindings being read -> the value assumed where met again
-        self.met: dict[int, int] = {}  # binding -> how often a reading met it again
-        self.total = 0  # how often any reading met a binding being read
+        self.met: dict[int, int] = {}  # a binding being read -> how often a reading met it again
+        self.open = 0  # how often a reading met a binding still being read further up
 
     def follow(self, reached: list[Binding], read: Callable[[Binding], T | None], same: Callable[[T, T], bool],
                mark: Callable[[], Callable[[], None]] = lambda: lambda: None) -> list[T | None]:
@@ -85,11 +85,11 @@ class Loops:
                     found.append(self.active[key])
                 else:
                     self.met[key] = self.met.get(key, 0) + 1
-                    self.total += 1
+                    self.open += 1
                 continue
-            before, own_before, undo = self.total, self.met.get(key, 0), mark()
+            before, undo = self.open, mark()
             value = self._read(binding, read, same)
-            if value is None and self.total - before > self.met.get(key, 0) - own_before:
+            if value is None and self.open > before:
                 undo()  # unknown only through a cycle still open further up: the binding read there decides
                 continue
             found.append(value)
@@ -97,11 +97,12 @@ class Loops:
 
     def _read(self, binding: Binding, read, same):
         key = id(binding)
-        met = self.met.get(key, 0)
         self.active[key] = None
         try:
             value = read(binding)
-            if value is None or self.met.get(key, 0) == met:
+            met = self.met.pop(key, 0)
+            self.open -= met  # its own cycle closes here
+            if value is None or not met:
                 return value
             self.active[key] = value  # met itself: read again with its value assumed there
             again = read(binding)

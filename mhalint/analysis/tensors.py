@@ -244,7 +244,16 @@ class ShapeReader:
         return self._agreed([self._stopped_binding(name, scope, binding, use, depth) for binding in bound]
                             + self._loops.follow(rest, lambda binding: self._stopped_binding(name, scope, binding,
                                                                                              use, depth),
-                                                 _same_roles, self._mark))
+                                                 self._same_round, self._mark))
+
+    def _same_round(self, first: Traced, again: Traced) -> bool:
+        """Does a loop's value read again, with the first reading's value assumed where it met itself, have the
+        same roles? Two layouts are a conflict the warning names (a body that transposes each round)."""
+        if axes.roles(first.shape) == axes.roles(again.shape):
+            return True
+        if None not in (_kind(first), _kind(again)) and _kind(first) != _kind(again):
+            self._conflict(first, again)
+        return False
 
     def _mark(self):
         """What takes back the stops recorded from now on."""
@@ -1101,10 +1110,6 @@ def _shown(traced: Traced) -> Shown:
     found = axes.layout(traced.shape)
     code, place = traced.steps[-1][:2] if traced.steps else (found.evidence.code, found.evidence.place)
     return Shown(code, place, found.kind)
-
-
-def _same_roles(one: Traced, other: Traced) -> bool:
-    return axes.roles(one.shape) == axes.roles(other.shape)
 
 
 def _agreed(found: list[Traced | None]) -> Traced | None:
