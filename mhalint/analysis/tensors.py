@@ -252,17 +252,16 @@ class ShapeReader:
         if axes.roles(first.shape) == axes.roles(again.shape):
             return True
         if None not in (_kind(first), _kind(again)) and _kind(first) != _kind(again):
-            self._conflict(first, again)
+            self.conflict(first, again)
         return False
 
     def _mark(self):
-        """What takes back the stops recorded from now on."""
-        stops = self._stops
-        before = len(stops) if stops is not None else 0
+        """What takes back the stops and failed bindings recorded from now on."""
+        notes = [(kept, len(kept)) for kept in (self._stops, self._failed) if kept is not None]
 
         def undo() -> None:
-            if stops is not None:
-                del stops[before:]
+            for kept, before in notes:
+                del kept[before:]
         return undo
 
     def _passed(self, name: str, binding: Binding) -> tuple[cst.BaseExpression, Scope] | None:
