@@ -110,9 +110,12 @@ def _passed_values(syntax: ast.Module, lines: list[int]) -> Iterator[tuple[tuple
     """The (start, end) (line, column) spans of names and attributes handed over as values, looking only into
     nodes that span one of `lines` (sorted): walking all of a large file's tree cost more than the check saved."""
     stack: list[ast.AST] = [syntax]
+    tables: set[int] = set()  # dicts indexed or named, whose values mhalint reads (`{"a": A, ...}[kind](...)`)
     while stack:
         node = stack.pop()
         stack.extend(child for child in ast.iter_child_nodes(node) if _spans_a_line(child, lines))
+        if isinstance(node, ast.Subscript | ast.Assign) and isinstance(node.value, ast.Dict):
+            tables.add(id(node.value))
         if isinstance(node, ast.Call):
             # `partial(nn.MultiheadAttention, ...)` is a constructor mhalint follows, not a value handed over
             first = 1 if _is_partial(node.func) else 0
@@ -120,7 +123,7 @@ def _passed_values(syntax: ast.Module, lines: list[int]) -> Iterator[tuple[tuple
         elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             candidates = node.elts
         elif isinstance(node, ast.Dict):
-            candidates = [*(key for key in node.keys if key is not None), *node.values]
+            candidates = [*(key for key in node.keys if key is not None), *(node.values if id(node) not in tables else ())]
         elif isinstance(node, ast.Compare):
             candidates = [node.left, *node.comparators]
         else:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 from mhalint import torchapi
 from mhalint.analysis.axes import BATCH_FIRST, SEQ_FIRST, Strength, layout, weakened
-from mhalint.analysis.calls import ModuleCall, construction, module_calls, with_argument
+from mhalint.analysis.calls import ModuleCall, constructions, module_calls, with_argument
 from mhalint.analysis.stops import PRIORITY
 from mhalint.analysis.tensors import ShapeReader, Traced
 from mhalint.finding import HEADLINE_LIMIT, NOT_CONFIRMED, UNSAFE, Severity
@@ -191,9 +191,11 @@ class BatchFirstDefault(Rule):
         self.shapes = ShapeReader(context)
 
     def visit_Call(self, node: cst.Call) -> None:
-        built = construction(self.context, node, self.scope)
-        if built is None or built.api not in _MODULES:
-            return
+        for built in constructions(self.context, node, self.scope):
+            if built.api in _MODULES:
+                self._check(node, built)
+
+    def _check(self, node: cst.Call, built) -> None:
         settings = self._settings(built)
         if not settings:
             return
@@ -256,11 +258,14 @@ class BatchFirstDefault(Rule):
     def _query_shape(self, use: ModuleCall, api: str) -> Traced | None:
         """The roles of what a call gives the module, or, called directly, what the uses of its output show (it has
         the query's axes); through a wrapper mhalint cannot see into, they rest on the assumption that it passes its
-        input on unchanged (at most a warning)."""
+        input on unchanged, and from a call that may run another module, on the assumption that it runs this one
+        (at most a warning)."""
         traced = self._entering(use, api)[0]
-        if traced is None or not use.assumed:
-            return traced
-        return replace(traced, shape=weakened(traced.shape, f"assuming `{use.assumed}` passes it on unchanged"))
+        if traced is not None and use.assumed:
+            traced = replace(traced, shape=weakened(traced.shape, f"assuming `{use.assumed}` passes it on unchanged"))
+        if traced is not None and use.may:
+            traced = replace(traced, shape=weakened(traced.shape, use.may))
+        return traced
 
     def _entering(self, use: ModuleCall, api: str):
         """The query's roles and where their trace stopped; the output of a module called directly has the query's
@@ -276,10 +281,17 @@ class BatchFirstDefault(Rule):
         here: none is offered."""
         established = seen.strength is Strength.ESTABLISHED
         self.report(node, BATCH_FIRST_DATA if fixed == "True" else SEQUENCE_FIRST_DATA, severity=Severity.ERROR if established else Severity.WARNING,
-                    evidence=[*setting.evidence, *seen.evidence],
-                    fix=self._fix(built, fixed) if established and fixable else None,
+                    evidence=[*setting.evidence, *seen.evidence, *self._chosen(built)],
+                    fix=self._fix(built, fixed) if established and fixable and built.certain else None,
                     arguments=self._arguments(built, batch_first=fixed == "False", layout=seen.kind),
                     api=api, data=seen.code, place=seen.place, setting=setting.headline)
+
+    def _chosen(self, built) -> list[str]:
+        """Where the constructor's class is one of several, the fix would change the others' calls: none."""
+        if built.certain:
+            return []
+        return [f"`{self.context.code(built.call.func)}` at line {self.context.line(built.call)} may also build "
+                f"another class: no fix is offered there"]
 
     def _arguments(self, built, **known: object) -> dict[str, object]:
         """What the probe rebuilds the module from: the constructor's values, and the layout when the code shows it."""

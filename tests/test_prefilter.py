@@ -136,6 +136,10 @@ def test_agrees_with_pythons_tokenizer(statements):
     ("Attn = partial(nn.MultiheadAttention, batch_first=True)\n", False),  # a constructor, followed
     ("Attn = functools.partial(nn.TransformerEncoderLayer, 64)\n", False),
     ("f = partial(run, nn.MultiheadAttention)\n", True),  # not the partial's callable: a value
+    # a table of classes indexed or named: mhalint reads its values (issue 35 item 6), not its keys
+    ('attn = {"a": A, "mha": nn.MultiheadAttention}[kind](8, 2)\n', False),
+    ('ATTENTION = {"a": A, "mha": nn.MultiheadAttention}\n', False),
+    ("use({nn.MultiheadAttention: 1})\n", True),
 ])
 def test_names_only_passed_as_values(source, passed_only):
     prefilter = Prefilter(ALL_TRIGGERS)

@@ -13,6 +13,7 @@ from mhalint import torchapi
 from mhalint.analysis import containers
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
+from mhalint.analysis import branches, dataflow
 from mhalint.analysis.inheritance import is_super, project_class, torch_class
 from mhalint.analysis.vocabulary import FORWARDS_TO_MODULE, KEEPS_AXES_MODULES, REGROUP, REORDER, RETURNS_MODULE
 from mhalint.walk import own_nodes
@@ -87,6 +88,10 @@ class Construction:
     assumed: str = ""
     hidden: bool = False  # built through a project __init__ in another file: its arguments are not these
     owner: str = ""  # `self.self_attn` of a layer subclass: the layer's api, whose constructor `call` is
+    # Where the called name may hold several classes (`cls(...)` after `cls = A if c else B`): the facts under
+    # which it is this one, and certain=False (an edit of the call would change the other classes' too).
+    condition: branches.Condition = frozenset()
+    certain: bool = True
 
     @property
     def arguments(self) -> Arguments:
@@ -110,7 +115,10 @@ class Construction:
 def construction(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Construction | None:
     """The module a call constructs: a torch attention module (also an instance of a project subclass of one
     whose arguments reach torch's constructor as written, and `super().__init__(...)` in a subclass that takes
-    its own), or a class defined in this module (api `<module>.Name`), so that its instances can be followed."""
+    its own), or a class defined in this module (api `<module>.Name`), so that its instances can be followed.
+    None when the called name may hold several classes (`constructions` gives each)."""
+    if class_choices(ctx, call.func, scope):
+        return None
     name = ctx.qualified_name(call.func, scope)
     if name in torchapi.CONSTRUCTORS:
         return Construction(name, call, scope)
@@ -195,6 +203,79 @@ def _through_init(ctx: ModuleContext, built: Construction) -> Construction | Non
                         assumed=found.unread, hidden=True) if _runs_torch(ctx, found) else None
 
 
+def constructions(ctx: ModuleContext, call: cst.Call, scope: Scope) -> list[Construction]:
+    """Every module a constructor call may build: its one construction, or one per class the called expression
+    may hold, each under the facts that choose it and not certain."""
+    choices = class_choices(ctx, call.func, scope)
+    if choices:
+        return [Construction(api, call, scope, condition=condition, certain=False) for api, condition in choices]
+    built = construction(ctx, call, scope)
+    return [built] if built is not None else []
+
+
+def class_choices(ctx: ModuleContext, func: cst.BaseExpression, scope: Scope) -> list[tuple[str, branches.Condition]]:
+    """The classes a called expression may name, each with the facts under which it does: `(A if c else B)`, a
+    name bound to different classes (on different branches, or chosen into a variable), `{"a": A, "b": B}[key]`.
+    Empty when it names one class (or nothing readable); a class that cannot be named is UNKNOWN_CALLABLE."""
+    if not isinstance(func, cst.Name | cst.IfExp | cst.Subscript):
+        return []
+    if isinstance(func, cst.Name):  # most names are bound once, to no choice: answered without a lookup
+        bindings = ctx.bindings(func.value, scope)
+        if len(bindings) < 2 and not (bindings and isinstance(bindings[0].value, cst.IfExp | cst.Subscript)):
+            return []
+    memo = ctx.memo.setdefault("class_choices", {})
+    if func not in memo:
+        leaves = _class_leaves(ctx, func, scope, 0)
+        names = [(ctx.qualified_name(expr, where) or UNKNOWN_CALLABLE, expr, where, extra)
+                 for expr, where, extra in leaves or ()]
+        memo[func] = [(name, branches.guards(ctx, expr, where) | extra) for name, expr, where, extra in names] \
+            if len({name for name, *_ in names}) > 1 else []
+    return memo[func]
+
+
+def _class_leaves(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int):
+    """(class expression, its scope, facts of a dict key) for each class `expr` may name; None when unreadable."""
+    if depth > _MAX_DEPTH:
+        return None
+    if isinstance(expr, cst.IfExp):
+        body, orelse = (_class_leaves(ctx, e, scope, depth + 1) for e in (expr.body, expr.orelse))
+        return body + orelse if body is not None and orelse is not None else None
+    if isinstance(expr, cst.Subscript):
+        return _dict_leaves(ctx, expr, scope)
+    if isinstance(expr, cst.Name):
+        bindings = dataflow.reaching(ctx, ctx.bindings(expr.value, scope), expr)
+        if bindings and all(b.kind == "assign" and b.value is not None for b in bindings) \
+                and (len(bindings) > 1 or isinstance(bindings[0].value, cst.IfExp | cst.Subscript)):
+            found = []
+            for binding in bindings:
+                leaves = _class_leaves(ctx, binding.value, binding.scope, depth + 1)
+                if leaves is None:
+                    return None
+                found += leaves
+            return found
+    return [(expr, scope, frozenset())] if isinstance(expr, cst.Name | cst.Attribute) else None
+
+
+def _dict_leaves(ctx: ModuleContext, expr: cst.Subscript, scope: Scope):
+    """`{"a": A, "mha": nn.MultiheadAttention}[kind]`, or a name bound once to such a dict: each class with the
+    fact `kind == <its key>`."""
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+        return None
+    key, table, where = expr.slice[0].slice.value, expr.value, scope
+    if isinstance(table, cst.Name):
+        bindings = ctx.bindings(table.value, scope)
+        if len(bindings) != 1 or bindings[0].kind != "assign":
+            return None
+        table, where = bindings[0].value, bindings[0].scope
+    if not isinstance(table, cst.Dict) or not all(isinstance(e, cst.DictElement) for e in table.elements):
+        return None
+    found = []
+    for element in table.elements:
+        fact = branches.key_fact(ctx, key, element.key, scope)
+        found.append((element.value, where, frozenset({fact}) if fact is not None else frozenset()))
+    return found
+
+
 def _partial(ctx: ModuleContext, func: cst.BaseExpression, scope: Scope) -> cst.Call | None:
     """The `functools.partial(<torch attention module>, ...)` a name is bound to, once, where it is called."""
     if not isinstance(func, cst.Name):
@@ -235,6 +316,9 @@ def _call_target(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Target | N
         built = instance(ctx, call.func, scope) if isinstance(call.func.value, cst.Name) else None
         return Target(api, bind(call, torchapi.CALLS[api]), built)
     built = instance(ctx, call.func, scope)
+    if built is None:  # a name that may hold several modules: the one this call can run, when only one can
+        chains = _chains_of(ctx, call, scope)
+        built = chains[0][0] if len(chains) == 1 and chains[0] and not chains[0].may else None
     if built is None or (built.via_super and not built.subclass) or built.overrides \
             or built.api not in torchapi.CALLS:
         return None
@@ -318,7 +402,8 @@ def _calls_of(ctx: ModuleContext, function: Scope, klass: Scope | None) -> list[
     if klass is not None and function.name == "forward":
         api = PROJECT_PREFIX + klass.name
         return [(call, scope) for call, scope, chain in _chains(ctx).running(api=api)
-                if any(api in (other.api, other.subclass) for built in chain for other in built.alternatives)]
+                if not chain.may and any(api in (other.api, other.subclass) for built in chain
+                                         for other in built.alternatives)]
     if klass is not None and function.name == "__init__":
         candidates = _calls_by_qualified_name(ctx).get(PROJECT_PREFIX + klass.name, [])
     else:
@@ -363,8 +448,7 @@ def _calls(ctx: ModuleContext, call: cst.Call, scope: Scope, function: Scope, kl
         return (isinstance(func, cst.Name) and func.value == function.name
                 and ctx.qualified_name(func, scope) == PROJECT_PREFIX + function.name)
     if function.name == "__init__":
-        built = construction(ctx, call, scope)
-        return built is not None and built.api == PROJECT_PREFIX + klass.name
+        return any(built.api == PROJECT_PREFIX + klass.name for built in constructions(ctx, call, scope))
     caller_class = ctx.class_of(scope)
     return (caller_class is klass and isinstance(func, cst.Attribute) and func.attr.value == function.name
             and isinstance(func.value, cst.Name) and func.value.value == scope.self_name)
@@ -376,8 +460,11 @@ def wrapping_chain(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -
     input. A class of this file belongs to the chain only when its forward moves no axis (a stack of layers);
     one that transposes or reshapes is read instead, where it calls its inner module. A callable mhalint cannot
     name is assumed to keep the container contract (`ModuleCall.assumed` says so)."""
+    return _chain_from(ctx, instance(ctx, expr, scope))
+
+
+def _chain_from(ctx: ModuleContext, built: Construction | None) -> list[Construction]:
     chain: list[Construction] = []
-    built = instance(ctx, expr, scope)
     while built is not None and len(chain) < _MAX_WRAPPING and all(b.call is not built.call for b in chain):
         chain.append(built)
         built = _inner(ctx, built)
@@ -493,6 +580,7 @@ class ModuleCall:
     scope: Scope
     direct: bool  # the module itself is called (not a container of it): its own signature applies
     assumed: str = ""  # the code of a wrapper mhalint cannot see into, taken to pass the input on unchanged
+    may: str = ""  # the other modules the called name may hold here, when the call may run one of them instead
 
     @property
     def query(self) -> cst.BaseExpression | None:
@@ -509,14 +597,17 @@ def module_calls(ctx: ModuleContext, built: Construction) -> list[ModuleCall]:
     """Every call in the module that runs `built`'s forward."""
     found = []
     for call, scope, chain in _chains(ctx).running(constructions=(built.call,)):
-        matched = next(((i, a) for i, b in enumerate(chain) for a in b.alternatives if a.call is built.call), None)
+        matched = next(((i, a) for i, b in enumerate(chain) for a in b.alternatives
+                        if a.call is built.call and (built.certain or a.api == built.api)), None)
         if matched is None or (matched[1].overrides and not matched[1].owner):
             continue  # an instance of a subclass whose own forward runs: its calls of torch's are read below
         position = matched[0]
         unseen = next((b for b in chain[:position]
                        if b.api == UNKNOWN_CALLABLE and imported_class(ctx, b) is None), None)
         found.append(ModuleCall(call, scope, direct=position == 0,
-                                assumed=ctx.code(unseen.call.func) if unseen is not None else built.assumed))
+                                assumed=ctx.code(unseen.call.func) if unseen is not None else built.assumed,
+                                may=f"`{ctx.code(call.func)}` may hold {' or '.join(chain.may)} at this call"
+                                if chain.may else ""))
     seen = {id(use.call) for use in found}
     return found + [use for use in _inherited_calls(ctx, built) if id(use.call) not in seen]
 
@@ -535,6 +626,101 @@ def _inherited_in(ctx: ModuleContext, klass: Scope) -> list[tuple[cst.Call, Scop
     return ctx.settled("inherited_in", klass, lambda: [
         (call, scope) for method in klass.methods.values() for call, scope in ctx.calls_in(method)
         if _runs_inherited(ctx, call, scope) is not None])
+
+
+class Chain(list):
+    """A call's wrapping chain; `may` names the other modules the call may run instead (empty when certain)."""
+
+    may: tuple[str, ...] = ()
+
+
+def _chains_of(ctx: ModuleContext, call: cst.Call, scope: Scope) -> list[Chain]:
+    """The wrapping chains a call may run: one, or, where the called name may hold several modules, one per
+    module whose construction's facts the call's own do not exclude (`if self.kind == "a": self.attn(x)` runs
+    only the module built where kind == "a"). Several are each only a possibility (`may`). Asked by the index
+    of chains and by `call_target`: computed once."""
+    return ctx.settled("chains_of", call, lambda: _read_chains(ctx, call, scope))
+
+
+def _read_chains(ctx: ModuleContext, call: cst.Call, scope: Scope) -> list[Chain]:
+    chain = wrapping_chain(ctx, call.func, scope)
+    if chain:
+        return [Chain(chain)]
+    reaching = [built for built in may_hold(ctx, call.func, scope) if _reaches(ctx, built, call, scope)]
+    chains = []
+    for built in reaching:
+        chain = Chain(_chain_from(ctx, built))
+        if len(reaching) > 1:
+            chain.may = tuple(sorted({_short(b.api) for b in reaching if b is not built} - {_short(built.api)})) \
+                or ("another one",)
+        chains.append(chain)
+    return chains
+
+
+def _short(api: str) -> str:
+    return api[len(PROJECT_PREFIX):] if api.startswith(PROJECT_PREFIX) else torchapi.short_name(api)
+
+
+def may_hold(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> list[Construction]:
+    """The modules `expr` may evaluate to where `instance` finds no one module: `A(...) if c else B(...)`, a name
+    or `self.x` bound on different branches, a constructor whose class is chosen. Each comes with the facts under
+    which it is built (the tests around its construction). Empty when any of them cannot be read."""
+    if depth > _MAX_DEPTH:
+        return []
+    if isinstance(expr, cst.IfExp):
+        body, orelse = (may_hold(ctx, e, scope, depth + 1) for e in (expr.body, expr.orelse))
+        return body + orelse if body and orelse else []
+    if isinstance(expr, cst.Call):
+        found = constructions(ctx, expr, scope) if class_choices(ctx, expr.func, scope) else \
+            [built for built in [instance(ctx, expr, scope, depth + 1)] if built is not None]
+        return [replace(b, condition=b.condition | branches.guards(ctx, b.call, b.scope)) for b in found]
+    if isinstance(expr, cst.Name):
+        bindings = dataflow.reaching(ctx, ctx.bindings(expr.value, scope), expr)
+    else:
+        bindings = ctx.attribute_bindings(expr, scope)
+    if not bindings or any(b.kind != "assign" or b.value is None for b in bindings):
+        return []
+    found: dict[tuple[int, str], Construction] = {}
+    for binding in bindings:
+        if _rewraps(ctx, binding):
+            continue
+        each = may_hold(ctx, binding.value, binding.scope, depth + 1)
+        if not each:
+            return []
+        found.update(((id(b.call), b.api), b) for b in each)
+    return list(found.values())
+
+
+def _reaches(ctx: ModuleContext, built: Construction, call: cst.Call, scope: Scope) -> bool:
+    """Can `call` run `built`: do the tests around the call leave its construction's facts possible, and its
+    class those that an `isinstance` test of the called name allows?"""
+    where = branches.guards(ctx, call, scope)
+    if branches.excludes(built.condition, where):
+        return False
+    tested = branches.class_facts(where, branches.subject(ctx, call.func, scope))
+    return not any(_may_be(ctx, built.api, fact.values) is False if fact.holds else _is(built.api, fact.values)
+                   for fact in tested)
+
+
+def _is(api: str, classes: frozenset) -> bool:
+    """Is a module of `api` certainly an instance of one of `classes`?"""
+    return api in classes
+
+
+def _may_be(ctx: ModuleContext, api: str, classes: frozenset, depth: int = 0) -> bool:
+    """May a module of `api` be an instance of one of `classes` (an isinstance test that holds)? A torch class is
+    no project class; a project class is one of its bases when the module shows them all."""
+    if api in classes or api == UNKNOWN_CALLABLE or "torch.nn.Module" in classes or depth > _MAX_DEPTH:
+        return True
+    if not api.startswith(PROJECT_PREFIX):
+        return any(c.rsplit(".", 1)[-1] == api.rsplit(".", 1)[-1] for c in classes if not c.startswith(PROJECT_PREFIX))
+    klass = ctx.classes.get(api[len(PROJECT_PREFIX):])
+    if klass is None:
+        return True
+    bases = [ctx.qualified_name(base, klass.parent) for base in klass.bases]
+    return any(base is None or base != "torch.nn.Module" and (
+        not base.startswith(PROJECT_PREFIX) and base not in torchapi.CONSTRUCTORS or _may_be(ctx, base, classes, depth + 1))
+        for base in bases)
 
 
 # Arguments bound while following a call into a project function: (callee scope, parameter, argument, caller scope).
@@ -592,7 +778,7 @@ class _Chains:
         self.ctx = ctx
         self.calls = ctx.calls()
         self.read = 0  # the calls before this index have been read
-        self.kept: dict[int, list[Construction]] = {}
+        self.kept: dict[int, list[Chain]] = {}
         self.unsettled: set[int] = set()  # being computed, or computed through a cycle: computed at each question
         self.by_construction: dict[cst.Call, list[int]] = {}
         self.by_api: dict[str, list[int]] = {}
@@ -606,8 +792,8 @@ class _Chains:
             [index for built in constructions for index in self.by_construction.get(built, [])]
         if self.unsettled or len(constructions) > 1:
             found = sorted({*found, *self.unsettled})
-        return [(call, scope, self.kept[index] if index in self.kept else wrapping_chain(self.ctx, call.func, scope))
-                for index in found for call, scope in (self.calls[index],)]
+        return [(call, scope, chain) for index in found for call, scope in (self.calls[index],)
+                for chain in (self.kept[index] if index in self.kept else _chains_of(self.ctx, call, scope))]
 
     def _read_all(self) -> None:
         while self.read < len(self.calls):  # a question asked while a chain is computed goes on from there
@@ -617,17 +803,16 @@ class _Chains:
             call, scope = self.calls[index]
             self.unsettled.add(index)
             pending_reads = self.ctx.pending_reads
-            chain = wrapping_chain(self.ctx, call.func, scope)
+            chains = _chains_of(self.ctx, call, scope)
             if self.ctx.pending_reads != pending_reads:
                 continue
             self.unsettled.discard(index)
-            self.kept[index] = chain
-            for built in (other for level in chain for other in level.alternatives):
-                self.by_construction.setdefault(built.call, []).append(index)
+            self.kept[index] = chains
+            for built in (other for chain in chains for level in chain for other in level.alternatives):
                 for api in (built.api, built.subclass) if built.subclass else (built.api,):
-                    calls = self.by_api.setdefault(api, [])
-                    if not calls or calls[-1] != index:  # two wrappers of one class in a chain: the call once
-                        calls.append(index)
+                    for calls in (self.by_construction.setdefault(built.call, []), self.by_api.setdefault(api, [])):
+                        if not calls or calls[-1] != index:  # two wrappers of one class in a chain: the call once
+                            calls.append(index)
 
 
 def _instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int,
@@ -636,6 +821,8 @@ def _instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth:
         name = ctx.qualified_name(expr.func, scope)
         if name == "copy.deepcopy" and expr.args:
             return instance(ctx, expr.args[0].value, scope, depth + 1, env)
+        if class_choices(ctx, expr.func, scope):
+            return None  # one of several classes: `may_hold` gives each
         built = (construction(ctx, expr, scope) or _same_module(ctx, expr, scope, depth, env)
                  or _through_function(ctx, expr, scope, depth, env, instance)
                  or Construction(name or UNKNOWN_CALLABLE, expr, scope))
