@@ -99,6 +99,15 @@ def _undecided(traced: Traced) -> str:
     return f"`{code}` ({where}) does not show where the batch is"
 
 
+def _both(other: _Seen | None) -> list[str]:
+    """Calls in both layouts: either setting corrupts one of them, so a fix would only move the error (and the
+    next round would move it back)."""
+    if other is None:
+        return []
+    return [f"another call gives it {other.kind} data ({other.code}, {other.place}): no fix, either setting "
+            f"corrupts one of them"]
+
+
 def _strongest(seen: list[_Seen]) -> _Seen | None:
     return max(seen, key=lambda s: s.strength) if seen else None
 
@@ -139,7 +148,9 @@ class BatchFirstDefault(Rule):
 
     ## Fix safety
     Unsafe, and offered only for `error` findings, where the code shows the layout: `batch_first=True` for
-    batch-first data (`batch_first=False` for the reverse bug). It changes behaviour (that is the point), and
+    batch-first data (`batch_first=False` for the reverse bug). None where other calls give the module the other
+    layout (either setting corrupts one of them) or where the constructor's class is one of several
+    (`cls(...)` after `cls = A if c else nn.MultiheadAttention`). It changes behaviour (that is the point), and
     attention across the batch is occasionally deliberate, so `--fix` applies it only with `--unsafe-fixes`.
     Warnings and infos get no fix.
 
@@ -214,10 +225,10 @@ class BatchFirstDefault(Rule):
         setting = settings[0]
         if setting.batch_first:
             if seq is not None:  # any sequence-first call is corrupted, whatever the other calls pass
-                self._report_layout(node, built, seq, setting, api, "False")
+                self._report_layout(node, built, seq, setting, api, "False", against=batch)
             return
         if batch is not None:
-            self._report_layout(node, built, batch, setting, api, "True")
+            self._report_layout(node, built, batch, setting, api, "True", against=seq)
         elif setting.stated:
             return
         elif seq is not None:
@@ -274,15 +285,17 @@ class BatchFirstDefault(Rule):
                                     0 if api == torchapi.MHA else None)
 
     def _report_layout(self, node, built, seen: _Seen, setting: _Setting, api: str, fixed: str,
-                       fixable: bool = True) -> None:
+                       fixable: bool = True, against: _Seen | None = None) -> None:
         """Data in the layout the setting does not read (`fixed` is the batch_first that would read it): an error
         with the unsafe fix where the layout is established; a warning, without a fix, where only a size's name
         or an assumption suggests it. Where instantiations disagree, the fix belongs at the instantiation, not
-        here: none is offered."""
+        here: none is offered; nor where calls give both layouts (`against`), or the constructor's class is one of
+        several: the fixed text would be flagged again."""
         established = seen.strength is Strength.ESTABLISHED
         self.report(node, BATCH_FIRST_DATA if fixed == "True" else SEQUENCE_FIRST_DATA, severity=Severity.ERROR if established else Severity.WARNING,
-                    evidence=[*setting.evidence, *seen.evidence, *self._chosen(built)],
-                    fix=self._fix(built, fixed) if established and fixable and built.certain else None,
+                    evidence=[*setting.evidence, *seen.evidence, *self._chosen(built), *_both(against)],
+                    fix=self._fix(built, fixed) if established and fixable and built.certain and against is None
+                    else None,
                     arguments=self._arguments(built, batch_first=fixed == "False", layout=seen.kind),
                     api=api, data=seen.code, place=seen.place, setting=setting.headline)
 
