@@ -1124,7 +1124,8 @@ def test_a_comment_about_a_parameter_after_it_is_rebound_documents_the_new_value
 
 @pytest.mark.parametrize(("signature", "body"), [
     pytest.param("tgt,  # nq, bs, d_model\nmemory=None", "bs, nq, d = tgt.shape", id="comment-and-unpacking"),
-    pytest.param("tgt, memory=None", '"""tgt: (L, N, E) queries."""\nB, L, E = tgt.shape', id="docstring-and-unpacking"),
+    pytest.param("tgt, memory=None", '"""tgt: (L, N, E) queries."""\nB, L, E = tgt.shape',
+                 id="docstring-and-unpacking"),
 ])
 def test_a_documented_shape_the_code_contradicts_is_unknown_and_the_warning_names_both(one, signature, body):
     finding = one(layer(signature, body))
@@ -1297,3 +1298,40 @@ def test_uses_that_show_different_layouts_are_unknown_and_named(one):
     assert_unknown_warning(finding, "disagree on the data's layout")
     assert "`bs = x.shape[0]`" in finding.message and "rearrange(out" in finding.message
     assert finding.fix is None
+
+
+# ---- an arrow comment beside a reorder inside an expression ----------------------------------------------------
+INLINE = """\
+import torch.nn as nn
+
+class Mixer(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(dim, 8)
+
+    def forward(self, x):
+        {before}
+        return self.attn({query}, x, x)[0]  # {comment}
+"""
+
+
+def test_an_arrow_comment_beside_an_inline_permute_documents_its_result(one):
+    finding = one(INLINE.format(before="pass", query="x.permute(1, 0, 2)", comment="(T, B, C) -> (B, T, C)"))
+    assert_batch_first_error(finding, "# (T, B, C) -> (B, T, C)")
+
+
+def test_an_arrow_comment_to_sequence_first_beside_an_inline_permute_is_info(one):
+    finding = one(INLINE.format(before="pass", query="x.permute(1, 0, 2)", comment="(B, T, C) -> (T, B, C)"))
+    assert_sequence_first_info(finding, "# (B, T, C) -> (T, B, C)")
+
+
+def test_an_arrow_comment_the_permute_s_input_contradicts_is_unknown(one):
+    finding = one(INLINE.format(before="B, T, C = x.shape", query="x.permute(1, 0, 2)",
+                                comment="(T, B, C) -> (B, T, C)"))
+    assert_unknown_warning(finding, "`# (T, B, C) -> (B, T, C)` and `x.permute(1, 0, 2)` disagree")
+
+
+def test_an_arrow_comment_on_a_line_of_two_reorders_documents_neither(one):
+    finding = one(INLINE.format(before="pass", query="x.transpose(0, 1).contiguous(), x.transpose(0, 1)",
+                                comment="(B, T, C) -> (T, B, C)").replace(", x, x)[0]", ", x)[0]"))
+    assert_unknown_warning(finding, "the data, `x`, is a parameter of `Mixer.forward` with no caller found")

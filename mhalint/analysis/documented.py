@@ -64,7 +64,8 @@ def entry(docstring: str, parameter: str) -> list[str]:
     `x : torch.Tensor`, `:param x: ...`, after the name) and the more indented lines under it (numpy style puts
     the shape there, Hugging Face the mask's values); a bullet may precede the name (`- tgt: nq, bs, d_model`)."""
     lines = docstring.expandtabs().splitlines()
-    start = re.compile(rf"^\s*(?:[-*+•]\s+)?(?::param\s+(?:\w+\s+)?|:type\s+)?{re.escape(parameter)}\b\s*(?:\(|:|-|$)")
+    start = re.compile(rf"^\s*(?:[-*+•]\s+)?(?::param\s+(?:\w+\s+)?|:type\s+)?{re.escape(parameter)}\b"
+                       r"\s*(?:\(|:|-|$)")
     for number, line in enumerate(lines):
         if not start.match(line):
             continue

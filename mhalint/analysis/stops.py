@@ -61,8 +61,11 @@ class Stop:
             return f"the data, `{self.name}`, is a parameter of `{method}` with no caller found"
         if self.kind == "conflict":
             first, second = self.shown
-            each = max(16, (room - len("`` and `` disagree on the data's layout")) // 2)
-            return f"`{shorten(first.code, each)}` and `{shorten(second.code, each)}` disagree on the data's layout"
+            budget = room - len("`` and `` disagree on the data's layout")
+            short, long_ = sorted((first.code, second.code), key=len)
+            kept = {short: shorten(short, max(16, budget // 2))}
+            kept[long_] = shorten(long_, max(16, budget - len(kept[short])))
+            return f"`{kept[first.code]}` and `{kept[second.code]}` disagree on the data's layout"
         if self.kind == "item":
             return f"the data is `{self.name}`, an item of `{shorten(self.code, 32)}` ({self.place})"
         return f"the axes of `{shorten(self.code, 40)}` ({self.place}) are not known"

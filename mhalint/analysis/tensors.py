@@ -447,6 +447,19 @@ class ShapeReader:
                 return Traced(shape)
         return None
 
+    def _reorder_comment(self, call: cst.Call) -> Traced | None:
+        """An arrow comment on the line of the only reorder there documents its result: `attn(x.permute(1, 0, 2),
+        ...)  # (B, T, C) -> (T, B, C)`."""
+        line = self.ctx.line(call)
+        comment = self.ctx.comment(line)
+        if not comment or not re.search(r"->|→", comment) or len(re.findall(
+                r"\.(?:permute|transpose|movedim|swapaxes|swapdims)\(|\.mT\b", self.ctx.source_lines()[line - 1])) != 1:
+            return None
+        names = documented.shape_in_text(comment)
+        shape = self.named_axes(names, "# " + comment.strip().lstrip("# "), line, "the shape comment says so",
+                                Strength.ESTABLISHED) if names else None
+        return Traced(shape) if shape is not None else None
+
     def _documented(self, name: str, binding: Binding) -> Traced | None:
         """The parameter's documented shape: its annotation (jaxtyping) or its entry in the docstring."""
         param = binding.node
@@ -595,8 +608,9 @@ class ShapeReader:
                 inner = self.of(func.value, scope, use, depth + 1)
                 if inner is None and method in ("view", "reshape"):
                     inner = Traced((OPEN,))  # the new axes take the roles of their sizes, whatever the input's
-                return inner.then(self._method(method, call, inner.shape, scope, use), call, self) \
+                moved = inner.then(self._method(method, call, inner.shape, scope, use), call, self) \
                     if inner is not None else None
+                return self._reconciled(moved, self._reorder_comment(call)) if method in REORDER else moved
             if method in KEEPS_AXES:
                 return self.of(func.value, scope, use, depth + 1)
         return self._callee(call, scope, use, depth)
