@@ -1335,3 +1335,4 @@ def test_an_arrow_comment_on_a_line_of_two_reorders_documents_neither(one):
     finding = one(INLINE.format(before="pass", query="x.transpose(0, 1).contiguous(), x.transpose(0, 1)",
                                 comment="(B, T, C) -> (T, B, C)").replace(", x, x)[0]", ", x)[0]"))
     assert_unknown_warning(finding, "the data, `x`, is a parameter of `Mixer.forward` with no caller found")
+

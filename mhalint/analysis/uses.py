@@ -21,8 +21,9 @@ from mhalint.context import Binding, Scope
 from mhalint.lazy import cst
 
 _MAX_DEPTH = 6
-_REDUCTIONS = frozenset({"mean", "sum", "amax", "amin", "max", "min", "logsumexp", "prod", "std", "var", "nanmean",
-                         "nansum", "median", "argmax", "argmin"})
+# Reductions over one axis that give a tensor (`max`, `min`, `median` with a dim give a (values, indices) tuple).
+_REDUCTIONS = frozenset({"mean", "sum", "amax", "amin", "logsumexp", "prod", "std", "var", "nanmean", "nansum",
+                         "argmax", "argmin"})
 _RESIDUAL = (cst.Add, cst.Subtract)
 
 
