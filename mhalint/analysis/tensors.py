@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from mhalint import torchapi
-from mhalint.analysis import axes, dataflow, documented, uses
+from mhalint.analysis import axes, containers, dataflow, documented, uses
 from mhalint.analysis.axes import OPEN, Axis, Evidence, Role, Shape, Strength
 from mhalint.analysis.stops import Shown, Stop
 from mhalint.analysis.names import role_of_size_name, roles_of_names
@@ -201,7 +201,9 @@ class ShapeReader:
                 if collated is not None:  # batch["input_ids"], batch[0]: a leaf of the collated batch
                     return collated
             if index is not None and isinstance(expr.value, cst.Name):
-                return self._picked(expr, scope, use, depth)
+                return self._picked(expr, scope, use, depth) or self._stored(expr, scope, use, depth)
+            if isinstance(expr.value, cst.Name) and _literal_key(expr):
+                return self._stored(expr, scope, use, depth)
             return self.of(expr.value, scope, use, depth + 1) if _keeps_axes(expr) else None
         if isinstance(expr, cst.Attribute) and expr.attr.value in ("mT", "T"):
             inner = self.of(expr.value, scope, use, depth + 1)
@@ -227,6 +229,43 @@ class ShapeReader:
         if inner is None or not inner.shape or OPEN in inner.shape:
             return None
         return inner.then(axes.squeeze(inner.shape, 0), expr, self)
+
+    def _stored(self, expr: cst.Subscript, scope: Scope, use: cst.CSTNode, depth: int) -> Traced | None:
+        """`outs[-1]` of a list the code appends tensors to, `feats["x"]` of a dict it stores them in: the roles
+        every element it may be agrees on (a list's positions are not followed; a dict's string keys are)."""
+        key = containers.subscript_key(expr)[1]
+        parts = self._parts(expr.value, scope, use, depth, key if isinstance(key, str) else None)
+        return self._agreed(parts) if parts else None
+
+    def _parts(self, expr: cst.BaseExpression, scope: Scope, use: cst.CSTNode, depth: int,
+               key: str | None = None) -> list[Traced | None] | None:
+        """The roles of each tensor a list, tuple or dict holds (only those under `key`, when given): a literal,
+        or a name bound to one and then appended to, extended, `+=`'d or stored into (`outs.append(layer(x))`,
+        `feats["x"] = x`); None when a binding is not such a container, or an addition cannot be read."""
+        if isinstance(expr, cst.List | cst.Tuple | cst.Dict):
+            entries = _entries(expr, key)
+            return [self.of(value, scope, use, depth + 1) for value in entries] if entries is not None else None
+        if not isinstance(expr, cst.Name) or depth > _MAX_DEPTH:
+            return None
+        found: list[Traced | None] = []
+        for binding in _built(self.ctx, self.ctx.bindings(expr.value, scope), use) or [None]:
+            entries = _entries(binding.value, key) if binding is not None and binding.kind == "assign" else None
+            if entries is None:
+                return None
+            found += [self.of(value, binding.scope, binding.node, depth + 1) for value in entries]
+        for added in containers.additions(self.ctx, expr, scope):
+            if key is not None and added.key != key:
+                if added.key is None:
+                    return None  # `d.update(other)`: what it adds under `key` is not known
+                continue
+            if added.many:
+                more = self._parts(added.value, added.scope, added.value, depth + 1)
+                if more is None:
+                    return None
+                found += more
+            else:
+                found.append(self.of(added.value, added.scope, added.value, depth + 1))
+        return found
 
     def evidence(self, code: str, line: int, reason: str, strength: Strength) -> Evidence:
         return Evidence(code, line, reason, strength, self.file)
@@ -939,11 +978,11 @@ class ShapeReader:
         return Traced(shape) if any(axis.known for axis in shape) else None
 
     def _concatenate(self, call: cst.Call, scope, use, depth) -> Traced | None:
-        parts = call.args[0].value
-        if not isinstance(parts, cst.List | cst.Tuple):
-            return None
+        """`torch.cat(parts, dim)`, the parts written out or a list of them (`torch.cat(outs, dim=1)`)."""
         dim = self.dim(call, scope, 0)
-        traced = [self.of(part.value, scope, use, depth + 1) for part in parts.elements]
+        traced = self._parts(call.args[0].value, scope, use, depth) if dim is not None else None
+        if traced is None:
+            return None
         known = [t for t in traced if t is not None]
         if not known or dim is None:
             return None
@@ -955,15 +994,11 @@ class ShapeReader:
 
     def _stack(self, call: cst.Call, scope, use, depth) -> Traced | None:
         """`torch.stack(parts, dim)`: the parts' agreed axes with a new one at `dim` whose role is unknown (the
-        stacked things may be samples, or q, k and v, or the outputs of layers)."""
-        parts = call.args[0].value
-        if not isinstance(parts, cst.List | cst.Tuple) or not parts.elements:
-            return None
+        stacked things may be samples, or q, k and v, or the outputs of layers), the parts written out or a list of
+        them (`torch.stack(outs)`)."""
         dim = self.dim(call, scope, 0)
-        if dim is None:
-            return None
-        traced = [self.of(part.value, scope, use, depth + 1) for part in parts.elements]
-        if any(t is None for t in traced) or len({axes.roles(t.shape) for t in traced}) != 1 \
+        traced = self._parts(call.args[0].value, scope, use, depth) if dim is not None else None
+        if not traced or any(t is None for t in traced) or len({axes.roles(t.shape) for t in traced}) != 1 \
                 or any(t.shape and t.shape[-1] is OPEN for t in traced):
             return None
         return traced[0].then(axes.unsqueeze(traced[0].shape, dim), call, self)
@@ -1162,6 +1197,39 @@ def _builtin(ctx: ModuleContext, func: cst.BaseExpression, scope: Scope) -> str 
     if isinstance(func, cst.Name) and not ctx.bindings(func.value, scope):
         return func.value
     return None
+
+
+def _built(ctx: ModuleContext, bindings: list[Binding], use: cst.CSTNode) -> list[Binding]:
+    """The bindings that may have built the container a name holds at `use`: those that reach it, and through an
+    `outs += [y]` (among the additions), those that reach that statement."""
+    found, seen = [], set()
+    todo = dataflow.reaching(ctx, bindings, use)
+    while todo:
+        binding = todo.pop()
+        if id(binding) in seen:
+            continue
+        seen.add(id(binding))
+        if binding.kind == "augmented":
+            todo += dataflow.reaching(ctx, bindings, binding.node)
+        else:
+            found.append(binding)
+    return found
+
+
+def _entries(container: cst.BaseExpression | None, key: str | None) -> list[cst.BaseExpression] | None:
+    """The values a list, tuple or dict literal holds (a dict's under `key` only, when given); None for anything
+    else, or a literal with a `*` or `**` part."""
+    if isinstance(container, cst.Call) and isinstance(container.func, cst.Name) \
+            and container.func.value in ("list", "dict") and not container.args:
+        return []
+    if isinstance(container, cst.List | cst.Tuple):
+        if any(isinstance(e, cst.StarredElement) for e in container.elements):
+            return None
+        return [] if key is not None else [e.value for e in container.elements]
+    pairs = containers.pairs(container) if isinstance(container, cst.Dict) else None
+    if pairs is None or any(k is None for k, _ in pairs):
+        return None
+    return [value for k, value in pairs if key is None or containers.key_of(k) == key]
 
 
 def _literal_key(expr: cst.Subscript) -> bool:
