@@ -83,7 +83,7 @@ class ModuleContext:
     def __init__(self, module: cst.Module, path: str, source: str | None = None,
                  statement_lines: list[int] | None = None, project: Project | None = None,
                  limits: Limits | None = None, generated: dict | None = None,
-                 body_lines: dict[int, list[int]] | None = None):
+                 body_lines: dict[int, list[int]] | None = None, names: Project | None = None):
         """`source` is the text `module` was parsed from and `statement_lines` the first line of each top-level
         statement in CPython's tree of it (mhalint.positions.first_lines), when the caller has them: they spare
         generating the module's code again for lines and positions. `project` holds the run's other files.
@@ -93,6 +93,9 @@ class ModuleContext:
         (mhalint.positions.body_lines): positions inside a method then generate the method, not its class."""
         self.module = module
         self.project = project
+        # where imported names are looked up (`_from_project`, base classes): the project, also for another file
+        # of it that the analyses read (whose own analyses do not look further)
+        self.names = names if names is not None else project
         self.limits = limits if limits is not None else Limits(None)
         self.read_project = False  # set by an analysis that looked into other files: the findings depend on them
         self.other_file = False  # read for another file's analysis (analysis/project.py): evidence names its path
@@ -104,6 +107,7 @@ class ModuleContext:
         self.generated = generated
         self.imports: dict[str, str] = {}  # local name -> dotted name it refers to
         self.star_imports: list[str] = []
+        self.project_stars: list[str] = []  # `from .layers import *`: modules that may be files of the run
         self.root = Scope("module", module, None)
         self.scopes: dict[cst.CSTNode, Scope] = {module: self.root}
         # the node types that open a scope: a walk asks `scopes` only of those (libcst's __hash__ is Python code)
@@ -197,18 +201,32 @@ class ModuleContext:
             return None
         if isinstance(expr, cst.Attribute):
             base = self._dotted(expr.value, scope, depth + 1)
+            if base is None and isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name:
+                found = self.attribute_bindings(expr, scope)  # `attn_cls = nn.MultiheadAttention` in the class
+                if found and len(found) == 1 and found[0].kind == "assign" \
+                        and isinstance(found[0].value, (cst.Name, cst.Attribute)):
+                    return self._dotted(found[0].value, found[0].scope, depth + 1)
             return f"{base}.{expr.attr.value}" if base else None
         if not isinstance(expr, cst.Name):
             return None
         name = expr.value
         for binding in self._lookup(name, scope):
             if binding.kind == "import":
-                return self.imports.get(name)
+                dotted = self.imports.get(name)
+                return dotted if dotted is not None and dotted.startswith("torch") else \
+                    self._from_project(name) or dotted
             if binding.kind == "def":
                 return f"<module>.{name}"
-            if binding.kind == "assign" and isinstance(binding.value, (cst.Name, cst.Attribute)):
+            value = binding.value
+            if binding.kind == "unpack" and isinstance(value, cst.Tuple | cst.List) and binding.index is not None \
+                    and binding.index < len(value.elements) and not any(
+                        isinstance(e, cst.StarredElement) for e in value.elements):
+                value = value.elements[binding.index].value  # `MHA, Layer = nn.MultiheadAttention, ...`
+            elif binding.kind != "assign":
+                return None
+            if isinstance(value, (cst.Name, cst.Attribute)):
                 # `MHA = nn.MultiheadAttention` at module level: an alias
-                return self._dotted(binding.value, binding.scope, depth + 1)
+                return self._dotted(value, binding.scope, depth + 1)
             return None
         if name in self.imports:
             return self.imports[name]
@@ -216,7 +234,19 @@ class ModuleContext:
             candidate = torchapi.canonical(f"{module}.{name}")
             if candidate in torchapi.CALLS or candidate in torchapi.CONSTRUCTORS:
                 return candidate
-        return None
+        return self._from_project(name) if self.project_stars else None
+
+    def _from_project(self, name: str) -> str | None:
+        """The torch name an imported name stands for in the file of the run it comes from (a re-export, an
+        alias there, a star import of it); memoised. The findings then depend on that file (`read_project`)."""
+        if self.names is None:
+            return None
+        memo = self.memo.setdefault("from_project", {})
+        if name not in memo:
+            memo[name] = self.names.torch_name(self.path, name, self.project_stars, self.limits)
+        if memo[name] is not None:
+            self.read_project = True
+        return memo[name]
 
     def _lookup(self, name: str, scope: Scope) -> Iterator[Binding]:
         """The bindings of `name` in the innermost scope that binds it, the last one first."""
@@ -415,16 +445,15 @@ class _ScopeBuilder:
             self.register_buffer(node.value, scope)
 
     def import_from(self, node: cst.ImportFrom, scope: Scope) -> None:
-        if node.relative or node.module is None:
-            return  # a relative import is the project's own code, never torch
-        module = self.ctx.module.code_for_node(node.module)
+        written = "." * len(node.relative) + (self.ctx.module.code_for_node(node.module) if node.module else "")
         if isinstance(node.names, cst.ImportStar):
-            self.ctx.star_imports.append(module)
+            (self.ctx.star_imports if written.startswith("torch") else self.ctx.project_stars).append(written)
             return
         for alias in node.names:
             name = alias.name.value if isinstance(alias.name, cst.Name) else self.ctx.module.code_for_node(alias.name)
             local = alias.asname.name.value if alias.asname is not None else name
-            self.ctx.imports[local] = f"{module}.{name}"
+            if not node.relative:  # a relative import is the project's own code: the project index reads it
+                self.ctx.imports[local] = f"{written}.{name}"
             scope.bind(Binding(local, None, scope, node, kind="import"))
 
     def register_buffer(self, call: cst.Call, scope: Scope) -> None:

@@ -27,7 +27,7 @@ from mhalint.finding import Finding, Severity
 from mhalint.lazy import cst
 from mhalint.names import printable
 from mhalint.prefilter import Prefilter
-from mhalint.scan import scan
+from mhalint.scan import Scanned, scan
 from mhalint.schema import NUMBERS, pool_size
 from mhalint.rule import Rule, runtime_only
 from mhalint.source import decode
@@ -160,6 +160,7 @@ class Checker:
         for path in set(unreadable).difference(files):
             done(path, [])
         parse: list[tuple[str, bytes, os.stat_result | None]] = []
+        unmatched: dict[str, Scanned] = {}  # no trigger in their code: no findings, unless another file's name
         unread = []
         for path in files:
             cached = cache.lookup(path, fingerprint) if cache is not None else None
@@ -185,9 +186,13 @@ class Checker:
                 elif scanned.matched:
                     parse.append((path, scanned.raw, scanned.stat))
                 else:
-                    if cache is not None and scanned.stat is not None:
-                        cache.store(path, scanned.digest, scanned.stat, [])
-                    done(path, [])
+                    unmatched[path] = scanned
+        self._pull_in(project, parse, unmatched)
+        for path, scanned in unmatched.items():
+            if cache is not None and scanned.stat is not None:
+                cache.store(path, scanned.digest, scanned.stat, [],
+                            fingerprint() if project.imports_project(path) else "")
+            done(path, [])
 
         failures_by_index: dict[int, list[str]] = {}  # tracebacks in the files' order, not in the workers'
 
@@ -212,6 +217,25 @@ class Checker:
             cache.save()
         result.findings.sort(key=Finding.sort_key)
         return result
+
+    @staticmethod
+    def _pull_in(project: Project, parse: list, unmatched: dict) -> None:
+        """Move from `unmatched` to `parse` the files that reach torch's attention classes only through a name
+        another file of the run exports (`from .layers import MHA`, a subclass, a star import): the prefilter
+        sees no trigger in them, yet they may build one. Only a run with a matched file can have such a name."""
+        if not parse or not unmatched:
+            return
+        from mhalint.scan import read
+
+        given = {os.path.abspath(path): path for path in unmatched}
+        matched = {os.path.abspath(path): raw for path, raw, _ in parse if path.endswith(".py")}
+        for path in sorted(given[found] for found in project.reaching_attention(matched, set(given)) if found in given):
+            try:
+                raw, stat = read(path)
+            except OSError:
+                continue  # gone since the scan: it is reported as checked, without findings
+            del unmatched[path]
+            parse.append((path, raw, stat))
 
     def _run(self, files: list[tuple[str, bytes, os.stat_result | None]], jobs: int | None,
              checked: Callable[[int, tuple[list[Finding], list[str], bool]], None]) -> None:

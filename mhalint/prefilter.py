@@ -111,17 +111,20 @@ def _passed_values(syntax: ast.Module, lines: list[int]) -> Iterator[tuple[tuple
     nodes that span one of `lines` (sorted): walking all of a large file's tree cost more than the check saved."""
     stack: list[ast.AST] = [syntax]
     tables: set[int] = set()  # dicts indexed or named, whose values mhalint reads (`{"a": A, ...}[kind](...)`)
+    unpacked: set[int] = set()  # `MHA, Layer = nn.MultiheadAttention, nn.TransformerEncoderLayer`: aliases
     while stack:
         node = stack.pop()
         stack.extend(child for child in ast.iter_child_nodes(node) if _spans_a_line(child, lines))
         if isinstance(node, ast.Subscript | ast.Assign) and isinstance(node.value, ast.Dict):
             tables.add(id(node.value))
+        if isinstance(node, ast.Assign) and any(isinstance(t, (ast.Tuple, ast.List)) for t in node.targets):
+            unpacked.add(id(node.value))
         if isinstance(node, ast.Call):
             # `partial(nn.MultiheadAttention, ...)` is a constructor mhalint follows, not a value handed over
             first = 1 if _is_partial(node.func) else 0
             candidates = [*node.args[first:], *(keyword.value for keyword in node.keywords)]
         elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-            candidates = node.elts
+            candidates = node.elts if id(node) not in unpacked else []
         elif isinstance(node, ast.Dict):
             candidates = [*(key for key in node.keys if key is not None), *(node.values if id(node) not in tables else ())]
         elif isinstance(node, ast.Compare):

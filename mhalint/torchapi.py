@@ -24,6 +24,7 @@ GENERATE_SQUARE_SUBSEQUENT_MASK = "torch.nn.Transformer.generate_square_subseque
 _ALIASES = {
     "torch.nn.modules.MultiheadAttention": MHA,
     "torch.nn.modules.activation.MultiheadAttention": MHA,
+    "torch.nn.modules.transformer.MultiheadAttention": MHA,  # transformer.py imports it from activation.py
     "torch.ao.nn.quantizable.MultiheadAttention": MHA,
     "torch.nn.quantizable.MultiheadAttention": MHA,
     "torch.ao.nn.quantizable.modules.activation.MultiheadAttention": MHA,

@@ -16,10 +16,14 @@ def spellings(cls: str) -> list[tuple[str, str]]:
     if cls == "MultiheadAttention":
         forms += [
             ("import torch", "torch.nn.modules.activation.MultiheadAttention"),
+            ("import torch", "torch.nn.modules.transformer.MultiheadAttention"),
+            ("import torch.nn.modules.activation as act", "act.MultiheadAttention"),
+            ("from torch.nn import modules", "modules.MultiheadAttention"),
             ("import torch", "torch.nn.quantizable.MultiheadAttention"),
             ("import torch", "torch.ao.nn.quantizable.MultiheadAttention"),
             ("from torch.ao.nn.quantizable import MultiheadAttention", "MultiheadAttention"),
         ]
     else:
-        forms.append(("import torch", f"torch.nn.modules.transformer.{cls}"))
+        forms += [("import torch", f"torch.nn.modules.transformer.{cls}"),
+                  (f"from torch.nn.modules import {cls}", cls), ("from torch import nn as tnn", f"tnn.{cls}")]
     return forms

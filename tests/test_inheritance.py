@@ -6,12 +6,15 @@ followed several levels deep and into other files of the run."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mhalint.analysis.calls import call_target
 from mhalint.context import ModuleContext
 from mhalint.finding import Severity
 from mhalint.lazy import cst
+from test_project import mha001, write
 
 CODE = "MHA001"
 BATCH_FIRST = "B, T, C = x.shape"
@@ -193,3 +196,32 @@ layer = Layer(64, 8)
     assert ctx.code(attention.construction.arguments.get("embed_dim")) == "64"
     layer = targets["super().forward"]
     assert layer.api == "torch.nn.TransformerDecoderLayer" and layer.arguments.get("tgt_mask").value == "tgt_mask"
+
+
+SUBCLASS_FILE = """\
+    import torch.nn as nn
+
+    class MyAttn(nn.MultiheadAttention):
+        pass
+"""
+USER_FILE = """\
+    from {module} import MyAttn
+
+    def run(x):
+        attn = MyAttn(64, 8{extra})
+        {unpack}
+        return attn(x, x, x)[0]
+"""
+
+
+@pytest.mark.parametrize(("files", "user"), [
+    pytest.param({"layers.py": SUBCLASS_FILE}, ("model.py", "layers"), id="script-directory"),
+    pytest.param({"pkg/__init__.py": "", "pkg/layers.py": SUBCLASS_FILE}, ("pkg/model.py", ".layers"), id="relative"),
+])
+def test_a_subclass_from_another_file_is_decided_where_it_is_built(tmp_path, files, user):
+    path, module = user
+    write(tmp_path, {**files, path: USER_FILE.format(module=module, extra="", unpack=BATCH_FIRST)})
+    [finding] = mha001(tmp_path)
+    assert Path(finding.path).name == "model.py" and (finding.line, finding.severity) == (4, Severity.ERROR)
+    write(tmp_path, {path: USER_FILE.format(module=module, extra=", batch_first=True", unpack=BATCH_FIRST)})
+    assert mha001(tmp_path) == []

@@ -124,7 +124,7 @@ def construction(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Constructi
         return Construction(name, call, scope)
     if name is not None and name.startswith(PROJECT_PREFIX) and name[len(PROJECT_PREFIX):] in ctx.classes:
         return _subclass_construction(ctx, call, scope, name) or Construction(name, call, scope)
-    if isinstance(call.func, cst.Name) and ctx.project is not None and not (name or "").startswith("torch."):
+    if isinstance(call.func, cst.Name) and ctx.names is not None and not (name or "").startswith("torch."):
         subclass = _subclass_construction(ctx, call, scope, name)  # a class imported from another file
         if subclass is not None:
             return subclass

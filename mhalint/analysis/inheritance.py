@@ -77,14 +77,14 @@ def project_class(ctx: ModuleContext, expr: cst.BaseExpression,
     name = ctx.qualified_name(expr, scope)
     if name is not None and name.startswith("<module>.") and name[len("<module>."):] in ctx.classes:
         return ctx, ctx.classes[name[len("<module>."):]]
-    if not isinstance(expr, cst.Name) or ctx.project is None:
+    if not isinstance(expr, cst.Name) or ctx.names is None:
         return None
     memo = ctx.memo.setdefault("project_class", {})
     if expr.value not in memo:
-        found = ctx.project.imported_class(ctx.path, expr.value)
-        if found is not None and not ctx.project.names_attention(found[0]):
+        found = ctx.names.imported_class(ctx.path, expr.value)
+        if found is not None and not ctx.names.may_name_attention(found[0]):
             found = None  # a file that never names torch's attention classes defines no subclass of one
-        other = ctx.project.context(found[0], ctx.limits) if found is not None else None
+        other = ctx.names.context(found[0], ctx.limits) if found is not None else None
         klass = other.classes.get(found[1]) if other is not None else None
         memo[expr.value] = (other, klass) if klass is not None else None
     if memo[expr.value] is not None:

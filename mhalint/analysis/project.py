@@ -72,6 +72,8 @@ class Project:
         self._index: dict[str, list[tuple[str, str, str]]] | None = None  # the entries by class name
         self.reads: set[str] = set()  # the files whose contexts were asked for, until the caller clears it
         self._attention: dict[str, bool] = {}  # names_attention's answers
+        self._asking: set[tuple[str, str]] = set()  # torch_name's questions under way
+        self._reaches: dict[str, bool] = {}  # may_name_attention's answers
         self._module_names: dict[str, str] = {}
         self._packages: dict[str, bool] = {}  # folder -> holds an __init__.py
 
@@ -161,7 +163,7 @@ class Project:
         here = self._module(path).split(".")
         package = here if path.endswith("__init__.py") else here[:-1]
         for match in _from_imports(raw):
-            names = _imported_names(match[2])
+            names = [("*", "*")] if match[2].strip() == b"*" else _imported_names(match[2])
             if names:
                 source = sys.intern(_absolute(match[1].decode("ascii", "replace"), package))
                 found.extend((sys.intern(name), source, sys.intern(local)) for name, local in names)
@@ -193,6 +195,7 @@ class Project:
         self._contexts.pop(path, None)
         self._alive.pop(path, None)
         self._attention.pop(path, None)
+        self._reaches.clear()
         exists = self._bytes(path) is not None
         if exists != (path in self.paths) and path.endswith(".py"):
             self.paths = [other for other in self.paths if other != path] + ([path] if exists else [])
@@ -234,6 +237,92 @@ class Project:
         defining, name = self._classes_imported[home].get(local, (None, ""))
         return (defining, name) if defining is not None and defining != home else None
 
+    def reaching_attention(self, matched: Mapping[str, bytes], unmatched: set[str]) -> set[str]:
+        """The files among `unmatched` (no trigger in their code) that name torch's attention classes only through
+        a name another file of the run gives them: `from .layers import MHA` where layers.py has `MHA =
+        nn.MultiheadAttention` or `class MHA(nn.MultiheadAttention)`, a star import of such a file, a package that
+        re-exports it, a subclass of it. They must be analysed too (the prefilter alone would skip them)."""
+        exports = {path: _exports(raw, set()) for path, raw in matched.items()}
+        exports = {path: names for path, names in exports.items() if names}
+        pulled: set[str] = set()
+        work = list(exports)
+        while work:
+            target = work.pop()
+            for importer, local in self._importers_of(target, exports[target]):
+                if importer not in unmatched and importer not in pulled:
+                    continue
+                raw = self._bytes(importer)
+                known = exports.get(importer, set()) | local
+                names = _exports(raw, known) | known if raw is not None else known
+                if importer not in pulled or names != exports.get(importer):
+                    pulled.add(importer)
+                    exports[importer] = names
+                    work.append(importer)
+        return pulled
+
+    def _importers_of(self, target: str, names: set[str]) -> Iterator[tuple[str, set[str]]]:
+        """(file, the local names it gets) for each file that imports one of `names` from `target`, or all of
+        them with a star."""
+        index = self._imported
+        for name in (*names, "*"):
+            for importer, source, local in index.get(name, ()):
+                if importer != target and self._resolve(source) == target:
+                    yield importer, set(names) if name == "*" else {local}
+
+    def imports_project(self, path: str) -> bool:
+        """Whether a file imports from another file of the run: its findings may depend on that file."""
+        path = os.path.abspath(path)
+        entries = self._entries.get(path)
+        if entries is None:  # not learnt from the first pass (it came before any file matched): read here
+            entries = self._entries[path] = self._imports_of(path, self._bytes(path))
+        return any(self._resolve(source) is not None for _, source, _ in entries)
+
+    def torch_name(self, home: str, local: str, stars: list[str], limits: Limits) -> str | None:
+        """The torch attention API a name of `home` stands for in the file it comes from: `from .layers import
+        MHA` where layers.py has `MHA = nn.MultiheadAttention`, a package `__init__` that re-exports torch's class,
+        or a name a star import (`stars`, the modules as written) brings in. Only files whose code names torch's
+        attention classes are parsed for it (or that import the name from one)."""
+        from mhalint import torchapi
+        from mhalint.lazy import cst
+
+        home = os.path.abspath(home)
+        found = self.imported_class(home, local)
+        sources = [found] if found is not None else [(self.module_file(home, written), local) for written in stars]
+        for path, name in sources:
+            if path is None or path == home or (path, name) in self._asking or not self.may_name_attention(path):
+                continue
+            other = self.context(path, limits)
+            if other is None or (found is None and not _exported(other, name)):
+                continue
+            self._asking.add((path, name))  # a cycle of imports finds nothing
+            try:
+                dotted = other.qualified_name(cst.Name(name))
+            finally:
+                self._asking.discard((path, name))
+            if dotted in torchapi.CONSTRUCTORS or dotted in torchapi.CALLS:
+                return dotted
+        return None
+
+    def may_name_attention(self, path: str, depth: int = 0) -> bool:
+        """Whether a file names torch's attention classes, or imports from a file of the run that may (a subclass
+        of a subclass, a re-export of an alias): only such a file is parsed to see what a name of it stands for."""
+        if self.names_attention(path) or self._reaches.get(path):
+            return True
+        if depth >= 4 or path in self._reaches:
+            return False
+        self._imported  # the entries of every file
+        found = any((source_path := self._resolve(source)) is not None and source_path != path
+                    and self.may_name_attention(source_path, depth + 1) for _, source, _ in self._entries.get(path, ()))
+        if found or depth == 0:  # a False met deeper may be the depth's, not the file's
+            self._reaches[path] = found
+        return found
+
+    def module_file(self, home: str, written: str) -> str | None:
+        """The file of the run a module written in `home` (`.layers`, `pkg.layers`) is, if exactly one can be."""
+        here = self._module(os.path.abspath(home)).split(".")
+        package = here if home.endswith("__init__.py") else here[:-1]
+        return self._resolve(_absolute(written, package))
+
     def names_attention(self, path: str) -> bool:
         """Whether a file's code may name torch's attention classes (the prefilter's triggers): only such a file
         can define a subclass of one, so only such a file is parsed to see whether a class it defines is one."""
@@ -256,12 +345,12 @@ class Project:
         self.reads.add(path)
         context = self._contexts.pop(path) if path in self._contexts else self._alive.get(path, _UNREAD)
         if context is _UNREAD:
-            context = _parse(path, self._bytes(path), limits)
+            context = _parse(path, self._bytes(path), limits, self)
             if context is not None:
                 self._alive[path] = context
         self._contexts[path] = context  # the most recently used last
         self._keep_within_budget()
-        
+
         if context is not None:
             context.limits = limits  # what the analyses do in it counts against the file being checked
         return context
@@ -357,6 +446,76 @@ def _same_module(written: str, module: str) -> bool:
     return longer[len(longer) - len(shorter):] == shorter
 
 
+_ATTENTION_WORD = re.compile(rb"MultiheadAttention|Transformer(?:Encoder|Decoder)?(?:Layer)?")
+_CLASS = re.compile(rb"class[ \t]+(\w+)[ \t]*\(([^)]*)\)")
+_ALIAS = re.compile(rb"(\w+)[ \t]*(?::[^=\n]*)?=[ \t]*([\w.]+)[ \t]*(?:#[^\n]*)?$")
+_AS = re.compile(rb"\b(\w+)[ \t]+as[ \t]+(\w+)")
+
+
+def _exports(raw: bytes, known: set[str]) -> set[str]:
+    """The module-level names a file's bytes make stand for torch's attention classes, or for the `known` names
+    (those it imports from a file that exports one): a subclass, an alias, an import from torch under another
+    name. A bare word counts only where the file imports it from torch (fairseq's own `TransformerDecoder` is
+    not). Read from the bytes, as the prefilter reads them, only on the lines that hold one of the words."""
+    bare = {name.encode() for name in known}
+    for match in _from_imports(raw):
+        if match[1].startswith(b"torch"):
+            words = ["MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
+                     "TransformerEncoderLayer", "TransformerDecoderLayer"] if match[2].strip() == b"*" else \
+                [word for word, _ in _imported_names(match[2])]
+            bare.update(word.encode() for word in words if _ATTENTION_WORD.fullmatch(word.encode()))
+    found: set[str] = set()
+    while True:
+        new = set()
+        for line in _lines_with(raw, (b"MultiheadAttention", b"Transformer", *bare)):
+            header, alias = _CLASS.match(line), _ALIAS.match(line)
+            if header is not None and any(_stands_for(base.strip(), bare) for base in header[2].split(b",")):
+                new.add(header[1].decode())
+            elif alias is not None and _stands_for(alias[2], bare):
+                new.add(alias[1].decode())
+            elif line.lstrip().startswith(b"from torch"):
+                new.update(m[2].decode() for m in _AS.finditer(line) if _ATTENTION_WORD.fullmatch(m[1]))
+        if new <= found:
+            return found
+        found |= new
+        bare |= {name.encode() for name in new}
+
+
+def _stands_for(expr: bytes, bare: set[bytes]) -> bool:
+    """`nn.MultiheadAttention` (a module's attribute), or a bare name the file got from torch or an exporter."""
+    module, _, last = expr.rpartition(b".")
+    return bool(_ATTENTION_WORD.fullmatch(last)) if module else expr in bare
+
+
+def _lines_with(raw: bytes, literals) -> list[bytes]:
+    """The lines that hold one of the literal words, found with `bytes.find` (a regex over every byte of the
+    matched files cost half the prefilter's time)."""
+    spans = set()
+    for literal in literals:
+        found = raw.find(literal)
+        while found >= 0:
+            start = raw.rfind(b"\n", 0, found) + 1
+            end = raw.find(b"\n", found)
+            end = len(raw) if end < 0 else end
+            spans.add((start, end))
+            found = raw.find(literal, end)
+    return [raw[start:end] for start, end in sorted(spans)]
+
+
+def _exported(ctx, name: str) -> bool:
+    """Whether `from module import *` brings in a module-level name: listed in a literal `__all__`, or, without
+    one, any name not starting with an underscore."""
+    listed = ctx.root.bindings.get("__all__")
+    if not listed:
+        return not name.startswith("_") and name in ctx.root.bindings
+    value = listed[-1].value
+    from mhalint.lazy import cst
+
+    return isinstance(value, cst.List | cst.Tuple) and any(
+        isinstance(element.value, cst.SimpleString) and element.value.evaluated_value == name
+        for element in value.elements)
+
+
 @cache
 def _attention_words():
     from mhalint import torchapi
@@ -418,7 +577,7 @@ def project_files(paths: Iterable[str], **discovery) -> list[str]:
     return [str(path) for path in discover(roots, extensions=(".py",), **discovery).files] if roots else []
 
 
-def _parse(path: str, raw: bytes | None, limits: Limits):
+def _parse(path: str, raw: bytes | None, limits: Limits, project: Project):
     from mhalint.context import ModuleContext
     from mhalint.lazy import cst
 
@@ -428,7 +587,7 @@ def _parse(path: str, raw: bytes | None, limits: Limits):
         text, _ = decode(raw)
         if not limits.allows_tree(text, "libcst"):
             return None
-        context = ModuleContext(cst.parse_module(text), path, text)
+        context = ModuleContext(cst.parse_module(text), path, text, names=project)  # names only
         context.other_file = True
         return context
     except (UnicodeDecodeError, LookupError, SyntaxError, cst.ParserSyntaxError, RecursionError, ValueError):
