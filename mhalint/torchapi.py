@@ -106,6 +106,13 @@ INHERITED_ATTENTION: dict[str, tuple[str, ...]] = {
     ENCODER_LAYER: ("self_attn",),
     DECODER_LAYER: ("self_attn", "multihead_attn"),
 }
+# The layers' own methods that call that attention with their first argument as the query (transformer.py: `_sa_block(x,
+# attn_mask, key_padding_mask, is_causal)` calls `self.self_attn(x, x, x, ...)`; `_mha_block(x, mem, ...)` calls
+# `self.multihead_attn(x, mem, mem, ...)`).
+INHERITED_BLOCKS: dict[str, dict[str, str]] = {
+    ENCODER_LAYER: {"_sa_block": "self_attn"},
+    DECODER_LAYER: {"_sa_block": "self_attn", "_mha_block": "multihead_attn"},
+}
 LAYER_ATTENTION_PARAMETERS = {"embed_dim": "d_model", "num_heads": "nhead", "dropout": "dropout", "bias": "bias",
                               "batch_first": "batch_first", "device": "device", "dtype": "dtype"}
 

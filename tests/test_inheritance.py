@@ -225,3 +225,14 @@ def test_a_subclass_from_another_file_is_decided_where_it_is_built(tmp_path, fil
     assert Path(finding.path).name == "model.py" and (finding.line, finding.severity) == (4, Severity.ERROR)
     write(tmp_path, {path: USER_FILE.format(module=module, extra=", batch_first=True", unpack=BATCH_FIRST)})
     assert mha001(tmp_path) == []
+
+
+def test_a_layers_own_attention_block_runs_its_attention(check):
+    """`self._sa_block(x, ...)` (torch's method, not overridden) calls `self.self_attn(x, x, x, ...)`: the layer's
+    batch_first reads its first argument; a subclass that sets its own `self_attn` is not read through it."""
+    source = LAYER.format(base="TransformerEncoderLayer", unpack=BATCH_FIRST.replace("x", "src"),
+                          body="return src + self._sa_block(src, None, None)", extra="")
+    assert sites(check(source)) == [(8, Severity.ERROR)]
+    own = source.replace("    def forward", "    def __init__(self, d, h):\n        super().__init__(d, h)\n"
+                         "        self.self_attn = Attention(d, h)\n\n    def forward")
+    assert sites(check(own)) == [(5, Severity.WARNING)]  # its super().__init__, as before: no call is paired

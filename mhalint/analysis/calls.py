@@ -622,10 +622,23 @@ def _inherited_calls(ctx: ModuleContext, built: Construction) -> list[ModuleCall
 
 
 def _inherited_in(ctx: ModuleContext, klass: Scope) -> list[tuple[cst.Call, Scope]]:
-    """The calls in a class's own methods of what it inherits from torch (`_runs_inherited`)."""
+    """The calls in a class's own methods of what it inherits from torch (`_runs_inherited`), and of the layer's
+    methods that call its attention with their first argument as the query (`self._sa_block(x, ...)`)."""
     return ctx.settled("inherited_in", klass, lambda: [
         (call, scope) for method in klass.methods.values() for call, scope in ctx.calls_in(method)
-        if _runs_inherited(ctx, call, scope) is not None])
+        if _runs_inherited(ctx, call, scope) is not None or _runs_block(ctx, call, scope, klass)])
+
+
+def _runs_block(ctx: ModuleContext, call: cst.Call, scope: Scope, klass: Scope) -> bool:
+    """`self._sa_block(x, ...)` in a subclass of a torch layer that neither defines that method nor sets the
+    attention it calls."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+            and func.value.value == scope.self_name and func.attr.value not in klass.methods):
+        return False
+    found = torch_class(ctx, klass)
+    attention = torchapi.INHERITED_BLOCKS.get(found.api, {}).get(func.attr.value) if found is not None else None
+    return attention is not None and attention not in found.bound
 
 
 class Chain(list):
