@@ -29,15 +29,14 @@ _RECORD_BASES = {"NamedTuple", "BaseModel", "BaseSettings"}  # of typing, typing
 _RECORD_MODULES = {"typing", "typing_extensions", "pydantic", "pydantic_settings"}
 _NAMESPACES = {"dict", "types.SimpleNamespace", "argparse.Namespace", "SimpleNamespace", "easydict.EasyDict",
                "EasyDict", "addict.Dict", "ml_collections.ConfigDict"}
-_PARSE = {"parse_args", "parse_known_args"}
 _READ_ONLY = {"get", "keys", "items", "values", "copy", "to_dict", "__getitem__"}
 
 
 @dataclass(frozen=True)
 class Obj:
     """What a configuration expression may hold. `klass` (in `home`, the file that defines it) for an instance
-    (`call` is its construction in `ctx`, None when only an annotation names the class) or for the class itself
-    (`itself`); `mapping` for a dict or namespace built in `ctx`; `parser` for an argparse namespace."""
+    (`call` is its construction in `ctx`) or for the class itself (`itself`); `mapping` for a dict or namespace
+    built in `ctx`; `parser` for an argparse namespace."""
 
     ctx: ModuleContext
     scope: Scope
@@ -115,8 +114,7 @@ def objects(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: i
     """What `expr` may hold, each of them; None when any is unknown."""
     if depth > _MAX_DEPTH:
         return None
-    key = (expr, scope)
-    return ctx.settled("config_objects", key, lambda: _objects(ctx, expr, scope, depth))
+    return ctx.settled("config_objects", (expr, scope, depth), lambda: _objects(ctx, expr, scope, depth))
 
 
 def _objects(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int) -> list[Obj] | None:
@@ -267,7 +265,7 @@ def project_class(ctx: ModuleContext, name: str) -> tuple[ModuleContext, Scope] 
 
 def _called(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: int) -> list[Obj] | None:
     func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value in _PARSE:
+    if isinstance(func, cst.Attribute) and func.attr.value == "parse_args":
         return [Obj(ctx, scope, parser=True)] if _parser(ctx, func.value, scope) else None
     name = ctx.qualified_name(func, scope)
     if name in _NAMESPACES or (isinstance(func, cst.Name) and func.value in _NAMESPACES
