@@ -366,3 +366,18 @@ def test_the_files_that_import_a_class_are_parsed_once_however_many_questions_re
                                             "def run(a, b):\n    return Encoder(64, 8, 0.1)(a, b)\n"})
     run(tmp_path, "MHA001")
     assert parsed and max(parsed.count(path) for path in parsed) == 1, sorted(parsed)
+
+
+def test_a_flag_set_on_the_command_line_is_set_in_the_runs_that_give_it(lint):
+    source = """\
+        import argparse
+        import torch.nn.functional as F
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--causal", {option})
+        args = parser.parse_args()
+        def attend(q, k, v, mask):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=args.causal)
+    """
+    [finding] = lint(source.format(option='action="store_true"'), "MHA009")
+    assert "it is False in a run without --causal" in finding.evidence, finding.evidence
+    assert lint(source.format(option="type=bool, default=False"), "MHA009") == []

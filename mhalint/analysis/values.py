@@ -294,8 +294,12 @@ def taking(ctx: ModuleContext, expr: cst.BaseExpression | None, scope: Scope, wa
     chosen = next((reach for reach in found if _same(reach.value.value, wanted)), None)
     if chosen is None:
         return None
-    others = ", ".join(f"{reach.value.value!r} ({reach.place})" for reach in found if reach is not chosen)
-    return Value(chosen.value.value, chosen.value.trail + (f"other calls pass {others}",))
+    rest = [reach for reach in found if reach is not chosen]
+    if all(reach.where is None or reach.where.startswith("the instance") for reach in rest):
+        others = "other calls pass " + ", ".join(f"{reach.value.value!r} ({reach.place})" for reach in rest)
+    else:  # a command-line flag: one value per run
+        others = "it is " + ", ".join(f"{reach.value.value!r} in {reach.where}" for reach in rest)
+    return Value(chosen.value.value, chosen.value.trail + (others,))
 
 
 def _same(value: object, wanted: object) -> bool:
