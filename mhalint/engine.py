@@ -129,11 +129,13 @@ class Checker:
 
         The cache index is written only once every file is done: an interrupted run leaves the previous one."""
         result = Result()
+        paths = list(paths)
         found = discover(paths, extensions=SOURCES, **discovery)
         files = list(map(str, found.files))
         # The analyses see the files' whole project (only the files given are reported on), walked when first
         # needed; what its index read is remembered in the cache.
-        project = Project(files, more=lambda: project_files(files, **discovery), memory=cache)
+        walked = [str(path) for path in paths if os.path.isdir(path)]
+        project = Project(files, more=lambda: project_files(files, walked, **discovery), memory=cache)
         fingerprint = functools.cache(lambda: _project_fingerprint(project.paths))
 
         def deliver(path: str, findings: list[Finding]) -> None:

@@ -351,3 +351,17 @@ def test_a_planted_index_entry_is_dropped_and_its_file_read_again(tmp_path, chan
     [finding] = checked([root / "model.py"], Cache(tmp_path / "cache", rules))
     assert finding.severity == Severity.ERROR
     assert json.loads(index.read_bytes())["imports"][train] == original
+
+
+def test_a_run_over_the_whole_project_does_not_walk_it_again(tmp_path, monkeypatch):
+    from mhalint import discovery
+
+    (tmp_path / "pyproject.toml").write_text("")
+    write(tmp_path, {"model.py": SEQUENCE_FIRST_MODEL, "train.py": UNPACKED.format(unpack="B, T, C")})
+    walks = []
+    original = discovery.discover
+    monkeypatch.setattr(discovery, "discover", lambda paths, **kw: walks.append(list(paths)) or original(paths, **kw))
+    assert [f.severity for f in checked([tmp_path])] == [Severity.ERROR]
+    assert walks == []  # the engine's own walk is its import of discover; the project's would come through here
+    assert [f.severity for f in checked([tmp_path / "model.py"])] == [Severity.ERROR]
+    assert walks == [[str(tmp_path)]]

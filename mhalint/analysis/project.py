@@ -565,14 +565,17 @@ def project_root(path: str, known: dict[str, str | None] | None = None) -> str |
     return root
 
 
-def project_files(paths: Iterable[str], **discovery) -> list[str]:
+def project_files(paths: Iterable[str], walked: Iterable[str] = (), **discovery) -> list[str]:
     """The Python files of the projects of `paths` (files or folders): all those below each one's root, found as
     `discover` finds them (its keyword arguments: the configuration's excludes, .gitignore); a path with no root
-    brings only itself."""
+    brings only itself. `walked`: folders the run has walked already (a run over the whole project), whose files
+    it has: a root inside one is not walked again."""
     from mhalint.discovery import discover
 
     known: dict[str, str | None] = {}
-    roots = sorted({root for path in paths if (root := project_root(str(path), known)) is not None})
+    done = [os.path.join(os.path.abspath(folder), "") for folder in walked]
+    roots = sorted({root for path in paths if (root := project_root(str(path), known)) is not None
+                    and not any(os.path.join(root, "").startswith(folder) for folder in done)})
     discovery.pop("force_exclude", None)  # the project's own files are walked, never named
     return [str(path) for path in discover(roots, extensions=(".py",), **discovery).files] if roots else []
 
