@@ -24,7 +24,6 @@ _MAX_DEPTH = 6
 # Reductions over one axis that give a tensor (`max`, `min`, `median` with a dim give a (values, indices) tuple).
 _REDUCTIONS = frozenset({"mean", "sum", "amax", "amin", "logsumexp", "prod", "std", "var", "nanmean", "nansum",
                          "argmax", "argmin"})
-_RESIDUAL = (cst.Add, cst.Subtract)
 
 
 class UseReader:
@@ -107,7 +106,7 @@ class UseReader:
             return self._attribute(parent, scope, depth)
         if isinstance(parent, cst.Subscript) and parent.value is expr:
             return self._subscript(parent, scope, depth)
-        if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, _RESIDUAL):
+        if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.Add | cst.Subtract):
             other = parent.right if parent.left is expr else parent.left
             traced = self.shapes.of(other, scope, other)
             if traced is not None and OPEN not in traced.shape and _established(traced.shape):
