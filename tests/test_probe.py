@@ -25,6 +25,8 @@ from mhalint.probe import runner, support
 from mhalint.probe.runner import ProbeLimits, probe_findings
 from mhalint.rule import load_rules
 
+from conftest import PATIENT_PROBE
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 RULES = load_rules()
@@ -430,7 +432,7 @@ BAD_EXAMPLES = sorted(str(p.relative_to(ROOT)) for p in EXAMPLES.glob("*_bad.py"
 @pytest.fixture(scope="module")
 def examples_run(torch, probed_examples):
     """`check --probe` over every bad example (one worker), and the time it took (run once: conftest.py)."""
-    assert probed_examples.completed.args[3:] == ["check", "--probe", *BAD_EXAMPLES]
+    assert probed_examples.completed.args[3:] == ["check", "--probe", *PATIENT_PROBE, *BAD_EXAMPLES]
     return probed_examples.completed, probed_examples.seconds
 
 
@@ -479,7 +481,7 @@ def test_probe_command_on_saved_json_gives_the_same_probe_lines(examples_run, tm
     report = tmp_path / "findings.json"
     report.write_text(saved.stdout)
 
-    from_file = mhalint("probe", str(report))
+    from_file = mhalint("probe", *PATIENT_PROBE, str(report))
     no_traceback(from_file)
     assert from_file.returncode == 1, from_file.stderr
     assert probe_lines(from_file.stdout) == expected
