@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -359,7 +360,8 @@ from mhalint.rule import Invalid, Rule, Valid
 class HoldsTheRun(Rule):
     """
     ## What it does
-    On a file that calls `hold_here()`, waits until a file named `release` exists (at most a minute).
+    On a file that calls `hold_here()`, writes a file named `held`, then waits until a file named `release`
+    exists (at most ten minutes).
     """
     code = "XYZ201"
     name = "holds-the-run"
@@ -371,7 +373,8 @@ class HoldsTheRun(Rule):
     def visit_Call(self, node):
         if getattr(node.func, "value", None) != "hold_here":
             return
-        deadline = time.monotonic() + 60
+        open("held", "w").close()
+        deadline = time.monotonic() + 600
         while not os.path.exists("release") and time.monotonic() < deadline:
             time.sleep(0.05)
         self.report(node, "held")
@@ -404,7 +407,7 @@ def test_findings_are_printed_while_a_later_file_is_still_being_checked(tmp_path
         lines: list[str] = []
         reader = threading.Thread(target=lambda: lines.append(process.stdout.readline()), daemon=True)
         reader.start()
-        reader.join(timeout=60)  # a generous bound: the line comes as soon as a.py is done
+        reader.join(timeout=600)  # a hang guard: the line comes as soon as a.py is done
         assert lines and lines[0].startswith(first), lines
         assert process.poll() is None  # z.py is still being checked: nothing has released it yet
     finally:
@@ -455,12 +458,28 @@ def _check_with_a_terminal_for_stderr(project: Path, environment: dict, *args: s
 
     reader = threading.Thread(target=read_terminal, daemon=True)
     reader.start()
-    threading.Timer(2.5, lambda: (project / "release").write_text("")).start()
-    stdout, _ = process.communicate(timeout=120)
-    reader.join(timeout=10)
+    _release_past_the_delay(project)
+    stdout, _ = process.communicate(timeout=600)
+    reader.join(timeout=60)
     os.close(primary)
-    (project / "release").unlink()
+    for name in ("held", "release"):
+        (project / name).unlink()
     return stdout, received.decode(), process.returncode
+
+
+def _release_past_the_delay(project: Path) -> None:
+    """Release the held run 2.5 s after the hold began, so that it has run past the progress line's 2 s delay
+    however slowly it started (counted from the hold, not from the process's start, which a busy machine
+    stretches)."""
+    import threading
+
+    def release() -> None:
+        while not (project / "held").exists():
+            time.sleep(0.01)
+        time.sleep(2.5)
+        (project / "release").write_text("")
+
+    threading.Thread(target=release, daemon=True).start()
 
 
 def test_a_long_run_shows_a_progress_line_on_a_terminal_and_erases_it(tmp_path: Path):
@@ -477,14 +496,12 @@ def test_a_long_run_shows_a_progress_line_on_a_terminal_and_erases_it(tmp_path: 
 
 
 def test_no_progress_line_when_standard_error_is_not_a_terminal(tmp_path: Path):
-    import threading
-
     (tmp_path / "project").mkdir()
     project = tree(tmp_path / "project", **{"a.py": WARNING, "z.py": "hold_here()\n"})
-    threading.Timer(2.5, lambda: (project / "release").write_text("")).start()  # a run past the delay
+    _release_past_the_delay(project)  # a run past the delay
     completed = subprocess.run([sys.executable, "-m", "mhalint", "check", "--no-cache", "--jobs", "1", "."],
                                cwd=project, env={**_with_holding_plugin(tmp_path), "TERM": "xterm"},
-                               capture_output=True, text=True, timeout=120)
+                               capture_output=True, text=True, timeout=600)
     assert completed.returncode == 1 and completed.stderr == ""
 
 
