@@ -114,7 +114,13 @@ def _group_cpu(group: int) -> float:
     """Seconds of CPU the live processes of a process group have used so far (/proc/PID/stat's utime and stime).
     Subtracted from what they have used when reaped, it leaves what they spent from now on: a bound on the work
     done after a signal that the machine's other load does not stretch, as it stretches wall time."""
-    ticks = 0
+    ticks = sum(sum(map(int, fields[11:15])) for _, fields in _in_group(group))  # its own, and its reaped children's
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _in_group(group: int):
+    """(pid, the fields of /proc/PID/stat after the command's name, from the state on) of each process of a
+    process group."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -124,37 +130,26 @@ def _group_cpu(group: int) -> float:
             continue
         fields = status[status.rindex(")") + 2:].split()
         if int(fields[2]) == group:
-            ticks += sum(map(int, fields[11:15]))  # its own, and that of its children it has reaped
-    return ticks / os.sysconf("SC_CLK_TCK")
+            yield int(entry), fields
 
 
 def _wait_until_up(process: subprocess.Popen) -> None:
     """Until the command line has installed its SIGTERM handler, which it must have to exit 143 on SIGTERM."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG_GUARD
     while time.monotonic() < deadline and process.poll() is None:
         caught = next(line for line in Path(f"/proc/{process.pid}/status").read_text().splitlines()
                       if line.startswith("SigCgt:"))
         if int(caught.split()[1], 16) & (1 << (signal.SIGTERM - 1)):
             return
         time.sleep(0.002)
-    pytest.fail("mhalint exited or ran 30 s without handling SIGTERM")
+    pytest.fail(f"mhalint exited or ran {HANG_GUARD} s without handling SIGTERM")
 
 
 def _group_members(group: int, grace: float = 1.0) -> list[int]:
     """The live (not zombie) processes of a process group, after up to `grace` seconds for them to go."""
     deadline = time.monotonic() + grace
     while True:
-        members = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                status = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            state, _, _, process_group = status[status.rindex(")") + 2:].split()[:4]
-            if int(process_group) == group and state != "Z":
-                members.append(int(entry))
+        members = [pid for pid, fields in _in_group(group) if fields[0] != "Z"]
         if not members or time.monotonic() > deadline:
             return members
         time.sleep(0.05)
