@@ -131,6 +131,22 @@ def test_tests_that_cannot_be_compared_keep_every_class_possible():
     assert [f.severity for f in mha001(source)] == [Severity.WARNING]
 
 
+@pytest.mark.parametrize(("data", "severity"), [(BATCH_FIRST, Severity.ERROR), (SEQ_FIRST, Severity.INFO)])
+def test_a_module_removed_by_binding_none_leaves_the_calls_to_the_others(data, severity):
+    """`self.attn = None` elsewhere (a placeholder, a method that removes the module): calling None raises, so a
+    call that runs is a call of a module; the MHA's calls still decide it."""
+    source = block("if-else-statement", GUARDS["same-flag"].format(a=SEQ_FIRST, mha=data)) + (
+        "\n    def remove_attention(self):\n        self.attn = None\n")
+    assert [f.severity for f in mha001(source)] == [severity]
+
+
+def test_a_name_bound_only_to_none_and_a_class_it_may_hold_is_still_undecided_by_none():
+    """None adds no module, but the other binding's class still may reach the call: at most a warning."""
+    source = block("conditional-expression", "return self.attn(x, x, x, need_weights=False)[0]") + (
+        "\n    def remove_attention(self):\n        self.attn = None\n")
+    assert [f.severity for f in mha001(source)] == [Severity.WARNING]
+
+
 # ---- the flip-flop program of the issue: the fix converges ---------------------------------------------------------
 FLIP_FLOP = block("class-in-a-variable", GUARDS["same-flag"].format(a="x", mha="x.permute(1, 0, 2)")).replace(
     ", need_weights=False", "")

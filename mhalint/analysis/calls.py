@@ -695,7 +695,7 @@ def may_hold(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: 
         return []
     found: dict[tuple[int, str], Construction] = {}
     for binding in bindings:
-        if _rewraps(ctx, binding):
+        if _adds_no_module(ctx, binding):
             continue
         each = may_hold(ctx, binding.value, binding.scope, depth + 1)
         if not each:
@@ -875,9 +875,12 @@ def _module_operand(ctx: ModuleContext, value: cst.BaseExpression | None, scope:
     return None
 
 
-def _rewraps(ctx: ModuleContext, binding: Binding) -> bool:
+def _adds_no_module(ctx: ModuleContext, binding: Binding) -> bool:
     """`model = DDP(model)`, `attn = attn.to(device)`, `self.attn = torch.compile(self.attn)`: the same module
-    as the name's other bindings, so it adds nothing to what they agree on."""
+    as the name's other bindings, so it adds nothing to what they agree on; nor does `self.attn = None` (a
+    placeholder, or a module removed): a call of it raises, so no call that runs is a call of that binding."""
+    if isinstance(binding.value, cst.Name) and binding.value.value == "None":
+        return True
     operand = _module_operand(ctx, binding.value, binding.scope)
     while (inner := _module_operand(ctx, operand, binding.scope)) is not None:  # torch.compile(model.eval())
         operand = inner
@@ -899,7 +902,7 @@ def _from_bindings(ctx: ModuleContext, bindings: list[Binding], depth: int, env:
 
 def _agreed(ctx: ModuleContext, bindings: list[Binding], depth: int, env: Env) -> Construction | None:
     found: list[Construction] = []
-    kept = [binding for binding in bindings if binding.kind != "assign" or not _rewraps(ctx, binding)]
+    kept = [binding for binding in bindings if binding.kind != "assign" or not _adds_no_module(ctx, binding)]
     for binding in kept if len(kept) < len(bindings) and kept else bindings:
         if binding.kind == "param":
             built = _parameter(ctx, binding, depth, env)
