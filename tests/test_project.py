@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mhalint.analysis.project import _FROM_IMPORT, Project, _from_imports, module_name
+from mhalint.analysis.project import _FROM_IMPORT, Project, _from_imports, module_name, project_root
 from mhalint.cache import Cache
 from mhalint.engine import Checker
 from mhalint.finding import Severity
@@ -263,6 +263,27 @@ def test_without_a_project_root_a_file_alone_stays_unknown(tmp_path):
     write(tmp_path, {"model.py": SEQUENCE_FIRST_MODEL, "train.py": UNPACKED.format(unpack="B, T, C")})
     [finding] = checked([tmp_path / "model.py"])
     assert finding.severity == Severity.WARNING and "train.py" not in finding.message
+
+
+@pytest.mark.parametrize("marker", [".git", "pyproject.toml"])
+def test_the_home_folder_is_never_the_project_root(tmp_path, monkeypatch, marker):
+    """A dotfiles `.git` (or a stray pyproject.toml) in the home folder does not make every file under it one
+    project: a file in a folder below home without a root of its own is checked alone."""
+    home = tmp_path / "home"
+    home.mkdir()
+    if marker == ".git":
+        (home / marker).mkdir()
+    else:
+        (home / marker).write_text("")
+    monkeypatch.setenv("HOME", str(home))
+    write(home, {"scratch/model.py": SEQUENCE_FIRST_MODEL, "scratch/train.py": UNPACKED.format(unpack="B, T, C")})
+    assert project_root(str(home / "scratch" / "model.py")) is None
+    [finding] = checked([home / "scratch" / "model.py"])
+    assert finding.severity == Severity.WARNING and "train.py" not in finding.message
+    (home / "scratch" / "pyproject.toml").write_text("")  # a project of its own below home is one
+    assert project_root(str(home / "scratch" / "model.py")) == str(home / "scratch")
+    [finding] = checked([home / "scratch" / "model.py"])
+    assert finding.severity == Severity.ERROR
 
 
 def test_only_the_files_given_are_reported(tmp_path):

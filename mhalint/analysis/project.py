@@ -544,14 +544,20 @@ def _read_with_status(path: str) -> tuple[bytes | None, os.stat_result | None]:
 
 def project_root(path: str, known: dict[str, str | None] | None = None) -> str | None:
     """The nearest folder at or above `path` (a file's folder, or a folder) holding a pyproject.toml, setup.cfg,
-    setup.py or .git; None when there is none. `known`: answers for folders already asked about."""
+    setup.py or .git; None when there is none. The search stops below the user's home folder and the filesystem's
+    root: a `.git` of dotfiles in the home folder would otherwise make every file under it one project, walked
+    on each run. `known`: answers for folders already asked about."""
     known = {} if known is None else known
     folder = os.path.abspath(path)
     if not os.path.isdir(folder):
         folder = os.path.dirname(folder)
+    ceilings = _ceilings()
     passed = []
     while folder not in known:
         passed.append(folder)
+        if folder in ceilings:
+            known[folder] = None
+            break
         if any(os.path.lexists(os.path.join(folder, marker)) for marker in ROOT_MARKERS):
             known[folder] = folder
             break
@@ -563,6 +569,15 @@ def project_root(path: str, known: dict[str, str | None] | None = None) -> str |
     root = known[folder]
     known.update(dict.fromkeys(passed, root))
     return root
+
+
+def _ceilings() -> set[str]:
+    """The folders never taken for a project's root: the home folder (`HOME`) and the filesystem's root."""
+    home = os.path.expanduser("~")
+    found = {os.path.abspath(os.sep)}
+    if home != "~":
+        found.add(os.path.abspath(home))
+    return found
 
 
 def project_files(paths: Iterable[str], walked: Iterable[str] = (), **discovery) -> list[str]:
