@@ -364,7 +364,21 @@ class ModuleContext:
                 and expr.value.value == scope.self_name):
             return None
         klass = self.class_of(scope)
-        return klass.attributes.get(expr.attr.value, []) if klass is not None else []
+        return self._attribute(klass, expr.attr.value, 0) if klass is not None else []
+
+    def _attribute(self, klass: Scope, name: str, depth: int) -> list[Binding]:
+        """A class's bindings of `self.name`, else those of the first base in this file that binds it (a method
+        of a subclass reads what the base's `__init__` set)."""
+        own = klass.attributes.get(name)
+        if own or depth > 8:
+            return own or []
+        for base in klass.bases:
+            qualified = self.qualified_name(base, klass.parent) or ""
+            parent = self.classes.get(qualified[len("<module>."):]) if qualified.startswith("<module>.") else None
+            found = self._attribute(parent, name, depth + 1) if parent is not None and parent is not klass else []
+            if found:
+                return found
+        return []
 
     def scope_of(self, node: cst.CSTNode) -> Scope | None:
         return self.scopes.get(node)

@@ -101,11 +101,16 @@ CONSTRUCTOR_DEFAULTS: dict[str, dict[str, object]] = {
 
 # The attention modules torch's layers build in __init__ (`self.self_attn = MultiheadAttention(d_model, nhead,
 # dropout=dropout, bias=bias, batch_first=batch_first, **factory_kwargs)`, torch 2.13 `nn/modules/transformer.py`),
-# which a subclass's methods reach as `self.self_attn`, and which layer parameter each MHA parameter comes from.
-INHERITED_ATTENTION: dict[str, tuple[str, ...]] = {
-    ENCODER_LAYER: ("self_attn",),
-    DECODER_LAYER: ("self_attn", "multihead_attn"),
+# and the stacks nn.Transformer builds (`self.encoder = TransformerEncoder(encoder_layer, ...)`, its layers built
+# with its batch_first; `custom_encoder`/`custom_decoder` replace them), which a subclass's methods reach as
+# `self.self_attn` or `self.encoder` and an instance's user as `layer.self_attn` or `model.transformer.encoder`:
+# the attribute, the API of the module it holds.
+SUBMODULES: dict[str, dict[str, str]] = {
+    ENCODER_LAYER: {"self_attn": MHA},
+    DECODER_LAYER: {"self_attn": MHA, "multihead_attn": MHA},
+    TRANSFORMER: {"encoder": ENCODER, "decoder": DECODER},
 }
+CUSTOM_SUBMODULES = {"encoder": "custom_encoder", "decoder": "custom_decoder"}
 # The layers' own methods that call that attention with their first argument as the query (transformer.py: `_sa_block(x,
 # attn_mask, key_padding_mask, is_causal)` calls `self.self_attn(x, x, x, ...)`; `_mha_block(x, mem, ...)` calls
 # `self.multihead_attn(x, mem, mem, ...)`).
@@ -115,6 +120,9 @@ INHERITED_BLOCKS: dict[str, dict[str, str]] = {
 }
 LAYER_ATTENTION_PARAMETERS = {"embed_dim": "d_model", "num_heads": "nhead", "dropout": "dropout", "bias": "bias",
                               "batch_first": "batch_first", "device": "device", "dtype": "dtype"}
+# What a submodule gets of its owner's constructor arguments (its own name: the owner's).
+SUBMODULE_PARAMETERS = {MHA: LAYER_ATTENTION_PARAMETERS, ENCODER: {"batch_first": "batch_first"},
+                        DECODER: {"batch_first": "batch_first"}}
 
 # forward() signatures of module instances, and plain functions (docs/torch-facts.md#positional-order).
 CALLS: dict[str, Signature] = {

@@ -102,9 +102,9 @@ class Construction:
         skip = 1 if self._explicit_init else 0
         if not self.owner:
             return _bind(args, torchapi.CONSTRUCTORS[self.api], skip)
-        layer = _bind(args, torchapi.CONSTRUCTORS[self.owner], skip)  # the layer passes these on to its attention
-        return Arguments({mine: layer.by_name[its] for mine, its in torchapi.LAYER_ATTENTION_PARAMETERS.items()
-                          if its in layer.by_name}, layer.opaque)
+        owner = _bind(args, torchapi.CONSTRUCTORS[self.owner], skip)  # the owner passes these on to its submodule
+        return Arguments({mine: owner.by_name[its] for mine, its in torchapi.SUBMODULE_PARAMETERS[self.api].items()
+                          if its in owner.by_name}, owner.opaque)
 
     @property
     def _explicit_init(self) -> bool:
@@ -334,18 +334,20 @@ def _runs_inherited(ctx: ModuleContext, call: cst.Call, scope: Scope) -> str | N
     if is_super(func.value) and func.attr.value == "forward":
         found = torch_class(ctx, ctx.class_of(scope))
         return found.api if found is not None and found.api in torchapi.CALLS else None
-    return torchapi.MHA if _inherited_attention(ctx, func, scope) is not None else None
+    found = _inherited_attention(ctx, func, scope)
+    return torchapi.SUBMODULES[found[0].api][func.attr.value] if found is not None else None
 
 
 def _inherited_attention(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope):
     """(the class's torch base, the class) when `expr` is `self.self_attn` (or `multihead_attn`) in a method of a
-    project subclass of a torch layer that does not set that attribute itself."""
+    project subclass of a torch layer, or `self.encoder` (`decoder`) in one of nn.Transformer, that does not set
+    that attribute itself."""
     if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
             and expr.value.value == scope.self_name):
         return None
     klass = ctx.class_of(scope)
     found = torch_class(ctx, klass)
-    if found is None or expr.attr.value not in torchapi.INHERITED_ATTENTION.get(found.api, ()) \
+    if found is None or expr.attr.value not in torchapi.SUBMODULES.get(found.api, {}) \
             or expr.attr.value in found.bound:
         return None
     return found, klass
@@ -364,8 +366,24 @@ def inherited(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> Con
     calls = {id(built.call) for built in owners}
     if len(calls) != 1:
         return None
-    owner = owners[0]
-    return replace(owner, api=torchapi.MHA, owner=owner.api, overrides=False)
+    return submodule(ctx, owners[0], expr.attr.value)
+
+
+def submodule(ctx: ModuleContext, owner: Construction, attribute: str) -> Construction | None:
+    """The module a torch module holds as `attribute` (`layer.self_attn`, `transformer.encoder`): built by the
+    owner from its own arguments (a construction of the submodule's API on the owner's call), or the module its
+    constructor was handed in place of it (`custom_encoder=`); None when it holds no such module, or when what it
+    was handed cannot be read."""
+    api = torchapi.SUBMODULES.get(owner.api, {}).get(attribute)
+    if api is None or owner.owner:
+        return None
+    arguments = owner.arguments
+    custom = arguments.get(torchapi.CUSTOM_SUBMODULES.get(attribute, ""))
+    if custom is not None:
+        return instance(ctx, custom, owner.scope)
+    if arguments.opaque and attribute in torchapi.CUSTOM_SUBMODULES:
+        return None  # `**kwargs` may hand it a custom one
+    return replace(owner, api=api, owner=owner.api, overrides="", peers=())
 
 
 @dataclass(frozen=True)
@@ -472,6 +490,8 @@ def _chain_from(ctx: ModuleContext, built: Construction | None) -> list[Construc
 
 
 def _inner(ctx: ModuleContext, built: Construction) -> Construction | None:
+    if built.owner:
+        return None  # a torch module's submodule: its owner's call builds it, not around an argument
     called = containers.called_name(ctx, built.call.func, built.scope)
     if called == containers.SEQUENTIAL:
         return _sequence_head(ctx, built)
@@ -517,11 +537,16 @@ def _keeps_layout(ctx: ModuleContext, built: Construction) -> bool:
 
 def _first_module(ctx: ModuleContext, built: Construction) -> Construction | None:
     """The module a wrapper is built around: its first argument, or a `layer=`-like keyword."""
+    first = _first_argument(built)
+    return instance(ctx, first, built.scope) if first is not None else None
+
+
+def _first_argument(built: Construction) -> cst.BaseExpression | None:
     first = next((a for a in built.call.args if not a.star and (a.keyword is None or a.keyword.value in (
         "encoder_layer", "decoder_layer", "layer", "module", "block"))), None)
     if first is None or not isinstance(first.value, cst.Name | cst.Attribute | cst.Call):
         return None
-    return instance(ctx, first.value, built.scope)
+    return first.value
 
 
 def imported_class(ctx: ModuleContext, built: Construction) -> tuple[ModuleContext, Scope | None] | None:
@@ -616,9 +641,20 @@ def _inherited_calls(ctx: ModuleContext, built: Construction) -> list[ModuleCall
     """The calls in a project subclass's own methods that run what it inherits from torch: `super().forward(...)`
     and `self.self_attn(...)` of a layer. Each instance of the class runs them."""
     names = {built.overrides, built.subclass[len(PROJECT_PREFIX):] if built.subclass.startswith(PROJECT_PREFIX)
-             else ""} if built.overrides or built.api in torchapi.INHERITED_ATTENTION else ()
+             else ""} if built.overrides or built.api in torchapi.SUBMODULES else ()
     return [ModuleCall(call, scope, direct=True, assumed=built.assumed)
-            for name in names if name in ctx.classes for call, scope in _inherited_in(ctx, ctx.classes[name])]
+            for name in names if name in ctx.classes for call, scope in _inherited_in(ctx, ctx.classes[name])
+            if _runs_own(built, call)]
+
+
+def _runs_own(built: Construction, call: cst.Call) -> bool:
+    """Does a call of an inherited submodule (`self.encoder(src)`) run the one `built` makes, not a module its
+    constructor was handed in place of it (`custom_encoder=`), which may be anything?"""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value not in torchapi.CUSTOM_SUBMODULES:
+        return True
+    arguments = built.arguments
+    return not arguments.opaque and arguments.get(torchapi.CUSTOM_SUBMODULES[func.attr.value]) is None
 
 
 def _inherited_in(ctx: ModuleContext, klass: Scope) -> list[tuple[cst.Call, Scope]]:
@@ -658,16 +694,37 @@ def _chains_of(ctx: ModuleContext, call: cst.Call, scope: Scope) -> list[Chain]:
 def _read_chains(ctx: ModuleContext, call: cst.Call, scope: Scope) -> list[Chain]:
     chain = wrapping_chain(ctx, call.func, scope)
     if chain:
-        return [Chain(chain)]
+        return _forked(ctx, Chain(chain))
     reaching = [built for built in may_hold(ctx, call.func, scope) if _reaches(ctx, built, call, scope)]
     chains = []
     for built in reaching:
         chain = Chain(_chain_from(ctx, built))
-        if len(reaching) > 1:
-            chain.may = tuple(sorted({_short(b.api) for b in reaching if b is not built} - {_short(built.api)})) \
-                or ("another one",)
-        chains.append(chain)
+        chain.may = _others(built, reaching)
+        chains += _forked(ctx, chain)
     return chains
+
+
+def _others(built: Construction, choices: list[Construction]) -> tuple[str, ...]:
+    """The classes a name may hold besides `built`'s, for `Chain.may` (none when it holds only `built`)."""
+    if len(choices) < 2:
+        return ()
+    return tuple(sorted({_short(b.api) for b in choices if b is not built} - {_short(built.api)})) or ("another one",)
+
+
+def _forked(ctx: ModuleContext, chain: Chain) -> list[Chain]:
+    """A torch stack built around a layer that may be one of several (`layer = A(...) if norm else B(...)`, then
+    `nn.TransformerEncoder(layer, n)`): one chain per layer it may hold, each only a possibility."""
+    last = chain[-1]
+    first = _first_argument(last) if last.api in (torchapi.ENCODER, torchapi.DECODER) and not last.owner else None
+    choices = may_hold(ctx, first, last.scope) if first is not None and _inner(ctx, last) is None else []
+    if len(choices) < 2:
+        return [chain]
+    forks = []
+    for built in choices:
+        fork = Chain([*chain, *_chain_from(ctx, built)])
+        fork.may = tuple(sorted({*chain.may, *_others(built, choices)}))
+        forks.append(fork)
+    return forks
 
 
 def _short(api: str) -> str:
@@ -841,15 +898,22 @@ def _instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth:
                  or Construction(name or UNKNOWN_CALLABLE, expr, scope))
         return (_through_init(ctx, built) if built.call is expr and not built.api.startswith("torch.") else None) \
             or built
-    if isinstance(expr, cst.Name):
-        return _from_bindings(ctx, ctx.bindings(expr.value, scope), depth, env)
+    if isinstance(expr, cst.Name):  # the bindings that reach this read: `layer = A(...); stack(layer); layer = ...`
+        return _from_bindings(ctx, dataflow.reaching(ctx, ctx.bindings(expr.value, scope), expr), depth, env)
     attribute = ctx.attribute_bindings(expr, scope)
     if attribute == []:
         return inherited(ctx, expr, scope)
     if attribute is not None:
         return _from_bindings(ctx, attribute, depth, env)
     if isinstance(expr, cst.Subscript):
+        key = containers.subscript_key(expr)[1]
+        stored = _keyed(ctx, expr.value, key, scope, depth + 1, env) if isinstance(key, str) else None
+        if stored and all(built.api == stored[-1].api for built in stored):
+            return replace(stored[-1], peers=tuple(stored[:-1]))
         return element(ctx, expr.value, scope, depth + 1, env)
+    if isinstance(expr, cst.Attribute):  # `self.transformer.encoder`, `layer.self_attn`
+        owner = instance(ctx, expr.value, scope, depth + 1, env)
+        return submodule(ctx, owner, expr.attr.value) if owner is not None else None
     return None
 
 
@@ -891,13 +955,13 @@ def _adds_no_module(ctx: ModuleContext, binding: Binding) -> bool:
 
 
 def _from_bindings(ctx: ModuleContext, bindings: list[Binding], depth: int, env: Env) -> Construction | None:
-    """All bindings must agree on the API; the last one is taken as the construction to read arguments from.
-    Memoised per list of bindings (a name bound N times is read N times, and each read would go through the N),
+    """All bindings must agree on the API; the last one is taken as the construction to read arguments from,
+    the others are its peers (a call of the name runs whichever was bound: each is paired with it). Memoised per list of bindings (a name bound N times is read N times, and each read would go through the N),
     unless a call is being followed (`env`) or an answer still being computed was read (a cycle)."""
     if env or not bindings:
         return _agreed(ctx, bindings, depth, env)
-    # the lists are the context's own, alive as long as it is
-    return ctx.settled("from_bindings", (id(bindings), depth), lambda: _agreed(ctx, bindings, depth, env))
+    # the bindings are the context's own, alive as long as it is (the list may be a reaching subset, made anew)
+    return ctx.settled("from_bindings", (*map(id, bindings), depth), lambda: _agreed(ctx, bindings, depth, env))
 
 
 def _agreed(ctx: ModuleContext, bindings: list[Binding], depth: int, env: Env) -> Construction | None:
@@ -918,7 +982,8 @@ def _agreed(ctx: ModuleContext, bindings: list[Binding], depth: int, env: Env) -
         found.append(built)
     if not found or any(f.api != found[0].api for f in found):
         return None
-    return found[-1]
+    others = tuple({id(b.call): b for f in found[:-1] for b in f.alternatives if b.call is not found[-1].call}.values())
+    return replace(found[-1], peers=found[-1].peers + others) if others else found[-1]
 
 
 def _parameter(ctx: ModuleContext, binding: Binding, depth: int, env: Env) -> Construction | None:
@@ -1039,6 +1104,38 @@ def _members_of_call(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: in
     if operand is not None:
         return _members(ctx, operand, scope, depth + 1, env)
     return _through_function(ctx, call, scope, depth, env, _members)
+
+
+def _keyed(ctx: ModuleContext, expr: cst.BaseExpression, key: str, scope: Scope, depth: int,
+           env: Env) -> list[Construction] | None:
+    """The modules a dict or `nn.ModuleDict` stores under the literal `key` (`self.layers["enc"]`), through its
+    literal, `nn.ModuleDict(d)` and `d[k] = m` stores; None when an entry's key cannot be read (a key computed,
+    `**other`, `update`, an append), so that a stack of one API is still read through `element`."""
+    if depth > _MAX_DEPTH:
+        return None
+    if isinstance(expr, cst.Call):
+        args = expr.args
+        if containers.called_name(ctx, expr.func, scope) not in containers.DICTS or len(args) > 1 \
+                or any(arg.keyword or arg.star for arg in args):
+            return None
+        return _keyed(ctx, args[0].value, key, scope, depth + 1, env) if args else []
+    entries = containers.pairs(expr) if isinstance(expr, cst.Dict) else None
+    if entries is not None:
+        keys = [containers.key_of(written) if written is not None else None for written, _ in entries]
+        if None in keys:
+            return None
+        return _joined([_alternatives(ctx, value, scope, depth, env)
+                        for found, (_, value) in zip(keys, entries) if found == key])
+    bindings = _container_bindings(ctx, expr, scope) if isinstance(expr, cst.Name | cst.Attribute) else []
+    if not bindings or any(binding.kind != "assign" or binding.value is None for binding in bindings):
+        return None
+    parts = [_keyed(ctx, binding.value, key, binding.scope, depth + 1, env) for binding in bindings]
+    for added in containers.additions(ctx, expr, scope):
+        if added.many or added.key is None:
+            return None
+        if added.key == key:
+            parts.append(_alternatives(ctx, added.value, added.scope, depth, env))
+    return _joined(parts)
 
 
 def _holder(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> bool:

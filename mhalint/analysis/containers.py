@@ -20,6 +20,8 @@ from mhalint.walk import walk
 HOLDERS = frozenset({"torch.nn.ModuleList", "torch.nn.ModuleDict", "torch.nn.ParameterList", "copy.deepcopy",
                      "list", "tuple", "dict", "reversed", "iter", "sorted", "collections.OrderedDict"})
 SEQUENTIAL = "torch.nn.Sequential"
+# Calls whose result maps the keys of their one argument (a dict, or its entries) to the same values.
+DICTS = frozenset({"torch.nn.ModuleDict", "dict", "collections.OrderedDict"})
 # Methods whose result holds the elements of the container they are called on.
 _SAME_ELEMENTS = frozenset({"values", "copy", "children"})
 _ADD_ONE = {"append": 0, "insert": 1, "add": 0}  # the position of the added element among the arguments

@@ -1,0 +1,150 @@
+"""Which calls run a module (issue 35 items 1, 2, 6): a construction is paired with the calls that reach it through
+a name bound more than once, a stack around a layer that may be one of several classes, a dict's literal key, a
+torch module's submodule (`model.transformer.encoder`, `self.encoder` in a subclass of nn.Transformer) and an
+attribute a base class sets. Each is checked both ways: batch-first data is an error, sequence-first data info.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from mhalint.finding import Severity
+from test_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning
+
+CODE = "MHA001"
+BATCH = "B, T, C = x.shape"
+SEQUENCE = "T, B, C = x.shape"
+
+
+def model(build: str, run: str, unpack: str, header: str = "class Model(nn.Module):", extra: str = "") -> str:
+    return "import torch.nn as nn\n" + extra + f"""
+{header}
+    def __init__(self, d=64, h=8, norm="layer"):
+        super().__init__()
+{textwrap.indent(textwrap.dedent(build), " " * 8)}
+    def forward(self, x):
+        {unpack}
+{textwrap.indent(textwrap.dedent(run), " " * 8)}
+"""
+
+
+def both_ways(lint, build: str, run: str, lines: list[int], header: str = "class Model(nn.Module):",
+              extra: str = "") -> None:
+    """Batch-first data: an error at each of `lines`; the sequence-first twin: info at each."""
+    errors = lint(model(build, run, BATCH, header, extra), CODE, "info")
+    assert [f.line for f in errors] == lines, [(f.line, f.message) for f in errors]
+    for finding in errors:
+        assert_batch_first_error(finding, BATCH)
+    infos = lint(model(build, run, SEQUENCE, header, extra), CODE, "info")
+    assert [f.line for f in infos] == lines, [(f.line, f.message) for f in infos]
+    for finding in infos:
+        assert_sequence_first_info(finding, SEQUENCE)
+
+
+def test_an_attribute_bound_on_both_branches_pairs_each_construction_with_its_calls(lint):
+    build = """\
+        if norm == "layer":
+            self.attn = nn.MultiheadAttention(d, h)
+        else:
+            self.attn = nn.MultiheadAttention(d, h, dropout=0.1)
+    """
+    both_ways(lint, build, "return self.attn(x, x, x)[0]", [7, 9])
+
+
+def test_a_name_rebound_to_a_second_layer_pairs_each_stack_with_its_own_layer(lint):
+    """`layer` is bound twice: each stack is built around the binding that reaches it, so the first layer is read
+    through the first stack's calls only."""
+    build = """\
+        layer = nn.TransformerEncoderLayer(d, h)
+        self.first = nn.TransformerEncoder(layer, 2)
+        layer = nn.TransformerEncoderLayer(d, h)
+        self.second = nn.TransformerEncoder(layer, 2)
+    """
+    source = model(build, "y = self.first(x)\nreturn self.second(x.transpose(0, 1))", BATCH)
+    first, second = lint(source, CODE, "info")
+    assert first.line == 6 and second.line == 8
+    assert_batch_first_error(first, BATCH)
+    assert_sequence_first_info(second, BATCH, "x.transpose(0, 1)")
+
+
+def test_a_stack_around_a_layer_of_one_of_two_classes_pairs_the_torch_layer_as_a_possibility(lint):
+    """`layer = nn.TransformerEncoderLayer(...)` on one branch and a project layer on the other: the stack's calls
+    may run the torch layer; batch-first data is at most a warning (the call may run the other class), and
+    sequence-first data is info."""
+    extra = "class NormLayer(nn.Module):\n    def forward(self, src):\n        return src\n"
+    build = """\
+        if norm == "layer":
+            layer = nn.TransformerEncoderLayer(d, h)
+        else:
+            layer = NormLayer()
+        self.encoder = nn.TransformerEncoder(layer, 2)
+    """
+    (warning,) = lint(model(build, "return self.encoder(x)", BATCH, extra=extra), CODE, "info")
+    assert (warning.line, warning.severity) == (10, Severity.WARNING)
+    assert "gets batch-first data" in warning.message and warning.fix is None
+    assert "`self.encoder` may hold NormLayer at this call" in " | ".join(warning.evidence)
+    (info,) = lint(model(build, "return self.encoder(x)", SEQUENCE, extra=extra), CODE, "info")
+    assert_sequence_first_info(info, SEQUENCE)
+
+
+@pytest.mark.parametrize("build", [
+    pytest.param("layers = {}\nlayers['enc'] = nn.TransformerEncoderLayer(d, h)\nlayers['proj'] = nn.Linear(d, d)\n"
+                 "self.layers = nn.ModuleDict(layers)", id="stored-by-key"),
+    pytest.param("self.layers = nn.ModuleDict({'enc': nn.TransformerEncoderLayer(d, h), 'proj': nn.Linear(d, d)})",
+                 id="literal"),
+    pytest.param("self.layers = nn.ModuleDict({'proj': nn.Linear(d, d)})\n"
+                 "self.layers['enc'] = nn.TransformerEncoderLayer(d, h)", id="added-after"),
+])
+def test_a_module_dict_of_several_classes_is_read_by_its_literal_key(lint, build):
+    line = 6 if "'enc': nn" in build else 7
+    both_ways(lint, build, "return self.layers['proj'](self.layers['enc'](x))", [line])
+
+
+def test_a_module_dict_with_a_computed_key_pairs_nothing_by_key(lint):
+    build = "self.layers = nn.ModuleDict()\nfor name in ('enc', 'proj'):\n" \
+            "    self.layers[name] = nn.TransformerEncoderLayer(d, h) if name == 'enc' else nn.Linear(d, d)"
+    (finding,) = lint(model(build, "return self.layers['enc'](x)", BATCH), CODE, "info")
+    assert_unknown_warning(finding, "no call of it is found")
+
+
+@pytest.mark.parametrize("run", [
+    pytest.param("memory = self.transformer.encoder(x)\nreturn self.transformer.decoder(x, memory)", id="instance"),
+    pytest.param("layer = self.transformer\nreturn layer.encoder(x)", id="local-name"),
+])
+def test_a_transformers_encoder_and_decoder_run_with_its_batch_first(lint, run):
+    both_ways(lint, "self.transformer = nn.Transformer(d, h)", run, [6])
+
+
+def test_a_transformers_custom_encoder_is_not_its_own(lint):
+    """`custom_encoder=` replaces the transformer's encoder: a call of `.encoder` runs the custom one, whose own
+    construction is decided, and not the transformer."""
+    build = "enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(d, h), 2)\n" \
+            "self.transformer = nn.Transformer(d, h, custom_encoder=enc)"
+    found = lint(model(build, "return self.transformer.encoder(x)", BATCH), CODE, "info")
+    assert [(f.line, f.severity) for f in found] == [(6, Severity.ERROR), (7, Severity.WARNING)]
+    assert_batch_first_error(found[0], BATCH)
+
+
+def test_a_subclass_of_transformer_runs_its_inherited_encoder(lint):
+    """`class M(nn.Transformer)` whose forward calls `self.encoder(...)`: the encoder torch built with the class's
+    `super().__init__` arguments; an attribute the class sets itself (`self.decoder = nn.Linear`) is its own."""
+    build = "self.decoder = nn.Linear(d, d)"
+    both_ways(lint, build, "return self.decoder(self.encoder(x))", [5], header="class Model(nn.Transformer):")
+
+
+def test_a_layers_attention_called_on_an_instance_is_the_layers(lint):
+    both_ways(lint, "self.layer = nn.TransformerEncoderLayer(d, h)", "return self.layer.self_attn(x, x, x)[0]", [6])
+
+
+def test_an_attribute_a_base_class_sets_is_read_in_the_subclass(lint):
+    """`self.attn` set in the base's `__init__`, called in the subclass's forward."""
+    extra = "class Base(nn.Module):\n    def __init__(self, d=64, h=8):\n        super().__init__()\n" \
+            "        self.attn = nn.MultiheadAttention(d, h)\n"
+    for unpack, check in ((BATCH, assert_batch_first_error), (SEQUENCE, assert_sequence_first_info)):
+        source = extra + f"class Model(Base):\n    def forward(self, x):\n        {unpack}\n" \
+                         "        return self.attn(x, x, x)[0]\n"
+        (finding,) = lint("import torch.nn as nn\n" + source, CODE, "info")
+        assert finding.line == 5
+        check(finding, unpack)
