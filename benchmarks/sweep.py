@@ -5,7 +5,7 @@ much mhalint leaves undecided on code nobody picked for it: for MHA001, the shar
 (error + info) / all, since a warning means "the layout could not be established either way".
 
     python benchmarks/sweep.py [--root DIR] [--list benchmarks/sweep-repos.txt] [--extract]
-                               [--mirror /work/.mirror] [--jsonl OUT] [--code MHA001]
+                               [--mirror /work/.mirror] [--jsonl OUT] [--code MHA001] [--triage FILE]
 
 The list holds one `owner/name commit` a line (# starts a comment). Each repository is checked in
 `<root>/<owner>+<name>@<commit[:12]>`, exactly as a user runs mhalint:
@@ -23,6 +23,11 @@ To reproduce the sweep from scratch: bring each listed repository into the mirro
 `python benchmarks/sweep.py --extract --jsonl findings.jsonl`. The summary goes to standard output in a fixed
 order, and --jsonl writes every finding as one JSON line (repo, commit, path relative to the repository, line,
 column, code, severity, message), sorted, to compare with benchmarks/sweep-findings.jsonl or to sample for triage.
+
+`--triage benchmarks/sweep-triage.jsonl` then lists what a person must judge by reading the code: every error of
+`--code` and a sample of its warnings (`random.Random(35).sample`, 30, in the order of the sorted findings), each
+with its judgement where the triage file has one for that site and severity, and the errors' precision so far
+(judged `bug` / errors judged).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import random
 import shutil
 import subprocess
 import sys
@@ -39,6 +45,7 @@ from pathlib import Path
 
 SEVERITIES = ("error", "warning", "info")
 REPO_TIMEOUT = 900  # seconds for one repository: past it the repository is reported as failed
+SAMPLE, SEED = 30, 35  # the warnings drawn for triage
 
 
 @dataclass
@@ -165,6 +172,26 @@ def summary(sweep: Sweep, code: str) -> str:
     return "\n".join(lines)
 
 
+def triage(findings: list[dict], judged: list[dict], code: str) -> str:
+    """Every error of `code` and a seeded sample of its warnings, with the judgements `judged` holds for them."""
+    def key(row: dict) -> tuple:
+        return row["repo"], row["path"], row["line"], row["code"], row["severity"]
+
+    verdicts = {key(row): row["judgement"] for row in judged}
+    errors = [f for f in findings if f["code"] == code and f["severity"] == "error"]
+    warnings = [f for f in findings if f["code"] == code and f["severity"] == "warning"]
+    drawn = random.Random(SEED).sample(warnings, min(SAMPLE, len(warnings)))
+    lines = [f"{f['severity']:<8} {verdicts.get(key(f), 'TO JUDGE'):<9} {f['repo']} {f['path']}:{f['line']}"
+             for f in errors + drawn]
+    bugs = [verdicts.get(key(f)) == "bug" for f in errors if key(f) in verdicts]
+    lines.append(f"errors: {len(errors)}, judged {len(bugs)}, bugs {sum(bugs)}"
+                 + (f" (precision {sum(bugs) / len(bugs):.2f})" if bugs else ""))
+    counts = collections.Counter(verdicts.get(key(f), "TO JUDGE") for f in drawn)
+    lines.append(f"warnings sampled: {len(drawn)} of {len(warnings)}: "
+                 + ", ".join(f"{name} {n}" for name, n in sorted(counts.items())))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     here = Path(__file__).parent
@@ -174,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mirror", type=Path, default=Path("/work/.mirror"), help="where the snapshots are")
     parser.add_argument("--jsonl", type=Path, help="write every finding here, one JSON object a line")
     parser.add_argument("--code", default="MHA001", help="the code whose share decided is printed")
+    parser.add_argument("--triage", type=Path, help="list the errors and sampled warnings to judge, with this "
+                                                    "file's judgements")
     options = parser.parse_args(argv)
 
     sweep, missing = Sweep(), []
@@ -193,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     if options.jsonl:
         options.jsonl.write_text("".join(json.dumps(f) + "\n" for f in sweep.findings))
     print(summary(sweep, options.code))
+    if options.triage:
+        judged = [json.loads(line) for line in options.triage.read_text().splitlines() if line.strip()]
+        print(triage(sweep.findings, judged, options.code))
     for repo in missing:
         if options.extract:
             print(f"missing: {repo.name} {repo.commit}: no snapshot holds the commit under {options.mirror}; bring it "

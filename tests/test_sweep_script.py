@@ -104,6 +104,17 @@ def test_the_sweep_counts_the_findings_of_the_listed_commit_and_names_what_is_mi
     assert "MHA005 share decided, (error + info) / all: 1/1 = 100.0%" in again.stdout
     assert (tmp_path / "again.jsonl").read_text() == (tmp_path / "findings.jsonl").read_text()
 
+    # --triage lists the error and the warning (the whole sample, one), with the judgements the file has.
+    error = {"repo": "acme/attn", "path": "models/encoders.py", "line": 8, "code": "MHA001", "severity": "error"}
+    (tmp_path / "triage.jsonl").write_text(json.dumps({**error, "judgement": "bug", "reason": "B, L, E"}) + "\n")
+    judged = _sweep(tmp_path, "--triage", str(tmp_path / "triage.jsonl"))
+    assert judged.stdout.splitlines()[-4:] == [
+        "error    bug       acme/attn models/encoders.py:8",
+        "warning  TO JUDGE  acme/attn models/encoders.py:29",
+        "errors: 1, judged 1, bugs 1 (precision 1.00)",
+        "warnings sampled: 1 of 1: TO JUDGE 1",
+    ]
+
 
 def test_a_tree_not_extracted_is_reported_with_the_option_that_extracts_it(tmp_path: Path):
     (tmp_path / "list.txt").write_text(f"acme/attn {'a' * 40}\n")
