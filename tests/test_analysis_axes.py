@@ -26,6 +26,13 @@ def test_transpose_swaps_and_a_swap_of_unknown_axes_stays_unknown():
     assert axes.transpose((B, T, E), 0, 3) is None
 
 
+def test_padded_gives_an_open_shape_the_axes_a_dim_names_and_a_closed_one_none():
+    assert roles(axes.padded((B, axes.OPEN), 2)) == [Role.BATCH, Role.UNKNOWN, Role.UNKNOWN]
+    assert axes.padded((B, axes.OPEN), 2)[-1] is axes.OPEN  # still zero or more axes after
+    assert roles(axes.transpose(axes.padded((B, axes.OPEN), 2), 0, 1))[:2] == [Role.UNKNOWN, Role.BATCH]
+    assert axes.padded((B, T), 3) is None and axes.padded((B, T), 2) == (B, T)
+
+
 def test_permute_needs_a_full_order():
     assert roles(axes.permute((B, T, E), [1, 0, 2])) == [Role.SEQUENCE, Role.BATCH, Role.EMBEDDING]
     assert axes.permute((B, T, E), [1, 0]) is None

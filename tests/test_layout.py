@@ -1048,6 +1048,45 @@ def test_a_dataloader_batch_given_to_a_sequence_first_module_is_an_error(one):
     assert any("default collate stacks the samples on a new first axis" in line for line in finding.evidence)
 
 
+LOADER_PASSED = """\
+    import torch.nn as nn
+    from torch.utils.data import DataLoader
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(64, 8)
+
+        def forward(self, x):
+            return self.attn({data}, {data}, {data})[0]
+
+    def train(model, loader):
+        for tokens, labels in loader:
+            model(tokens)
+
+    def main(dataset, batches):
+        loader = DataLoader(dataset, batch_size=32)
+        train(Model(), {passed})
+"""
+
+
+def test_a_dataloader_passed_as_an_argument_batches_what_the_loop_yields(one):
+    """Issue 35 item 5: the loader is a parameter that every caller fills with a DataLoader."""
+    for passed in ("loader", "DataLoader(dataset, batch_size=32)"):
+        finding = one(LOADER_PASSED.format(data="x", passed=passed))
+        assert_batch_first_error(finding, "DataLoader(dataset, batch_size=32)")
+    assert_sequence_first_info(one(LOADER_PASSED.format(data="x.transpose(0, 1)", passed="loader")),
+                               "DataLoader(dataset, batch_size=32)", "x.transpose(0, 1)")
+
+
+def test_a_loader_parameter_a_caller_fills_with_something_else_stays_unknown(one):
+    assert one(LOADER_PASSED.format(data="x", passed="batches")).severity == Severity.WARNING
+    twice = LOADER_PASSED.format(data="x", passed="loader") + "    train(Model(), batches)\n"
+    assert one(twice).severity == Severity.WARNING
+    custom = LOADER_PASSED.format(data="x", passed="loader").replace("batch_size=32)", "batch_size=32, collate_fn=f)")
+    assert one(custom).severity == Severity.WARNING
+
+
 PARTIAL = """\
     from functools import partial
     import torch.nn as nn

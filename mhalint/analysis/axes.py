@@ -75,6 +75,14 @@ def _index(dim: int, rank: int) -> int | None:
     return index if 0 <= index < rank else None
 
 
+def padded(shape: Shape, rank: int) -> Shape | None:
+    """At least `rank` axes: an open end gives unknown ones (and stays open); a closed shape must have them."""
+    if shape and shape[-1] is OPEN:
+        body = shape[:-1]
+        return body + unknown(max(0, rank - len(body))) + (OPEN,)
+    return shape if len(shape) >= rank else None
+
+
 def transpose(shape: Shape, first: int, second: int) -> Shape | None:
     i, j = _index(first, len(shape)), _index(second, len(shape))
     if i is None or j is None:

@@ -728,6 +728,8 @@ class ShapeReader:
         open_ended = bool(shape) and shape[-1] is OPEN
         if open_ended and (dims is None or any(d < 0 for d in dims)) and method not in ("view", "reshape"):
             return None  # a negative dim of a tensor whose rank is unknown
+        if open_ended and dims and method in _MOVES_NAMED_AXES:  # `(B, ...)`.transpose(0, 1): (?, B, ...)
+            shape = axes.padded(shape, max(dims) + (method != "unsqueeze"))
         if method == "t":
             return axes.transpose(shape, 0, 1) if len(shape) <= 2 else None
         if method in ("transpose", "swapaxes", "swapdims"):
@@ -1078,11 +1080,14 @@ class ShapeReader:
         evidence = self.evidence(self.ctx.code(built), self.ctx.line(built), reason, Strength.ESTABLISHED)
         return Traced((Axis(Role.BATCH, evidence), OPEN))
 
-    def _loader(self, expr: cst.BaseExpression, scope: Scope) -> cst.Call | None:
-        """The `DataLoader(...)` call `expr` is, directly or through one assignment, when it batches with the
-        default collate (no `collate_fn`, and not `batch_size=None`)."""
+    def _loader(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> cst.Call | None:
+        """The `DataLoader(...)` call `expr` is, directly, through one assignment, or as a parameter that every
+        caller in this file fills with one, when it batches with the default collate (no `collate_fn`, and not
+        `batch_size=None`)."""
         if isinstance(expr, cst.Name):
             bindings = self.ctx.bindings(expr.value, scope)
+            if len(bindings) == 1 and bindings[0].kind == "param" and depth < _MAX_LOADER_DEPTH:
+                return self._passed_loader(expr.value, bindings[0], depth)
             if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].value is None:
                 return None
             expr, scope = bindings[0].value, bindings[0].scope
@@ -1093,6 +1098,21 @@ class ShapeReader:
                 isinstance(keywords.get("batch_size"), cst.Name) and keywords["batch_size"].value == "None"):
             return None
         return expr
+
+
+    def _passed_loader(self, name: str, binding: Binding, depth: int) -> cst.Call | None:
+        """`def train(model, loader): for x, y in loader: ...` called as `train(model, DataLoader(...))`: the
+        loader every call of the function passes (the first one's, to cite), or None if any caller passes
+        something else or none calls it."""
+        found = []
+        for site in callers(self.ctx, binding.scope):
+            argument = site.arguments.get(name)
+            found.append(self._loader(argument, site.scope, depth + 1) if argument is not None else None)
+        return found[0] if found and all(found) else None
+
+
+_MOVES_NAMED_AXES = {"transpose", "swapaxes", "swapdims", "movedim", "squeeze", "unsqueeze"}
+_MAX_LOADER_DEPTH = 4  # parameters followed up to the DataLoader
 
 
 def recurrent_batch_first(ctx: ModuleContext, built) -> bool | None:

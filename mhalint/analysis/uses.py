@@ -201,7 +201,7 @@ class UseReader:
         dims = self.shapes.integers(call, scope)
         shape = after.shape
         if method in ("transpose", "swapaxes", "swapdims") and dims is not None and len(dims) == 2:
-            shape = _padded(shape, max(dims) + 1) if min(dims) >= 0 else None
+            shape = axes.padded(shape, max(dims) + 1) if min(dims) >= 0 else None
             shape = axes.transpose(shape, *dims) if shape is not None else None
         elif method == "permute":
             order = dims if dims is not None and len(call.args) > 1 else self.shapes.integer_list(call, scope)
@@ -220,7 +220,7 @@ class UseReader:
         if dim is None or dim < 0 or (keep is not None and not isinstance(keep, cst.Name)):
             return None
         if keep is not None and keep.value == "True":
-            padded = _padded(shape, dim + 1)
+            padded = axes.padded(shape, dim + 1)
             return padded[:dim] + (axes.UNKNOWN_AXIS,) + padded[dim + 1:]
         return _inserted(shape, dim)
 
@@ -262,16 +262,8 @@ def _named_size(ctx, size: cst.BaseExpression) -> tuple[str, cst.CSTNode]:
     return "", size
 
 
-def _padded(shape: Shape, rank: int) -> Shape | None:
-    """At least `rank` axes: an open end gives unknown ones (and stays open); a closed shape must have them."""
-    if shape and shape[-1] is OPEN:
-        body = shape[:-1]
-        return body + axes.unknown(max(0, rank - len(body))) + (OPEN,)
-    return shape if len(shape) >= rank else None
-
-
 def _inserted(shape: Shape, position: int) -> Shape | None:
-    padded = _padded(shape, position)
+    padded = axes.padded(shape, position)
     return padded[:position] + (axes.UNKNOWN_AXIS,) + padded[position:] if padded is not None else None
 
 
