@@ -58,6 +58,18 @@ def test_flattened_convolution_features_are_batch_first_until_permuted():
     assert kind(body.format(op="permute(2, 0, 1)")) == (SEQ_FIRST, Strength.ESTABLISHED)
 
 
+@pytest.mark.parametrize(("op", "expected"), [
+    ("torch.transpose(x, 0, 1)", (S, B, E)),
+    ("torch.permute(x, (1, 0, 2))", (S, B, E)),
+    ("torch.swapaxes(x, 1, 2)", (B, E, S)),
+    ("torch.flatten(x, 1)", (B, U)),
+    ("torch.unsqueeze(x, 0)", (U, B, S, E)),
+    ("torch.transpose(x, 0, d)", None),  # a dim that is not known: unknown, never a guess
+])
+def test_torch_function_forms_move_axes_as_the_methods_do(op, expected):
+    assert roles(f"def f(x, d):\n    B, T, C = x.shape\n    sink({op})\n") == expected
+
+
 @pytest.mark.parametrize(("call", "expected"), [
     ("pad_sequence(seqs)", (S, B, U)),
     ("pad_sequence(seqs, batch_first=True)", (B, S, U)),
@@ -302,26 +314,43 @@ def test_a_tensor_also_given_as_key_padding_mask_is_batch_by_keys():
 
 
 def test_a_tensor_given_elsewhere_or_after_a_rebinding_is_not_read_as_a_key_padding_mask():
-    # an attn_mask has no batch axis; a reassigned name is another tensor; an indexed row drops the batch axis
+    # an attn_mask has no batch axis; a row picked (and rebound to the name) is (N, S): the tensor it was picked
+    # from has them one axis further on
     assert traced("""
         attn = nn.MultiheadAttention(16, 4)
         def f(x, m):
             attn(x, x, x, attn_mask=m)
             sink(m)
     """) is None
-    assert traced("""
+    assert roles("""
         attn = nn.MultiheadAttention(16, 4)
         def f(x, m):
             sink(m)
             m = m[0]
             attn(x, x, x, key_padding_mask=m)
-    """) is None
-    assert traced("""
+    """) == (U, B, S)
+    assert roles("""
         attn = nn.MultiheadAttention(16, 4)
         def f(x, m):
             attn(x, x, x, key_padding_mask=m[0])
             sink(m)
-    """) is None
+    """) == (U, B, S)
+
+
+def test_a_tensor_a_key_padding_mask_is_computed_from_has_its_batch_and_sequence():
+    # `torch.isnan(x)` keeps x's axes; a mask picked from it at the last axis is (N, S), so x is (N, S, ...); a
+    # mask given by position may be an (L, L) attention mask: nothing
+    source = """
+        enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 4), 2)
+        def f(x, y):
+            empty = torch.isnan(x)
+            sink(x)
+            enc(src=torch.transpose(x, 0, 1), {passed})
+    """
+    assert roles(source.format(passed="src_key_padding_mask=empty[:, :, 0]")) == (B, S, U)
+    assert traced(source.format(passed="mask=empty[:, :, 0]")) is None
+    transposed = source.replace("sink(x)", "sink(torch.transpose(x, 0, 1))")
+    assert roles(transposed.format(passed="src_key_padding_mask=empty[:, :, 0]")) == (S, B, U)
 
 
 # ---- view and reshape ------------------------------------------------------------------------------------------

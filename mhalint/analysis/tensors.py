@@ -27,11 +27,15 @@ from mhalint.analysis.vocabulary import KEEPS_AXES, KEEPS_AXES_MODULES, REORDER,
 
 _MAX_DEPTH = 14  # operations and calls followed; a name's binding and an argument bound to a parameter are free
 
-_FIRST_ARG_KEEPS_AXES = {
+FIRST_ARG_KEEPS_AXES = {
     "torch.zeros_like", "torch.ones_like", "torch.empty_like", "torch.randn_like", "torch.relu", "torch.tanh",
     "torch.sigmoid", "torch.nn.functional.dropout", "torch.nn.functional.layer_norm", "torch.nn.functional.relu",
-    "torch.nn.functional.gelu", "torch.nn.functional.silu", "torch.nn.functional.normalize",
+    "torch.nn.functional.gelu", "torch.nn.functional.silu", "torch.nn.functional.normalize", "torch.isnan",
+    "torch.isinf", "torch.isfinite", "torch.logical_not", "torch.abs", "torch.exp",
 }
+# torch's function forms of the shape methods: `torch.transpose(x, 0, 1)` is `x.transpose(0, 1)`.
+FUNCTION_FORMS = {f"torch.{method}": method for method in (
+    "transpose", "permute", "movedim", "swapaxes", "swapdims", "t", "flatten", "unsqueeze", "squeeze", "reshape")}
 # Convolutions give (N, C, *spatial), the number of spatial axes their name says.
 _CONVOLUTIONS = {f"torch.nn.{kind}{n}d": n for kind in ("Conv", "ConvTranspose") for n in (1, 2, 3)}
 _ATTENTION_MODULES = {torchapi.MHA, torchapi.ENCODER_LAYER, torchapi.DECODER_LAYER, torchapi.ENCODER,
@@ -409,6 +413,19 @@ class ShapeReader:
         self._stop("item", iterable, name=name, detail=detail)
         return None
 
+    def padding_mask(self, arg: cst.Arg, call: cst.CSTNode, scope: Scope) -> Traced | None:
+        """(N, S), when `arg` gives a torch attention call its key padding mask by keyword: torch checks both sizes
+        against the batch and the keys (docs/torch-facts.md, `mha-kpm-transposed-N-not-L`). By position it may be
+        an (L, L) mask misplaced there (MHA010's pitfall): unknown."""
+        target = call_target(self.ctx, call, scope) if isinstance(call, cst.Call) and arg.keyword is not None \
+            else None
+        parameter = next((p for p, a in target.arguments.by_name.items() if a is arg), None) if target else None
+        if parameter is None or parameter not in _PADDING_MASK_PARAMETERS.get(target.api, ()):
+            return None
+        reason = f"{torchapi.short_name(target.api)} checks that its {parameter} is (N, S)"
+        evidence = self.evidence(self.ctx.code(arg), self.ctx.line(call), reason, Strength.ESTABLISHED)
+        return Traced((Axis(Role.BATCH, evidence), Axis(Role.SEQUENCE, evidence)))
+
     def _consumed(self, name: str, binding: Binding) -> Traced | None:
         """A tensor this binding also gives torch by keyword as a key padding mask (itself, a slice that keeps its
         axes or a conversion) is (N, S): torch checks both sizes against the batch and the keys (docs/torch-facts.md,
@@ -416,17 +433,10 @@ class ShapeReader:
         for use in dataflow.uses(self.ctx, binding):
             carrier = _axes_carrier(self.ctx, use)
             arg = self.ctx.parent(carrier)
-            call = self.ctx.parent(arg) if isinstance(arg, cst.Arg) and arg.value is carrier else None
-            if not isinstance(call, cst.Call):
-                continue
-            target = call_target(self.ctx, call, binding.scope)
-            parameter = next((p for p, a in target.arguments.by_name.items() if a is arg), None) if target else None
-            if parameter is None or parameter not in _PADDING_MASK_PARAMETERS.get(target.api, ()) \
-                    or arg.keyword is None:
-                continue  # passed by position, it may be an (L, L) mask misplaced there (MHA010's pitfall)
-            reason = f"{torchapi.short_name(target.api)} checks that its {parameter} is (N, S)"
-            evidence = self.evidence(self.ctx.code(arg), self.ctx.line(call), reason, Strength.ESTABLISHED)
-            return Traced((Axis(Role.BATCH, evidence), Axis(Role.SEQUENCE, evidence)))
+            found = self.padding_mask(arg, self.ctx.parent(arg), binding.scope) \
+                if isinstance(arg, cst.Arg) and arg.value is carrier else None
+            if found is not None:
+                return found
         return None
 
     def _unpacking(self, name: str, scope: Scope, reaching: Binding, use: cst.CSTNode) -> Traced | None:
@@ -636,23 +646,32 @@ class ShapeReader:
             return self._einsum(call, scope, use, depth)
         if name in SIZE_FACTORIES:
             return self._factory(call, scope, use)
-        if name in _FIRST_ARG_KEEPS_AXES and call.args:
+        if name in FIRST_ARG_KEEPS_AXES and call.args:
             return self.of(call.args[0].value, scope, use, depth + 1)
+        if name in FUNCTION_FORMS and call.args and not call.args[0].keyword and not call.args[0].star:
+            return self._shape_method(FUNCTION_FORMS[name], call, call.args[0].value,
+                                      call.with_changes(args=call.args[1:]), scope, use, depth)
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             if method == "repeat_interleave":
                 return self._repeat_interleave(call, scope, use, depth)
             if method in REORDER or method in ("view", "reshape", "flatten", "unsqueeze", "squeeze", "expand",
                                                 "repeat"):
-                inner = self.of(func.value, scope, use, depth + 1)
-                if inner is None and method in ("view", "reshape"):
-                    inner = Traced((OPEN,))  # the new axes take the roles of their sizes, whatever the input's
-                moved = inner.then(self._method(method, call, inner.shape, scope, use), call, self) \
-                    if inner is not None else None
-                return self._reconciled(moved, self._reorder_comment(call)) if method in REORDER else moved
+                return self._shape_method(method, call, func.value, call, scope, use, depth)
             if method in KEEPS_AXES:
                 return self.of(func.value, scope, use, depth + 1)
         return self._callee(call, scope, use, depth)
+
+    def _shape_method(self, method: str, call: cst.Call, tensor: cst.BaseExpression, sized: cst.Call, scope: Scope,
+                      use, depth: int) -> Traced | None:
+        """`tensor.method(...)` written as `call`; `sized` holds the method's own arguments (the call itself, or
+        the call without its tensor for the function form)."""
+        inner = self.of(tensor, scope, use, depth + 1)
+        if inner is None and method in ("view", "reshape"):
+            inner = Traced((OPEN,))  # the new axes take the roles of their sizes, whatever the input's
+        moved = inner.then(self._method(method, sized, inner.shape, scope, use), call, self) \
+            if inner is not None else None
+        return self._reconciled(moved, self._reorder_comment(call)) if method in REORDER else moved
 
     def _callee(self, call: cst.Call, scope: Scope, use, depth: int) -> Traced | None:
         """A module or function applied to a tensor: torch modules with a known output (embeddings, convolutions,

@@ -102,6 +102,8 @@ class UseReader:
             if isinstance(call, cst.Call) and call.args and call.args[0] is parent:
                 return self._argument(call, scope, depth)
             return None
+        if isinstance(parent, cst.Arg) and parent.value is expr and parent.keyword is not None:
+            return self.shapes.padding_mask(parent, self.ctx.parent(parent), scope)
         if isinstance(parent, cst.Attribute) and parent.value is expr:
             return self._attribute(parent, scope, depth)
         if isinstance(parent, cst.Subscript) and parent.value is expr:
@@ -124,6 +126,12 @@ class UseReader:
         name = self.ctx.qualified_name(call.func, scope)
         if name in ("einops.rearrange",) or (isinstance(call.func, cst.Name) and call.func.value == "rearrange"):
             return self.shapes.rearranged(call, side=0)
+        if name in tensors.FIRST_ARG_KEEPS_AXES:
+            return self._of_expr(call, scope, depth + 1)
+        if tensors.FUNCTION_FORMS.get(name) in REORDER:
+            after = self._of_expr(call, scope, depth + 1)
+            return self._back(after, call, scope, tensors.FUNCTION_FORMS[name], call.with_changes(args=call.args[1:])) \
+                if after is not None else None
         built = instance(self.ctx, call.func, scope)
         if built is not None and built.api in tensors.RECURRENT:
             return self.shapes.recurrent_output(built, reads=True)
@@ -196,15 +204,17 @@ class UseReader:
                                         Strength.ESTABLISHED)
         return tensors.Traced(axes.unknown(index) + (Axis(role, evidence, name), OPEN))
 
-    def _back(self, after, call: cst.Call, scope: Scope, method: str):
-        """The roles before a reorder or a reduction, from those after it."""
-        dims = self.shapes.integers(call, scope)
+    def _back(self, after, call: cst.Call, scope: Scope, method: str, sized: cst.Call | None = None):
+        """The roles before a reorder or a reduction, from those after it; `sized`: the call's arguments without
+        the tensor, for a function form (`torch.transpose(x, 0, 1)`)."""
+        sized = sized or call
+        dims = self.shapes.integers(sized, scope)
         shape = after.shape
         if method in ("transpose", "swapaxes", "swapdims") and dims is not None and len(dims) == 2:
             shape = axes.padded(shape, max(dims) + 1) if min(dims) >= 0 else None
             shape = axes.transpose(shape, *dims) if shape is not None else None
         elif method == "permute":
-            order = dims if dims is not None and len(call.args) > 1 else self.shapes.integer_list(call, scope)
+            order = dims if dims is not None and len(sized.args) > 1 else self.shapes.integer_list(sized, scope)
             shape = _unpermuted(shape, order) if order is not None else None
         elif method in _REDUCTIONS:
             shape = self._unreduced(call, scope, shape)
