@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from mhalint import torchapi
-from mhalint.analysis import axes, containers, dataflow, documented, uses
+from mhalint.analysis import agreement, axes, containers, dataflow, documented, uses
 from mhalint.analysis.axes import OPEN, Axis, Evidence, Role, Shape, Strength
 from mhalint.analysis.stops import Shown, Stop
 from mhalint.analysis.names import role_of_size_name, roles_of_names
@@ -340,6 +340,9 @@ class ShapeReader:
         key = (id(query), id(call), output, element, self.file)
         if key not in memo:
             traced, stops = self.of(query, scope, call), self.stopped(query, scope, call)
+            if traced is None:
+                agreed = agreement.batch_axis(self, query, call, scope)
+                traced = Traced(agreed) if agreed is not None else None
             self._stops = []
             try:
                 back = self.uses.of_output(call, scope, element) if output else None
