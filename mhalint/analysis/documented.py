@@ -13,14 +13,15 @@ import re
 _GROUP = re.compile(r"[\[(]([^\[\]()]*(?:\([^()]*\)[^\[\]()]*)*)[\])]")
 _TIMES = re.compile(r"\b([A-Za-z_]\w*(?:\s*[x×]\s*[A-Za-z_]\w*){2,3})\b")
 _COMPACT = re.compile(r"\b([A-Z]{3,4})\b")
-_PLAIN_LIST = re.compile(r"^[\s#:]*([A-Za-z_][\w*]*(?:\s*,\s*[A-Za-z_][\w*]*){2,3})\s*$")
+_PLAIN_LIST = re.compile(r"^[\s#:]*(?:(?:shape|size)\s*(?:is|[-:=])\s*)?([A-Za-z_][\w*]*(?:\s*,\s*[A-Za-z_][\w*]*){2,3})"
+                         r"\s*$", re.IGNORECASE)
 _JAXTYPING = re.compile(r"^(?:Float|Int|Bool|Shaped|Num|Real|Integer|Inexact|Complex|TensorType)\[")
 
 
 def shape_in_text(text: str, least: int = 3) -> list[str] | None:
     """The axis names a comment or docstring line gives: `(B, L, E)`, `[bs, HxW, C]`, `Tensor shape [B, L, N]`,
-    `B x L x E`, `QxNxC`, `NLE`, or a bare `nq, bs, d_model`. A bracketed group needs `least` names: two are
-    common prose (`(int, optional)`) except in a parameter's own entry, where `(N, S)` is its shape."""
+    `B x L x E`, `QxNxC`, `NLE`, or a bare `nq, bs, d_model` (also after `shape -` or `shape:`). A bracketed group
+    needs `least` names: two are common prose (`(int, optional)`) except in a parameter's own entry, where `(N, S)` is its shape."""
     text = re.split(r"->|→|\bto\b", text)[-1]
     for group in _GROUP.findall(text):
         names = _split(group, least)
