@@ -70,6 +70,21 @@ def test_torch_function_forms_move_axes_as_the_methods_do(op, expected):
     assert roles(f"def f(x, d):\n    B, T, C = x.shape\n    sink({op})\n") == expected
 
 
+def test_an_augmented_assignment_keeps_the_axes_of_the_value_it_updates():
+    # `x *= s`, `x += pos` broadcast into x; in a loop, each round keeps them; a value that is not known stays so
+    source = """
+        def f(y, p):
+            B, T, C = y.shape
+            x = {value}
+            x *= 2
+            for i in range(3):
+                x += p
+            sink(torch.transpose(x, 0, 1))
+    """
+    assert roles(source.format(value="y.float()")) == (S, B, E)
+    assert traced(source.format(value="p.float()")) is None
+
+
 @pytest.mark.parametrize(("call", "expected"), [
     ("pad_sequence(seqs)", (S, B, U)),
     ("pad_sequence(seqs, batch_first=True)", (B, S, U)),

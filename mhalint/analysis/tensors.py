@@ -387,6 +387,9 @@ class ShapeReader:
             return self._element(binding.value, binding.index, binding.scope, binding.node, depth)
         if binding.kind in ("for", "unpack") and isinstance(binding.node, cst.For):
             return self._item_stop(name, binding)
+        if binding.kind == "augmented" and isinstance(binding.node, cst.AugAssign) \
+                and isinstance(binding.node.target, cst.Name):  # `x *= s`, `x += pos`: broadcast into x's axes
+            return self._name(name, binding.scope, binding.node, depth + 1)
         if binding.kind != "assign" or binding.value is None:
             return None
         traced, commented = self.of(binding.value, binding.scope, binding.node, depth), self._commented(binding)
