@@ -70,6 +70,17 @@ def test_torch_function_forms_move_axes_as_the_methods_do(op, expected):
     assert roles(f"def f(x, d):\n    B, T, C = x.shape\n    sink({op})\n") == expected
 
 
+@pytest.mark.parametrize(("made", "expected"), [
+    ("x.new_zeros(*x.shape)", (S, B, E)),
+    ("torch.zeros(x.shape)", (S, B, E)),
+    ("x.new_full(x.size(), 0.5)", (S, B, E)),
+    ("x.new_zeros(T, B, C)", (S, B, E)),
+    ("torch.zeros(*p.shape)", None),  # the shape of a tensor whose axes are not known
+])
+def test_a_tensor_made_with_the_shape_of_another_has_its_axes(made, expected):
+    assert roles(f"def f(y, p):\n    B, T, C = y.shape\n    x = y.transpose(0, 1)\n    sink({made})\n") == expected
+
+
 def test_an_augmented_assignment_keeps_the_axes_of_the_value_it_updates():
     # `x *= s`, `x += pos` broadcast into x; in a loop, each round keeps them; a value that is not known stays so
     source = """

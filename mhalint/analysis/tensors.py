@@ -23,7 +23,7 @@ from mhalint.analysis.calls import (arguments_for, call_target, callers, instanc
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
 from mhalint.analysis.values import resolve
-from mhalint.analysis.vocabulary import KEEPS_AXES, KEEPS_AXES_MODULES, REORDER, SIZE_FACTORIES
+from mhalint.analysis.vocabulary import KEEPS_AXES, KEEPS_AXES_MODULES, NEW_FACTORIES, REORDER, SIZE_FACTORIES
 
 _MAX_DEPTH = 14  # operations and calls followed; a name's binding and an argument bound to a parameter are free
 
@@ -650,8 +650,8 @@ class ShapeReader:
             return self._stack(call, scope, use, depth)
         if name == "torch.einsum" and len(call.args) >= 2:
             return self._einsum(call, scope, use, depth)
-        if name in SIZE_FACTORIES:
-            return self._factory(call, scope, use)
+        if name in SIZE_FACTORIES or (isinstance(func, cst.Attribute) and func.attr.value in NEW_FACTORIES):
+            return self._factory(call, scope, use, depth)
         if name in FIRST_ARG_KEEPS_AXES and call.args:
             return self.of(call.args[0].value, scope, use, depth + 1)
         if name in FUNCTION_FORMS and call.args and not call.args[0].keyword and not call.args[0].star:
@@ -953,9 +953,17 @@ class ShapeReader:
         rest = (Axis(Role.SEQUENCE, evidence),) if spatial == 1 else (Axis(Role.SPATIAL, evidence),) * spatial
         return Traced((Axis(Role.BATCH, evidence), Axis(Role.EMBEDDING, evidence), *rest))
 
-    def _factory(self, call: cst.Call, scope: Scope, use) -> Traced | None:
-        """`torch.zeros(n, bs, d)`: each axis takes the role of its size expression."""
+    def _factory(self, call: cst.Call, scope: Scope, use, depth: int) -> Traced | None:
+        """`torch.zeros(n, bs, d)`, `x.new_zeros(n, bs, d)`: each axis takes the role of its size expression;
+        `torch.zeros(*y.shape)`, `x.new_full(y.shape, v)`: y's axes."""
         positional = [arg for arg in call.args if arg.keyword is None]
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "new_full":
+            positional = positional[:1]  # then the fill value
+        shaped = _shape_of_expr(positional[0].value) if len(positional) == 1 else None
+        if shaped is not None:
+            traced = self.of(shaped, scope, use, depth + 1)
+            return traced.then(traced.shape, call, self, "a new tensor of that shape") \
+                if traced is not None and OPEN not in traced.shape else None
         sizes = self._sizes(call.with_changes(args=positional))
         if not sizes:
             return None
