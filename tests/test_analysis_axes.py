@@ -109,6 +109,9 @@ def test_a_lone_size_name():
     ("# nq, bs, d_model", ["nq", "bs", "d_model"]),
     ("# shape - batch_size, max_len, embed_size", ["batch_size", "max_len", "embed_size"]),
     ("shape: B, L, E", ["B", "L", "E"]),
+    ("# query positions, as in DAB-DETR", None),  # an acronym, not axis letters
+    ("# RGB input", None),
+    ("x is NCHW", ["N", "C", "H", "W"]),
     ("shapes differ, see above", None),
     ("shape of x, y, z", None),
     ("B x L x E", ["B", "L", "E"]),

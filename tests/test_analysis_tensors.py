@@ -563,3 +563,21 @@ def test_unpacking_a_tuple_of_tensors_reads_each_element():
         """
     assert roles(source) == (B, H, S, U)
     assert traced("def f(x, y):\n    B, T, C = x.shape\n    a, b = y, x\n    sink(a)\n") is None
+
+
+def test_a_comment_after_code_that_names_a_parameter_documents_it():
+    # `if x.dim() == 3:  # x [bz, n, c]` before x is rebound: the shape the caller passes; about another name: no
+    source = """
+        def f(x, y):
+            if x.dim() == 3:  # {name} [bz, n, c]
+                pass
+            sink(x.transpose(0, 1))
+    """
+    assert roles(source.format(name="x")) == (S, B, E)
+    assert traced(source.format(name="y")) is None
+    rebound = """
+        def f(x):
+            x = x.flatten(2)  # x [bz, n, c]
+            sink(x.transpose(0, 1))
+    """
+    assert roles(rebound) == (S, B, E)  # the rebinding's own comment: its value's shape, not the parameter's

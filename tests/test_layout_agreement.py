@@ -38,7 +38,8 @@ def test_sizes_that_agree_only_at_axis_0_show_batch_first_data():
     finding = one("attn = nn.MultiheadAttention(64, 8)\nq = torch.randn(2, 5, 64)\nkv = torch.randn(2, 7, 64)\n"
                   "out, _ = attn(q, kv, kv)\n")
     assert finding.severity == Severity.ERROR and "gets batch-first data (`torch.randn(2, 5, 64)`" in finding.message
-    assert "`key` at line 5 is (2, 7, 64): torch needs the batch to match, and only axis 0 does" in " | ".join(finding.evidence)
+    assert "`key` at line 5 is (2, 7, 64): torch needs the batch to match, and only axis 0 does" \
+        in " | ".join(finding.evidence)
     assert finding.fix is not None
     reverse = one("attn = nn.MultiheadAttention(64, 8, batch_first=True)\nq = torch.randn(5, 2, 64)\n"
                   "kv = torch.randn(7, 2, 64)\nout, _ = attn(q, kv, kv)\n")

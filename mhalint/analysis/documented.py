@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import re
 
+from mhalint.analysis.axes import Role
+from mhalint.analysis.names import roles_of_names
+
 _GROUP = re.compile(r"[\[(]([^\[\]()]*(?:\([^()]*\)[^\[\]()]*)*)[\])]")
 _TIMES = re.compile(r"\b([A-Za-z_]\w*(?:\s*[x×]\s*[A-Za-z_]\w*){2,3})\b")
 _COMPACT = re.compile(r"\b([A-Z]{3,4})\b")
-_PLAIN_LIST = re.compile(r"^[\s#:]*(?:(?:shape|size)\s*(?:is|[-:=])\s*)?([A-Za-z_][\w*]*(?:\s*,\s*[A-Za-z_][\w*]*){2,3})"
-                         r"\s*$", re.IGNORECASE)
+_PLAIN_LIST = re.compile(r"^[\s#:]*(?:(?:shape|size)\s*(?:is|[-:=])\s*)?"
+                         r"([A-Za-z_][\w*]*(?:\s*,\s*[A-Za-z_][\w*]*){2,3})\s*$", re.IGNORECASE)
 _JAXTYPING = re.compile(r"^(?:Float|Int|Bool|Shaped|Num|Real|Integer|Inexact|Complex|TensorType)\[")
 
 
 def shape_in_text(text: str, least: int = 3) -> list[str] | None:
     """The axis names a comment or docstring line gives: `(B, L, E)`, `[bs, HxW, C]`, `Tensor shape [B, L, N]`,
     `B x L x E`, `QxNxC`, `NLE`, or a bare `nq, bs, d_model` (also after `shape -` or `shape:`). A bracketed group
-    needs `least` names: two are common prose (`(int, optional)`) except in a parameter's own entry, where `(N, S)` is its shape."""
+    needs `least` names: two are common prose (`(int, optional)`) except in a parameter's own entry, where `(N, S)`
+    is its shape."""
     text = re.split(r"->|→|\bto\b", text)[-1]
     for group in _GROUP.findall(text):
         names = _split(group, least)
@@ -34,10 +38,15 @@ def shape_in_text(text: str, least: int = 3) -> list[str] | None:
     plain = _PLAIN_LIST.match(text)
     if plain:
         return [name.strip() for name in plain[1].split(",")]
-    compact = _COMPACT.findall(text)
+    compact = [word for word in _COMPACT.findall(text) if _axis_letters(word)]
     if len(compact) == 1:
         return list(compact[0])
     return None
+
+
+def _axis_letters(word: str) -> bool:
+    """`NLD`, `NCHW`: distinct letters that each name an axis; an acronym (`DETR`, `RGB`, `CNN`) is not a shape."""
+    return len(set(word)) == len(word) and Role.UNKNOWN not in roles_of_names(list(word))
 
 
 def _split(group: str, least: int) -> list[str] | None:

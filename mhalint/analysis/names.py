@@ -10,7 +10,7 @@ import re
 
 from mhalint.analysis.axes import Role
 
-_BATCH = re.compile(r"^_?(b|bs|bsz|batch|batches|batch_size|batchsize|n_batch|nbatch|num_batch|nb|n_samples)$", re.I)
+_BATCH = re.compile(r"^_?(b|bs|bsz|bz|batch|batches|batch_size|batchsize|n_batch|nbatch|num_batch|nb|n_samples)$", re.I)
 _SEQUENCE = re.compile(r"^_?(l|t|s|seq|seqlen|seq_len|seq_length|sequence|sequence_length|len|length|tgt_len|"
                        r"src_len|q_len|k_len|kv_len|q|k|nq|num_queries|n_queries|n_q|time|n_tokens|num_tokens|"
                        r"tokens|n_ctx|ctx|hw|h\*w|h_w|hxw|num_patches|n_patches|patches)$", re.I)

@@ -576,8 +576,9 @@ class ShapeReader:
         return Traced(shape) if shape is not None else None
 
     def _comment_line_about(self, name: str, binding: Binding) -> tuple[str, int] | None:
-        """What a comment line names `name` to be, from the signature to the parameter's first rebinding in the body
-        (a comment there describes the value the caller passed)."""
+        """What a comment names `name` to be, from the signature to the parameter's first rebinding in the body (a
+        comment there describes the value the caller passed): a comment line, or a comment after code before the
+        rebinding's line (`if x.dim() == 3:  # x [bs, n, c]`)."""
         function = binding.scope.node
         if not isinstance(function, cst.FunctionDef):
             return None
@@ -585,7 +586,7 @@ class ShapeReader:
         lines = self.ctx.source_lines()
         last = min(rebound, default=self.ctx.position(function).end.line)
         for at in range(self.ctx.line(function), min(last, len(lines)) + 1):
-            if "#" in lines[at - 1] and name in lines[at - 1] and lines[at - 1].lstrip().startswith("#"):
+            if "#" in lines[at - 1] and name in lines[at - 1] and (lines[at - 1].lstrip().startswith("#") or at < last):
                 about = _about(name, self.ctx.comment(at) or "")
                 if about is not None:
                     return about, at
@@ -1163,9 +1164,9 @@ def recurrent_batch_first(ctx: ModuleContext, built) -> bool | None:
 
 def _about(name: str, comment: str) -> str | None:
     """What a comment says about `name` in a clause that starts by naming it: `# x is batch, seq_len, channels`,
-    `# x: (B, L, E); mask: (B, L)`."""
+    `# x: (B, L, E); mask: (B, L)`, `# x [B, L, E]`."""
     for clause in comment.split(";"):
-        named = re.match(rf"^[#\s]*`?{re.escape(name)}`?\s*(?:is|:|=|has shape|shape:?)\s*(.*)$", clause)
+        named = re.match(rf"^[#\s]*`?{re.escape(name)}`?\s*(?:is|:|=|has shape|shape:?|(?=[\[(]))\s*(.*)$", clause)
         if named:
             return named[1]
     return None
