@@ -64,3 +64,11 @@ def test_sizes_that_do_not_single_out_the_batch_stay_unknown(source):
     finding = one(source)
     assert finding.severity == Severity.WARNING, finding.message
     assert "match, and only axis" not in " | ".join(finding.evidence)
+
+
+def test_a_lone_literal_shape_says_that_its_sizes_are_numbers():
+    finding = one("layer = nn.TransformerEncoderLayer(d_model=512, nhead=8)\nsrc = torch.rand(10, 32, 512)\n"
+                  "out = layer(src)\n")
+    assert finding.severity == Severity.WARNING
+    assert "`torch.rand(10, 32, 512)` at line 4: its sizes are numbers, which do not say which axis is the batch" \
+        in " | ".join(finding.evidence)

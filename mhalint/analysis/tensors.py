@@ -969,7 +969,11 @@ class ShapeReader:
         if not sizes:
             return None
         shape = tuple(self.size_axis(size, scope, use) for size in sizes)
-        return Traced(shape) if any(axis.known for axis in shape) else None
+        if any(axis.known for axis in shape):
+            return Traced(shape)
+        if all(literal_int(size) is not None for size in sizes):
+            self._stop("opaque", call, detail="its sizes are numbers, which do not say which axis is the batch")
+        return None
 
     def _embedding_table(self, expr: cst.Attribute, scope: Scope) -> Traced | None:
         """`self.query_embed.weight` of an nn.Embedding: (num_embeddings, embedding_dim)."""
