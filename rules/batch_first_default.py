@@ -9,7 +9,8 @@ from mhalint.analysis.axes import BATCH_FIRST, SEQ_FIRST, Strength, layout, weak
 from mhalint.analysis.calls import ModuleCall, constructions, module_calls, with_argument
 from mhalint.analysis.stops import PRIORITY
 from mhalint.analysis.tensors import ShapeReader, Traced
-from mhalint.finding import HEADLINE_LIMIT, NOT_CONFIRMED, UNSAFE, Severity
+from mhalint.analysis.uncalled import why_uncalled
+from mhalint.finding import HEADLINE_LIMIT, NOT_CONFIRMED, UNSAFE, Severity, shorten
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.analysis.values import Value, alternatives, constructor_values, forwarded, resolve
@@ -238,15 +239,20 @@ class BatchFirstDefault(Rule):
                         api=api, data=seq.code, place=seq.place, built=setting.built)
         else:
             room = HEADLINE_LIMIT - len(NO_LAYOUT_EVIDENCE.headline.format(api=api, built=setting.built, missing=""))
-            missing, why = self._missing(uses, built.api, room)
+            missing, why = self._missing(uses, built, room)
             self.report(node, NO_LAYOUT_EVIDENCE, severity=Severity.WARNING, evidence=[*setting.evidence, *why],
                         arguments=self._arguments(built, batch_first=False), api=api, built=setting.built,
                         missing=missing)
 
-    def _missing(self, uses: list[ModuleCall], api: str, room: int) -> tuple[str, list[str]]:
-        """What keeps the layout unknown, for the headline, and each place the traces of the calls stopped."""
+    def _missing(self, uses: list[ModuleCall], built, room: int) -> tuple[str, list[str]]:
+        """What keeps the layout unknown, for the headline, and each place the traces of the calls stopped; with no
+        call, where the module goes (never called, handed to code not followed)."""
+        api = built.api
         if not uses:
-            return "no call of it is found in this file", []
+            unpaired = why_uncalled(self.context, built.call) if not built.via_super else None
+            if unpaired is None:
+                return "no call of it is found in this file", []
+            return shorten(unpaired.phrase, room), [unpaired.sentence]
         phrases, sentences = [], []
         for use in uses:
             traced = self._query_shape(use, api)

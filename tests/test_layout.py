@@ -233,7 +233,7 @@ def test_unknown_layout_is_a_warning_that_says_where_the_trace_stopped(one, body
 
 def test_module_built_but_never_called_is_a_warning(one):
     assert_unknown_warning(one("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n"),
-                           "no call of it is found in this file")
+                           "`attn` is never called in this file")
 
 
 # ---- the other modules, and keyword queries --------------------------------------------------------------------

@@ -36,7 +36,7 @@ def test_every_alias_without_batch_first_is_flagged(check, imp, callee):
     found = check(f"{imp}\nattn = {callee}(64, 8)\n")
     assert [(f.line, f.column) for f in found] == [(2, 8)]
     assert found[0].severity == Severity.WARNING
-    assert found[0].message.endswith(" is built without batch_first: it reads (L, N, E), and no call of it is found "
+    assert found[0].message.endswith(" is built without batch_first: it reads (L, N, E), and `attn` is never called "
                                      "in this file")
 
 
@@ -49,7 +49,8 @@ def test_every_alias_with_batch_first_true_is_clean(check, imp, callee):
 def test_every_alias_with_batch_first_from_a_false_constant_is_flagged(check, imp, callee):
     found = check(f"{imp}\nBF = False\nattn = {callee}(64, 8, batch_first=BF)\n")
     assert [f.line for f in found] == [3] and " gets batch_first=BF (`BF` = False at line 2): " in found[0].message
-    assert found[0].evidence == ("batch_first=BF at line 3 resolves to False", "`BF` = False at line 2")
+    assert found[0].evidence == ("batch_first=BF at line 3 resolves to False", "`BF` = False at line 2",
+                                 "`attn` is only built: nothing in this file calls it")
 
 
 @pytest.mark.parametrize(("imp", "callee"), ALIASES)
@@ -116,7 +117,7 @@ def test_message_names_where_the_false_came_from(check):
     found = check("import torch.nn as nn\nBATCH_FIRST = False\nt = nn.Transformer(batch_first=BATCH_FIRST)\n")
     assert len(found) == 1
     assert found[0].message == ("nn.Transformer gets batch_first=BATCH_FIRST (`BATCH_FIRST` = False at line 2): it "
-                                "reads (L, N, E), and no call of it is found in this file")
+                                "reads (L, N, E), and `t` is never called in this file")
     assert "`BATCH_FIRST` = False at line 2" in found[0].evidence
 
 
@@ -251,8 +252,8 @@ def test_sequence_first_data_into_default_module_is_an_info_headline(lint):
 
 def test_no_layout_evidence_headline_and_help(lint):
     [finding] = lint("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n", CODE)
-    assert finding.message == ("nn.MultiheadAttention is built without batch_first: it reads (L, N, E), and no call "
-                               "of it is found in this file")
+    assert finding.message == ("nn.MultiheadAttention is built without batch_first: it reads (L, N, E), and `attn` "
+                               "is never called in this file")
     assert finding.help == ("pass batch_first=True for (N, L, E) data, or write batch_first=False if the data is "
                             "(L, N, E)")
     assert finding.fix is None

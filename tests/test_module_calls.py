@@ -12,6 +12,7 @@ import pytest
 
 from mhalint.finding import Severity
 from test_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning
+from test_project import mha001, write
 
 CODE = "MHA001"
 BATCH = "B, T, C = x.shape"
@@ -148,3 +149,67 @@ def test_an_attribute_a_base_class_sets_is_read_in_the_subclass(lint):
         (finding,) = lint("import torch.nn as nn\n" + source, CODE, "info")
         assert finding.line == 5
         check(finding, unpack)
+
+
+# ---- no call found: the warning says where the module goes -----------------------------------------------------
+NEVER_CALLED = """\
+    import torch.nn as nn
+
+    class Block(nn.Module):
+        def __init__(self, d=64, h=8, memory=False):
+            super().__init__()
+            self.extra_attn = nn.MultiheadAttention(d, h) if memory else None
+            self.proj = nn.Linear(d, d)
+
+        def forward(self, x):
+            if self.extra_attn is not None:
+                print(sum(p.numel() for p in self.extra_attn.parameters()))
+            return self.proj(x)
+"""
+
+
+def test_a_module_no_file_of_the_project_calls_is_never_called_in_the_project(tmp_path):
+    write(tmp_path, {"pyproject.toml": "", "block.py": NEVER_CALLED, "train.py": "from block import Block\n"})
+    (finding,) = mha001(tmp_path)
+    assert_unknown_warning(finding, "`self.extra_attn` is never called in the project")
+    assert "`self.extra_attn` is only built and inspected: nothing in the project calls it" in finding.evidence
+
+
+def test_a_module_another_file_may_call_is_never_called_in_this_file_only(tmp_path):
+    """Another file names the attribute: it may call it there (`block.extra_attn(x, x, x)`), so the warning
+    claims only this file."""
+    write(tmp_path, {"pyproject.toml": "", "block.py": NEVER_CALLED,
+                     "train.py": "from block import Block\nblock = Block(memory=True)\ny = block.extra_attn(1, 2, 3)\n"})
+    (finding,) = mha001(tmp_path)
+    assert_unknown_warning(finding, "`self.extra_attn` is never called in this file")
+
+
+@pytest.mark.parametrize(("run", "missing"), [
+    pytest.param("return helper(self.attn, x)", "`self.attn` is passed to `helper` (line 10)", id="passed"),
+    pytest.param("return self.attn.forward(x, x, x)[0]", "`self.attn` is used as `self.attn.forward(x, x, x)`",
+                 id="method"),
+])
+def test_a_module_handed_to_code_not_followed_says_where_it_goes(lint, run, missing):
+    source = model("self.attn = nn.MultiheadAttention(d, h)", run, BATCH, extra="from elsewhere import helper\n")
+    (finding,) = lint(source, CODE, "info")
+    assert_unknown_warning(finding, missing)
+
+
+def test_a_layer_handed_to_a_call_not_followed_names_the_call(lint):
+    source = "from elsewhere import Model\nimport torch.nn as nn\n" \
+             "model = Model(\n    custom_encoder=nn.TransformerEncoderLayer(64, 8),\n)\n"
+    (finding,) = lint(source, CODE, "info")
+    assert_unknown_warning(finding, "it goes to `Model(custom_encoder=...)` (line 3), not followed")
+
+
+def test_a_transformer_whose_encoder_may_be_a_custom_one_says_so(lint):
+    source = """\
+        import torch.nn as nn
+        def build(custom=None):
+            model = nn.Transformer(64, 8, custom_encoder=custom)
+            return model.encoder
+    """
+    (finding,) = lint(source, CODE, "info")
+    assert_unknown_warning(finding, "`model` gives its `.encoder` away (line 4)")
+    (finding,) = lint(source.replace("model.encoder", "model.encoder(custom)"), CODE, "info")
+    assert_unknown_warning(finding, "`model` calls an `.encoder` that may be its `custom_encoder` (line 4)")

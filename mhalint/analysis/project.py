@@ -76,6 +76,7 @@ class Project:
         self._reaches: dict[str, bool] = {}  # may_name_attention's answers
         self._module_names: dict[str, str] = {}
         self._packages: dict[str, bool] = {}  # folder -> holds an __init__.py
+        self._mentioned: dict[str, bool] = {}  # mentions' answers
 
     @property
     def paths(self) -> list[str]:
@@ -225,6 +226,14 @@ class Project:
         target = os.path.abspath(path)
         return [Importer(other, local) for other, source, local in self._imported.get(name, ())
                 if other != target and self._resolve(source) == target]
+
+    def mentions(self, word: str, home: str) -> bool:
+        """Whether a file of the project other than `home` holds `word` anywhere in its text (a call of an
+        attribute by that name is then possible there). Memoised per word: asked only of modules no call runs."""
+        if word not in self._mentioned:
+            needle, home = word.encode(), os.path.abspath(home)
+            self._mentioned[word] = any(needle in (self._bytes(path) or b"") for path in self.paths if path != home)
+        return self._mentioned[word]
 
     def imported_class(self, home: str, local: str) -> tuple[str, str] | None:
         """(the file that defines it, its name there) for a class that `home` imports as `local`, when exactly
