@@ -12,7 +12,7 @@ from mhalint.analysis.axes import Role
 
 _BATCH = re.compile(r"^_?(b|bs|bsz|bz|batch|batches|batch_size|batchsize|n_batch|nbatch|num_batch|nb|n_samples)$", re.I)
 _SEQUENCE = re.compile(r"^_?(l|t|s|seq|seqlen|seq_len|seq_length|sequence|sequence_length|len|length|tgt_len|"
-                       r"src_len|q_len|k_len|kv_len|q|k|nq|num_queries|n_queries|n_q|time|n_tokens|num_tokens|"
+                       r"src_len|q_len|k_len|kv_len|len_q|len_k|len_v|len_kv|len_in|q|k|nq|num_queries|n_queries|n_q|time|n_tokens|num_tokens|"
                        r"tokens|n_ctx|ctx|hw|h\*w|h_w|hxw|num_patches|n_patches|patches)$", re.I)
 _EMBEDDING = re.compile(r"^_?(c|e|d|dim|d_model|dmodel|embed_dim|emb_dim|emb|embed|embedding|hidden|hidden_dim|"
                         r"hidden_size|channels|ch|feat|feats|features|n_embd|d_embed|model_dim|width_dim)$", re.I)

@@ -65,7 +65,7 @@ class Project:
         self._overlay = overlay if overlay is not None else {}
         self._contexts: dict[str, object] = {}  # the trees kept, least recently used first
         self._alive: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # every tree still held anywhere
-        self._resolved: dict[str, str | None] = {}
+        self._resolved: dict[str, str | None | tuple[None, frozenset[str]]] = {}
         self._classes_imported: dict[str, dict[str, tuple[str | None, str]]] = {}
         self._entries: dict[str, tuple[tuple[str, str, str], ...]] = {}  # each file's imported classes, as read
         self._complete = False  # every file's entries are in, and the index was asked for
@@ -237,14 +237,20 @@ class Project:
 
     def imported_class(self, home: str, local: str) -> tuple[str, str] | None:
         """(the file that defines it, its name there) for a class that `home` imports as `local`, when exactly
-        one file of the run can be that module."""
-        home = os.path.abspath(home)
-        if home not in self._classes_imported:
-            self._classes_imported[home] = {
-                written_local: (self._resolve(source), name) for name, entries in self._imported.items()
-                for path, source, written_local in entries if path == home}
-        defining, name = self._classes_imported[home].get(local, (None, ""))
-        return (defining, name) if defining is not None and defining != home else None
+        one file of the run can be that module; through the files that import it in turn to re-export it (a
+        package's `__init__.py` with `from .layers import Block`)."""
+        found, seen = None, {os.path.abspath(home)}
+        while True:
+            home = os.path.abspath(home)
+            if home not in self._classes_imported:
+                self._classes_imported[home] = {
+                    written_local: (self._resolve(source, home), name) for name, entries in self._imported.items()
+                    for path, source, written_local in entries if path == home}
+            defining, name = self._classes_imported[home].get(local, (None, ""))
+            if defining is None or defining in seen:
+                return found
+            found, home, local = (defining, name), defining, name
+            seen.add(defining)
 
     def reaching_attention(self, matched: Mapping[str, bytes], unmatched: set[str]) -> set[str]:
         """The files among `unmatched` (no trigger in their code) that name torch's attention classes only through
@@ -340,13 +346,24 @@ class Project:
             self._attention[path] = raw is not None and _attention_words().matches(raw)
         return self._attention[path]
 
-    def _resolve(self, written: str) -> str | None:
-        """The file a dotted module name refers to, when exactly one file of the run can be it."""
+    def _resolve(self, written: str, home: str | None = None) -> str | None:
+        """The file a dotted module name refers to, when exactly one file of the run can be it; among several (a
+        folder without `__init__.py` cuts the dotted names short: `modules` in each copy of `ops/modules/`), the one
+        whose path spells the whole name from a folder that holds `home`, the importing file."""
         if written not in self._resolved:
             candidates = {path for module, path in self._modules.get(written.rsplit(".", 1)[-1], ())
                           if _same_module(written, module)}
-            self._resolved[written] = candidates.pop() if len(candidates) == 1 else None
-        return self._resolved[written]
+            self._resolved[written] = candidates.pop() if len(candidates) == 1 else (None, frozenset(candidates))
+        found = self._resolved[written]
+        if not isinstance(found, tuple):
+            return found
+        if home is None:
+            return None
+        spelt, home = os.sep + written.replace(".", os.sep), os.path.abspath(home)
+        near = [path for path in found[1] for suffix in (".py", os.sep + "__init__.py")
+                if os.path.abspath(path).endswith(spelt + suffix)
+                and home.startswith(os.path.abspath(path)[:-len(spelt + suffix)] + os.sep)]
+        return near[0] if len(near) == 1 else None
 
     def context(self, path: str, limits: Limits):
         """The ModuleContext of another file of the project, or None when it cannot be read or parsed, or its

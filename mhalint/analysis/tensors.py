@@ -54,6 +54,7 @@ _CONCAT = {"torch.cat", "torch.concat", "torch.concatenate"}
 _PAD_SEQUENCE = "torch.nn.utils.rnn.pad_sequence"
 _EMBEDDING = "torch.nn.Embedding"
 _REARRANGE = {"einops.rearrange", "einops.repeat"}
+_SPLITS = ("split", "chunk", "tensor_split")
 RECURRENT = {"torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN"}
 
 
@@ -725,8 +726,13 @@ class ShapeReader:
         return self._agreed(found)
 
     def _element(self, call: cst.Call, index: int, scope: Scope, use, depth: int) -> Traced | None:
-        """`attn(q, k, v)[0]`: the output of a torch attention module has the query's axes; a project function's
-        returned tuple gives its element."""
+        """`attn(q, k, v)[0]`: the output of a torch attention module has the query's axes; a piece of a split
+        has the axes of what was split; a project function's returned tuple gives its element."""
+        split = self._split(call, scope)
+        if split is not None:
+            inner = self.of(split, scope, use, depth + 1)
+            return inner.then(inner.shape, call, self, "each piece of a split keeps every axis and its role") \
+                if inner is not None else None
         built = instance(self.ctx, call.func, scope)
         if built is not None and built.api == torchapi.MHA and not built.overrides and index == 0 and call.args \
                 and not call.args[0].keyword and not call.args[0].star:
@@ -735,6 +741,18 @@ class ShapeReader:
             return self.recurrent_output(built)
         function = project_function(self.ctx, call, scope) or project_forward(self.ctx, built)
         return self._returns(call, scope, function, depth, index) if function is not None else None
+
+    def _split(self, call: cst.Call, scope: Scope) -> cst.BaseExpression | None:
+        """The tensor `torch.split(x, n, dim)`, `x.chunk(k, dim)` or `torch.tensor_split(x, ...)` cuts into pieces
+        along one axis: each piece has the same axes, the cut one shorter but holding what it held."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _SPLITS and self.ctx.qualified_name(func, scope) \
+                is None:
+            return func.value
+        if self.ctx.qualified_name(func, scope) in {f"torch.{name}" for name in _SPLITS} and call.args \
+                and not call.args[0].keyword and not call.args[0].star:
+            return call.args[0].value
+        return None
 
     def recurrent_output(self, built, reads: bool = False) -> Traced | None:
         """The output of an nn.LSTM, nn.GRU or nn.RNN (or, `reads`, the input it takes): (N, L, H) with
@@ -1297,8 +1315,9 @@ def _literal_key(expr: cst.Subscript) -> bool:
 
 
 def _keeps_axes(expr: cst.Subscript) -> bool:
-    """`x[:, :n]` keeps every axis; `x[0]` drops one."""
-    return all(isinstance(e.slice, cst.Slice) for e in expr.slice)
+    """`x[:, :n]` and `x[..., :n]` keep every axis; `x[0]` drops one."""
+    ellipses = [e for e in expr.slice if isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Ellipsis)]
+    return len(ellipses) <= 1 and all(isinstance(e.slice, cst.Slice) or e in ellipses for e in expr.slice)
 
 
 def _shape_unpackings(ctx: ModuleContext, scope: Scope) -> dict[str, list[tuple[list[int], list[Binding]]]]:

@@ -14,13 +14,14 @@ from dataclasses import replace
 
 from mhalint.analysis import axes, dataflow, tensors
 from mhalint.analysis.axes import OPEN, Axis, Role, Shape, Strength
-from mhalint.analysis.calls import instance
+from mhalint.analysis.calls import (arguments_for, imported_class, instance, project_forward, project_function,
+                                    returned)
 from mhalint.analysis.names import role_of_size_name
 from mhalint.analysis.vocabulary import KEEPS_AXES, KEEPS_AXES_MODULES, REORDER
 from mhalint.context import Binding, Scope
 from mhalint.lazy import cst
 
-_MAX_DEPTH = 6
+_MAX_DEPTH = 10
 # Reductions over one axis that give a tensor (`max`, `min`, `median` with a dim give a (values, indices) tuple).
 _REDUCTIONS = frozenset({"mean", "sum", "amax", "amin", "logsumexp", "prod", "std", "var", "nanmean", "nansum",
                          "argmax", "argmin"})
@@ -97,13 +98,15 @@ class UseReader:
         if depth > _MAX_DEPTH:
             return None
         parent = self.ctx.parent(expr)
-        if isinstance(parent, cst.Arg) and parent.value is expr and parent.keyword is None and not parent.star:
+        if isinstance(parent, cst.Arg) and parent.value is expr and not parent.star:
             call = self.ctx.parent(parent)
-            if isinstance(call, cst.Call) and call.args and call.args[0] is parent:
-                return self._argument(call, scope, depth)
-            return None
-        if isinstance(parent, cst.Arg) and parent.value is expr and parent.keyword is not None:
-            return self.shapes.padding_mask(parent, self.ctx.parent(parent), scope)
+            if not isinstance(call, cst.Call):
+                return None
+            if parent.keyword is None:
+                found = self._argument(call, scope, depth) if call.args[0] is parent else None
+            else:
+                found = self.shapes.padding_mask(parent, call, scope)
+            return found if found is not None else self._passed(call, parent, scope, depth)
         if isinstance(parent, cst.Attribute) and parent.value is expr:
             return self._attribute(parent, scope, depth)
         if isinstance(parent, cst.Subscript) and parent.value is expr:
@@ -138,6 +141,56 @@ class UseReader:
         if built is not None and built.api in KEEPS_AXES_MODULES:
             return self._of_expr(call, scope, depth + 1)
         return None
+
+    def _passed(self, call: cst.Call, arg: cst.Arg, scope: Scope, depth: int):
+        """An argument of a project function or module (in this file or another of the run): what the callee does
+        with its parameter (`N, Len_q, _ = query.shape` documents what callers pass), and, where the callee gives
+        the parameter back (`return x if pos is None else x + pos`), what the caller does with the result."""
+        callee = self._callee(call, scope)
+        if callee is None:
+            return None
+        reader, function = callee
+        name = next((p for p, a in arguments_for(call, function).by_name.items() if a is arg), None)
+        binding = next((b for b in function.bindings.get(name, ()) if b.kind == "param"), None) if name else None
+        if binding is None:
+            return None
+        if reader is self:  # the callee's other parameters are what this call passes
+            bound = [(function, parameter, argument.value, scope)
+                     for parameter, argument in arguments_for(call, function).by_name.items()]
+            self.shapes._env.extend(bound)
+            try:
+                inside = self._binding(binding, depth)
+            finally:
+                del self.shapes._env[len(self.shapes._env) - len(bound):]
+        else:
+            reader._busy = True
+            try:
+                inside = reader._binding(binding, depth)
+            finally:
+                reader._busy = False
+        if inside is not None:
+            owner = f"{function.enclosing_class.name}.{function.name}" if function.enclosing_class else function.name
+            inside = _noted(inside, f"`{self.ctx.code(call.func)}` at line {self.ctx.line(call)} passes it as "
+                                    f"`{name}` to `{owner}`")
+        back = self._of_expr(call, scope, depth + 1) if _gives_back(function, name) else None
+        return self._agreed([inside, back])
+
+    def _callee(self, call: cst.Call, scope: Scope) -> tuple[UseReader, Scope] | None:
+        """The reader of the file that defines what a call runs, and that function: a project function or method,
+        or the `forward` of a project module (its class here or imported from another file of the run)."""
+        function = project_function(self.ctx, call, scope)
+        if function is not None:
+            return self, function
+        built = instance(self.ctx, call.func, scope)
+        function = project_forward(self.ctx, built)
+        if function is not None:
+            return self, function
+        imported = imported_class(self.ctx, built) if built is not None else None
+        if imported is None or imported[1] is None or "forward" not in imported[1].methods:
+            return None
+        home = imported[0]
+        file = self.ctx.project.display(home.path, self.ctx.path)
+        return tensors.ShapeReader(home, file).uses, imported[1].methods["forward"]
 
     def _attribute(self, attribute: cst.Attribute, scope: Scope, depth: int):
         """`x.shape` read into names, `x.size(1)`, and methods: those that keep the axes, reorder them or reduce
@@ -238,10 +291,28 @@ class UseReader:
         """`after`'s evidence, now read back through `node` onto the value before it."""
         if shape is None:
             return None
-        note = f"read back through `{self.ctx.code(node)}` at line {self.ctx.line(node)}"
-        moved = tuple(replace(axis, evidence=replace(axis.evidence, reason=f"{axis.evidence.reason}; {note}"))
-                      if axis.known else axis for axis in shape)
-        return tensors.Traced(moved)
+        return _noted(tensors.Traced(shape), f"read back through `{self.ctx.code(node)}` at line {self.ctx.line(node)}")
+
+
+def _noted(traced, note: str):
+    """The same roles, each axis's evidence telling how it reached the value asked about."""
+    return tensors.Traced(tuple(replace(axis, evidence=replace(axis.evidence, reason=f"{axis.evidence.reason}; {note}"))
+                                if axis.known else axis for axis in traced.shape))
+
+
+def _gives_back(function: Scope, name: str) -> bool:
+    """Does every `return` of the function give back the parameter `name` with its axes: itself, in either branch
+    of a conditional, or added to something (`x + pos`)?"""
+    def back(value) -> bool:
+        if isinstance(value, cst.Name):
+            return value.value == name
+        if isinstance(value, cst.IfExp):
+            return back(value.body) and back(value.orelse)
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add | cst.Subtract):
+            return back(value.left) or back(value.right)
+        return False
+    values = returned(function)
+    return bool(values) and all(back(value) for value in values)
 
 
 def _established(shape: Shape) -> bool:
