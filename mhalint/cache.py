@@ -71,14 +71,15 @@ from mhalint.finding import Finding
 
 CACHE_DIR_NAME = ".mhalint_cache"
 FORMAT_NAME = "mhalint-findings-cache"
-FORMAT_VERSION = 4  # 1: the pickle before the JSON cache (never read); 2: no project dependency; 3: no index
+FORMAT_VERSION = 5  # 1: the pickle before the JSON cache (never read); 2: no project dependency; 3: no index;
+# 4: the index kept imported classes only, not functions
 MAX_INDEX_BYTES = 256 * 2**20  # an index past this is not read (a 6,600-file tree takes about 1 MB)
 MAX_FINDINGS_PER_FILE = 100_000
 MAX_IMPORTS_PER_FILE = 100_000
 _MAX_MODULE = 4096  # characters of a dotted module name
-# Each import the index keeps, its fields joined by spaces: a class name as the index reads it (capitalised,
-# ASCII), the module (as written, resolved), the local name; one a line.
-_IMPORT = r"[A-Z][A-Za-z0-9_]* [A-Za-z0-9_.]* [A-Za-z_][A-Za-z0-9_]*"
+# Each import the index keeps, its fields joined by spaces: a class or function name as the index reads it (ASCII),
+# the module (as written, resolved), the local name; one a line.
+_IMPORT = r"[A-Za-z_][A-Za-z0-9_]* [A-Za-z0-9_.]* [A-Za-z_][A-Za-z0-9_]*"
 _IMPORT_LINES = re.compile(f"(?:{_IMPORT}(?:\n{_IMPORT})*)?")
 _DIGEST_SIZE = 16
 _HEX_LENGTH = 2 * _DIGEST_SIZE

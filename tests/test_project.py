@@ -386,3 +386,62 @@ def test_a_run_over_the_whole_project_does_not_walk_it_again(tmp_path, monkeypat
     assert walks == []  # the engine's own walk is its import of discover; the project's would come through here
     assert [f.severity for f in checked([tmp_path / "model.py"])] == [Severity.ERROR]
     assert walks == [[str(tmp_path)]]
+
+
+# A detector that gets its transformer as a constructor parameter, built by a factory function of another file
+# (`transformer = build_transformer(args)`, then `Detector(transformer, ...)`): the module's caller is that file.
+FACTORY_TRANSFORMER = """\
+    import torch.nn as nn
+
+    class Transformer(nn.Module):
+        def __init__(self, width=256):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(width, 8)
+
+        def forward(self, memory, queries):
+            return self.attn(queries, memory, memory)[0]
+
+    def build_transformer(args):
+        return Transformer(width=args.width)
+"""
+FACTORY_DETECTOR = """\
+    import torch.nn as nn
+    from .transformer import build_transformer
+
+    class Detector(nn.Module):
+        def __init__(self, transformer, slots):
+            super().__init__()
+            self.transformer = transformer
+            self.slots = nn.Embedding(slots, 256)
+
+        def forward(self, image):
+            n, c, h, w = image.shape
+            memory = {memory}
+            queries = {queries}
+            return self.transformer(memory, queries)
+
+    def build(args):
+        transformer = build_transformer(args)
+        return Detector(transformer, args.slots)
+"""
+
+
+@pytest.mark.parametrize(("memory", "queries", "severity"), [
+    ("image.flatten(2).permute(2, 0, 1)", "self.slots.weight.unsqueeze(1).repeat(1, n, 1)", Severity.INFO),
+    ("image.flatten(2).transpose(1, 2)", "self.slots.weight.unsqueeze(0).repeat(n, 1, 1)", Severity.ERROR),
+])
+def test_a_module_built_by_an_imported_factory_is_judged_by_the_calls_of_what_it_builds(tmp_path, memory, queries,
+                                                                                       severity):
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/transformer.py": FACTORY_TRANSFORMER,
+                     "pkg/detector.py": FACTORY_DETECTOR.format(memory=memory, queries=queries)})
+    [finding] = checked([tmp_path])
+    assert finding.path.endswith("transformer.py") and finding.severity == severity
+    assert f"(`{queries}`, detector.py:13)" in finding.message
+    assert "`n, c, h, w = image.shape` at detector.py:11" in " | ".join(finding.evidence)
+
+
+def test_a_factory_whose_module_nobody_calls_leaves_the_parameter_unknown(tmp_path):
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/transformer.py": FACTORY_TRANSFORMER,
+                     "pkg/detector.py": "from .transformer import build_transformer\nmodel = build_transformer(None)\n"})
+    [finding] = checked([tmp_path])
+    assert finding.severity == Severity.WARNING and "no caller found" in finding.message

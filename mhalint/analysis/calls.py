@@ -1253,6 +1253,22 @@ def project_function(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Scope 
     return None
 
 
+def factories(ctx: ModuleContext, klass: Scope) -> list[str]:
+    """The module functions of this file whose every `return` builds `klass` (`build_transformer(args)` returning
+    `Transformer(...)`): a call of one, in this file or one that imports it, is a construction of the class.
+    Indexed once per module."""
+    index = ctx.memo.get("factories")
+    if index is None:
+        index = ctx.memo["factories"] = {}
+        for name, function in ctx.functions.items():
+            values = returned(function) if function.enclosing_class is None else []
+            built = [instance(ctx, value, function) for value in values]
+            apis = {b.api for b in built if b is not None}
+            if values and None not in built and len(apis) == 1:
+                index.setdefault(apis.pop(), []).append(name)
+    return index.get(PROJECT_PREFIX + klass.name, [])
+
+
 def mask_arguments(ctx: ModuleContext, call: cst.Call, scope: Scope):
     """(target, parameter, convention, expression) for each mask a torch attention call is given (not None)."""
     target = call_target(ctx, call, scope)

@@ -245,7 +245,7 @@ class Project:
             if home not in self._classes_imported:
                 self._classes_imported[home] = {
                     written_local: (self._resolve(source, home), name) for name, entries in self._imported.items()
-                    for path, source, written_local in entries if path == home}
+                    if _is_class_name(name) for path, source, written_local in entries if path == home}
             defining, name = self._classes_imported[home].get(local, (None, ""))
             if defining is None or defining in seen:
                 return found
@@ -290,7 +290,7 @@ class Project:
         entries = self._entries.get(path)
         if entries is None:  # not learnt from the first pass (it came before any file matched): read here
             entries = self._entries[path] = self._imports_of(path, self._bytes(path))
-        return any(self._resolve(source) is not None for _, source, _ in entries)
+        return any(self._resolve(source) is not None for name, source, _ in entries if _is_class_name(name))
 
     def torch_name(self, home: str, local: str, stars: list[str], limits: Limits) -> str | None:
         """The torch attention API a name of `home` stands for in the file it comes from: `from .layers import
@@ -327,7 +327,8 @@ class Project:
             return False
         self._imported  # the entries of every file
         found = any((source_path := self._resolve(source)) is not None and source_path != path
-                    and self.may_name_attention(source_path, depth + 1) for _, source, _ in self._entries.get(path, ()))
+                    and self.may_name_attention(source_path, depth + 1)
+                    for name, source, _ in self._entries.get(path, ()) if _is_class_name(name))
         if found or depth == 0:  # a False met deeper may be the depth's, not the file's
             self._reaches[path] = found
         return found
@@ -440,15 +441,21 @@ def _from_imports(raw: bytes) -> Iterator[re.Match[bytes]]:
 
 
 def _imported_names(written: bytes) -> list[tuple[str, str]]:
-    """(name, local name) of the class names an import lists (capitalised: classes are what is asked about)."""
+    """(name, local name) of the names an import lists: classes (capitalised, what most questions are about) and
+    functions (a factory that builds a project class, `build_transformer`)."""
     text = re.sub(rb"#[^\n]*", b"", written).strip(b"() \t\r\n\\").decode("ascii", "replace")
     found = []
     for part in text.split(","):
         words = part.split()
-        if words and words[0][:1].isupper() and words[0].isidentifier():
+        if words and words[0].isidentifier():
             local = words[2] if len(words) == 3 and words[1] == "as" else words[0]
             found.append((words[0], local))
     return found
+
+
+def _is_class_name(name: str) -> bool:
+    """Capitalised (or the star): the index's entries that name a class, which most of its questions are about."""
+    return name[:1].isupper() or name == "*"
 
 
 def _absolute(written: str, package: list[str]) -> str:

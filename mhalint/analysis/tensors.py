@@ -18,8 +18,8 @@ from mhalint.analysis import agreement, axes, containers, dataflow, documented, 
 from mhalint.analysis.axes import OPEN, Axis, Evidence, Role, Shape, Strength
 from mhalint.analysis.stops import Shown, Stop
 from mhalint.analysis.names import role_of_size_name, roles_of_names
-from mhalint.analysis.calls import (arguments_for, call_target, callers, instance, project_forward, project_function,
-                                    returned, running_calls)
+from mhalint.analysis.calls import (arguments_for, call_target, callers, factories, instance, project_forward,
+                                    project_function, returned, running_calls)
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
 from mhalint.analysis.values import resolve
@@ -620,7 +620,9 @@ class ShapeReader:
             return [], False
         self.ctx.read_project = True  # these findings depend on other files (the cache records it)
         found, called = [], False
-        for importer in project.importers(self.ctx.path, klass.name):
+        importers = [importer for name in (klass.name, *factories(self.ctx, klass))
+                     for importer in project.importers(self.ctx.path, name)]
+        for importer in importers:
             other = project.context(importer.path, self.ctx.limits)
             if other is None:
                 continue
