@@ -445,3 +445,25 @@ def test_a_factory_whose_module_nobody_calls_leaves_the_parameter_unknown(tmp_pa
                      "pkg/detector.py": "from .transformer import build_transformer\nmodel = build_transformer(None)\n"})
     [finding] = checked([tmp_path])
     assert finding.severity == Severity.WARNING and "no caller found" in finding.message
+
+
+RUNNER = """\
+    from model import Encoder
+
+    def run(model, x):
+        {unpack} = x.shape
+        return model(x)
+
+    def main(x):
+        model = Encoder(){wrapper}
+        return run(model, x)
+"""
+
+
+@pytest.mark.parametrize("wrapper", [".to('cpu')", ".eval()", ""])
+@pytest.mark.parametrize(("unpack", "severity"), [("B, T, C", Severity.ERROR), ("T, B, C", Severity.INFO)])
+def test_an_imported_module_moved_to_a_device_is_the_module_its_caller_runs(tmp_path, wrapper, unpack, severity):
+    write(tmp_path, {"model.py": ENCODER, "train.py": RUNNER.format(unpack=unpack, wrapper=wrapper)})
+    [finding] = checked([tmp_path])
+    assert finding.path.endswith("model.py") and finding.severity == severity
+    assert f"`{unpack} = x.shape` at train.py:4" in " | ".join(finding.evidence)

@@ -922,8 +922,17 @@ def _same_module(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: int, e
     when that is a module this analysis knows (a torch attention module or a project class), not a tensor."""
     operand = _module_operand(ctx, call, scope)
     built = instance(ctx, operand, scope, depth + 1, env) if operand is not None else None
-    known = built is not None and (built.api in torchapi.CONSTRUCTORS or built.api.startswith(PROJECT_PREFIX))
+    known = built is not None and (built.api in torchapi.CONSTRUCTORS or built.api.startswith(PROJECT_PREFIX)
+                                   or _imported_construction(ctx, built))
     return built if known else None
+
+
+def _imported_construction(ctx: ModuleContext, built: Construction) -> bool:
+    """`Translator(...)` of a class imported from another file of the run (the import index says so; the file is
+    not parsed): `Translator(...).to(device)` is that module."""
+    func = built.call.func
+    return (isinstance(func, cst.Name) and ctx.names is not None
+            and ctx.names.imported_class(ctx.path, func.value) is not None)
 
 
 def _module_operand(ctx: ModuleContext, value: cst.BaseExpression | None, scope: Scope) -> cst.BaseExpression | None:
