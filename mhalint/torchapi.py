@@ -140,6 +140,14 @@ CALLS: dict[str, Signature] = {
                          "k_proj_weight, v_proj_weight, static_k, static_v, average_attn_weights, is_causal"),
 }
 
+# The forward arguments that must have the batch where the first one has it: MultiheadAttention views the key and
+# value with the query's batch size (`k.view(k.shape[0], bsz * num_heads, head_dim)`, functional.py), the decoder
+# attends from tgt to memory that way, and nn.Transformer raises "the batch number of src and tgt must be equal".
+# Where the query's layout is unknown, theirs is the layout the module reads.
+SHARES_BATCH: dict[str, tuple[str, ...]] = {
+    MHA: ("key", "value"), DECODER_LAYER: ("memory",), DECODER: ("memory",), TRANSFORMER: ("tgt",),
+}
+
 # Which convention a boolean mask argument follows: True means "ignore" for MHA and the Transformer classes,
 # "attend" for SDPA (docs/torch-facts.md#mask-convention).
 IGNORE = "ignore"

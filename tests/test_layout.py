@@ -790,7 +790,9 @@ def test_project_multihead_attention_fed_batch_first_data_is_not_flagged(lint, d
     assert [f for f in lint(source, min_severity="info") if f.code == CODE] == []
 
 
-def test_batch_first_evidence_of_an_unrelated_tensor_is_not_used(one):
+def test_a_batch_first_key_is_batch_first_data_whatever_the_query(one):
+    """The key must have the batch where the query has it (torch raises otherwise): read as (S, N, E), a (B, T, C)
+    key mixes samples, so its shape unpacking decides the call."""
     source = """\
         import torch.nn as nn
 
@@ -804,7 +806,8 @@ def test_batch_first_evidence_of_an_unrelated_tensor_is_not_used(one):
                 out, _ = self.attn(queries, image, image)
                 return out
     """
-    assert_unknown_warning(one(source))
+    assert_batch_first_error(one(source), "`B, T, C = image.shape` at line 9",
+                             "`image` at line 10: the key, whose batch axis the query `queries` shares")
 
 
 def test_transposing_the_output_is_not_evidence_about_the_input(one):
@@ -1375,3 +1378,41 @@ def test_an_arrow_comment_on_a_line_of_two_reorders_documents_neither(one):
                                 comment="(B, T, C) -> (T, B, C)").replace(", x, x)[0]", ", x)[0]"))
     assert_unknown_warning(finding, "the data, `x`, is a parameter of `Mixer.forward` with no caller found")
 
+
+
+# ---- the arguments of one call decide each other: the key and value have the query's batch axis -----------------
+CROSS_ATTENTION = '''\
+import torch.nn as nn
+
+class CrossAttention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(256, 8)
+
+    def forward(self, queries, features, other):
+        b, c, h, w = features.shape
+        memory = features.flatten(2).{move}
+        return self.attn(queries, {key}, {value})[0]
+'''
+
+
+@pytest.mark.parametrize("keyword", [False, True])
+def test_a_key_whose_layout_is_known_decides_a_query_whose_layout_is_not(one, keyword):
+    call = "queries, key=memory, value=memory" if keyword else "queries, memory, memory"
+    sequence_first = CROSS_ATTENTION.format(move="permute(2, 0, 1)", key="memory", value="memory")
+    sequence_first = sequence_first.replace("queries, memory, memory", call)
+    assert_sequence_first_info(one(sequence_first), "`b, c, h, w = features.shape` at line 9",
+                               "`memory` at line 11: the key, whose batch axis the query `queries` shares")
+    batch_first = sequence_first.replace("permute(2, 0, 1)", "transpose(1, 2)")
+    assert_batch_first_error(one(batch_first), "`b, c, h, w = features.shape` at line 9",
+                             "`features.flatten(2).transpose(1, 2)` at line 10")
+
+
+@pytest.mark.parametrize(("key", "value", "missing"), [
+    ("other", "other", "the data, `queries`, is a parameter of `forward`"),  # the key unknown too
+    ("memory", "memory.transpose(0, 1)", "the data, `queries`, is a parameter"),  # key and value disagree
+])
+def test_partners_that_show_no_one_layout_leave_the_query_unknown(one, key, value, missing):
+    finding = one(CROSS_ATTENTION.format(move="permute(2, 0, 1)", key=key, value=value))
+    assert_unknown_warning(finding, missing)
+    assert "`other`" not in evidence_of(finding)  # where the key's trace stopped is not what the query misses

@@ -21,6 +21,7 @@ from mhalint.analysis.names import role_of_size_name, roles_of_names
 from mhalint.analysis.calls import (arguments_for, call_target, callers, factories, instance, project_forward,
                                     project_function, returned, running_calls)
 from mhalint.context import Binding, ModuleContext, Scope
+from mhalint.finding import shorten
 from mhalint.lazy import cst
 from mhalint.analysis.values import resolve
 from mhalint.analysis.vocabulary import KEEPS_AXES, KEEPS_AXES_MODULES, NEW_FACTORIES, REORDER, SIZE_FACTORIES
@@ -350,11 +351,33 @@ class ShapeReader:
                 if traced is not None and back is not None and len({_kind(traced), _kind(back)} - {None}) > 1:
                     self.conflict(traced, back)
                     traced = back = None
+                elif traced is None and back is None and output and all(stop.kind != "conflict" for stop in stops):
+                    traced = self._sharing_batch(query, call, scope)
                 found = (traced or back, tuple(self._stops) or (() if traced or back else stops))
             finally:
                 self._stops = None
             memo[key] = (*found, query, call)
         return memo[key][:2]
+
+    def _sharing_batch(self, query: cst.BaseExpression, call: cst.Call, scope: Scope) -> Traced | None:
+        """The layout of an argument that must have the batch where the query has it (the key and value of
+        MultiheadAttention, a decoder's memory): torch raises when they differ. All that show one must agree."""
+        target = call_target(self.ctx, call, scope)
+        names = torchapi.SHARES_BATCH.get(target.api, ()) if target is not None else ()
+        code = self.ctx.code(query)
+        found, undo = [], self._mark()
+        for name in names:
+            partner = target.arguments.get(name)
+            traced = self.of(partner, scope, call) if partner is not None and self.ctx.code(partner) != code \
+                else None
+            if traced is not None and _kind(traced) is not None:
+                does = f"the {name}, whose batch axis the query `{shorten(code, 40)}` shares (torch raises otherwise)"
+                found.append(Traced(traced.shape, traced.steps + ((self.ctx.code(partner), axes.place(
+                    self.ctx.line(call), self.file), does),)))
+        if found and len({_kind(one) for one in found}) == 1:
+            return found[0]
+        undo()  # where the partners stopped is not what the query misses
+        return None
 
     def _binding(self, name: str, scope: Scope, binding: Binding, use: cst.CSTNode, depth: int) -> Traced | None:
         unpacked = self._unpacking(name, scope, binding, use)
