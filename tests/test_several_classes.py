@@ -147,6 +147,36 @@ def test_a_name_bound_only_to_none_and_a_class_it_may_hold_is_still_undecided_by
     assert [f.severity for f in mha001(source)] == [Severity.WARNING]
 
 
+OVERRIDDEN = """\
+import torch.nn as nn
+
+class Block(nn.Module):
+    def __init__(self, dim, heads, kind="mha"):
+        super().__init__()
+        self.kind = kind
+        self.attn = nn.MultiheadAttention(dim, heads)
+        if kind == "a":
+            self.attn = A(dim, heads)
+
+    def forward(self, x):
+        B, N, C = x.shape
+{body}
+"""
+
+
+@pytest.mark.parametrize(("data", "severity"), [(BATCH_FIRST, Severity.ERROR), (SEQ_FIRST, Severity.INFO)])
+def test_a_module_replaced_later_under_a_test_is_held_only_where_the_test_fails(data, severity):
+    """The MHA built first and replaced by A where kind == "a": a call under kind != "a" runs the MHA only, one
+    under kind == "a" runs A only."""
+    body = textwrap.indent(textwrap.dedent(GUARDS["same-flag"].format(a=BATCH_FIRST, mha=data)), " " * 8)
+    assert [f.severity for f in mha001(CLASS_A + OVERRIDDEN.format(body=body))] == [severity]
+
+
+def test_a_call_under_no_test_may_run_the_module_or_its_replacement():
+    body = "        return self.attn(x, x, x, need_weights=False)[0]"
+    assert [f.severity for f in mha001(CLASS_A + OVERRIDDEN.format(body=body))] == [Severity.WARNING]
+
+
 # ---- the flip-flop program of the issue: the fix converges ---------------------------------------------------------
 FLIP_FLOP = block("class-in-a-variable", GUARDS["same-flag"].format(a="x", mha="x.permute(1, 0, 2)")).replace(
     ", need_weights=False", "")

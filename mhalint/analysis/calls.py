@@ -757,8 +757,23 @@ def may_hold(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: 
         each = may_hold(ctx, binding.value, binding.scope, depth + 1)
         if not each:
             return []
-        found.update(((id(b.call), b.api), b) for b in each)
+        overridden = _overridden(ctx, binding, bindings)
+        found.update(((id(b.call), b.api), replace(b, condition=b.condition | overridden)) for b in each)
     return list(found.values())
+
+
+def _overridden(ctx: ModuleContext, binding: Binding, bindings: list[Binding]) -> branches.Condition:
+    """`self.attn = nn.MultiheadAttention(...)` then, later in the same function, `if kind == "ca":
+    self.attn = Other(...)`: the first is what the name holds after it only where that one test fails."""
+    mine = branches.guards(ctx, binding.node, binding.scope)
+    found = set()
+    for later in bindings:
+        if later is binding or later.scope is not binding.scope or ctx.line(later.node) <= ctx.line(binding.node):
+            continue
+        extra = branches.guards(ctx, later.node, later.scope) - mine
+        if len(extra) == 1:
+            found.add(next(iter(extra)).negated())
+    return frozenset(found)
 
 
 def _reaches(ctx: ModuleContext, built: Construction, call: cst.Call, scope: Scope) -> bool:
