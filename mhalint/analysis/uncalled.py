@@ -8,6 +8,7 @@ says which, instead of "no call is found".
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from mhalint import torchapi
@@ -83,11 +84,13 @@ def _stored(ctx: ModuleContext, built: cst.Call, shown: str, loads: list[cst.CST
 
 def _nowhere_else(ctx: ModuleContext, name: str, word: str) -> str:
     """"the project" when no other file of the project can call it (an attribute's name appears in none; a
-    module-level name is imported by none), else "this file"."""
+    module-level name is imported by none), else, or when the project is this file alone, "this file"."""
     project = ctx.project
     if project is None:
         return "this file"
     ctx.read_project = True  # the answer depends on the other files
+    if project.paths == [os.path.abspath(ctx.path)]:
+        return "this file"  # a project of this file alone (`mhalint check bad.py` with no project root)
     if word:
         return "this file" if project.mentions(word, ctx.path) else "the project"
     return "this file" if project.importers(ctx.path, name) else "the project"
