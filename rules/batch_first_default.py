@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from mhalint import torchapi
-from mhalint.analysis.axes import BATCH_FIRST, SEQ_FIRST, Strength, layout, weakened
+from mhalint.analysis.axes import BATCH_FIRST, SEQ_FIRST, Role, Strength, layout, weakened
 from mhalint.analysis.calls import ModuleCall, constructions, module_calls, with_argument
 from mhalint.analysis.stops import PRIORITY
 from mhalint.analysis.tensors import ShapeReader, Traced
@@ -97,7 +97,10 @@ def _undecided(traced: Traced) -> str:
     if not known:
         return "the data's axes are not known"
     code, where = traced.steps[-1][:2] if traced.steps else (known[0].evidence.code, known[0].evidence.place)
-    return f"`{code}` ({where}) does not show where the batch is"
+    roles = list(dict.fromkeys(axis.role.value for axis in known))
+    if Role.BATCH.value in roles:
+        return f"`{code}` ({where}) does not show where the batch is"
+    return f"`{code}` ({where}) shows the {' and '.join(roles)} ax{'es' if len(known) > 1 else 'is'}, not the batch"
 
 
 def _both(other: _Seen | None) -> list[str]:

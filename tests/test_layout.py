@@ -213,8 +213,10 @@ NO_CALLER = "the data, `x`, is a parameter of `forward` with no caller found in 
 
 @pytest.mark.parametrize(("body", "missing"), [
     pytest.param("x = self.norm(x)", NO_CALLER, id="no-evidence"),
-    pytest.param("h, w, c = x.shape", "`h, w, c = x.shape` (line 13) does not show where the batch is",
+    pytest.param("h, w, c = x.shape", "`h, w, c = x.shape` (line 13) shows the spatial and embedding axes, not the batch",
                  id="unpacking-without-batch-name"),
+    pytest.param("d_model = 64\nx = torch.zeros(7, 1, d_model)", "shows the embedding axis, not the batch",
+                 id="only-the-embedding-axis"),
     pytest.param("B, T, C = feats.shape", NO_CALLER, id="unpacking-of-another-tensor"),
     pytest.param("x = x.permute(0, 2, 1, 3)", NO_CALLER, id="4d-permute"),
     pytest.param("# feats: (B, HW, C)\nfeats = feats.mean(1, keepdim=True)\nx = self.norm(x)", NO_CALLER,
