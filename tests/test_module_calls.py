@@ -54,6 +54,25 @@ def test_an_attribute_bound_on_both_branches_pairs_each_construction_with_its_ca
     both_ways(lint, build, "return self.attn(x, x, x)[0]", [7, 9])
 
 
+def test_a_name_rebound_in_a_loop_pairs_each_stack_with_the_layer_built_before_it(lint):
+    """`layer` is bound twice in each round of a loop that appends two stacks: the first stack's calls reach only
+    the first layer (batch-first data), the second stack's only the second (sequence-first data)."""
+    build = """\
+        self.time = nn.ModuleList()
+        self.space = nn.ModuleList()
+        for _ in range(2):
+            layer = nn.TransformerEncoderLayer(d, h)
+            self.time.append(nn.TransformerEncoder(layer, 1))
+            layer = nn.TransformerEncoderLayer(d, h)
+            self.space.append(nn.TransformerEncoder(layer, 1))
+    """
+    run = "for i in range(2):\n    x = self.time[i](x)\nreturn self.space[0](x.transpose(0, 1))"
+    first, second = lint(model(build, run, BATCH), CODE, "info")
+    assert (first.line, second.line) == (9, 11)
+    assert_batch_first_error(first, BATCH)
+    assert_sequence_first_info(second, BATCH, "x.transpose(0, 1)")
+
+
 def test_a_name_rebound_to_a_second_layer_pairs_each_stack_with_its_own_layer(lint):
     """`layer` is bound twice: each stack is built around the binding that reaches it, so the first layer is read
     through the first stack's calls only."""
@@ -97,9 +116,11 @@ def test_a_stack_around_a_layer_of_one_of_two_classes_pairs_the_torch_layer_as_a
                  id="literal"),
     pytest.param("self.layers = nn.ModuleDict({'proj': nn.Linear(d, d)})\n"
                  "self.layers['enc'] = nn.TransformerEncoderLayer(d, h)", id="added-after"),
+    pytest.param("self.layers = nn.ModuleDict(dict(proj=nn.Linear(d, d), enc=nn.TransformerEncoderLayer(d, h)))",
+                 id="dict-keywords"),
 ])
 def test_a_module_dict_of_several_classes_is_read_by_its_literal_key(lint, build):
-    line = 6 if "'enc': nn" in build else 7
+    line = 6 if "'enc': nn" in build or "enc=" in build else 7
     both_ways(lint, build, "return self.layers['proj'](self.layers['enc'](x))", [line])
 
 
@@ -126,6 +147,21 @@ def test_a_transformers_custom_encoder_is_not_its_own(lint):
     found = lint(model(build, "return self.transformer.encoder(x)", BATCH), CODE, "info")
     assert [(f.line, f.severity) for f in found] == [(6, Severity.ERROR), (7, Severity.WARNING)]
     assert_batch_first_error(found[0], BATCH)
+
+
+def test_a_transformers_encoder_is_its_own_only_where_no_custom_encoder_was_given(lint):
+    """`custom_encoder=enc` where `enc` may be None: a call of `.encoder` may run the transformer's own encoder,
+    or the custom one; batch-first data is at most a warning (no fix), sequence-first data info."""
+    build = "enc = None\nif norm == 'deep':\n    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(d, h, batch_first=True), 2)\n" \
+            "self.transformer = nn.Transformer(d, h, custom_encoder=enc)"
+    run = "return self.transformer.encoder(x)"
+    (warning,) = lint(model(build, run, BATCH), CODE, "info")
+    assert (warning.line, warning.severity, warning.fix) == (9, Severity.WARNING, None)
+    assert "gets batch-first data" in warning.message
+    assert "`self.transformer.encoder` may hold its custom_encoder at this call" in " | ".join(warning.evidence)
+    (info,) = lint(model(build, run, SEQUENCE), CODE, "info")
+    assert info.line == 9
+    assert_sequence_first_info(info, SEQUENCE)
 
 
 def test_a_subclass_of_transformer_runs_its_inherited_encoder(lint):
@@ -205,11 +241,12 @@ def test_a_layer_handed_to_a_call_not_followed_names_the_call(lint):
 def test_a_transformer_whose_encoder_may_be_a_custom_one_says_so(lint):
     source = """\
         import torch.nn as nn
-        def build(custom=None):
-            model = nn.Transformer(64, 8, custom_encoder=custom)
+        from elsewhere import make_encoder
+        def build():
+            model = nn.Transformer(64, 8, custom_encoder=make_encoder())
             return model.encoder
     """
     (finding,) = lint(source, CODE, "info")
-    assert_unknown_warning(finding, "`model` gives its `.encoder` away (line 4)")
-    (finding,) = lint(source.replace("model.encoder", "model.encoder(custom)"), CODE, "info")
-    assert_unknown_warning(finding, "`model` calls an `.encoder` that may be its `custom_encoder` (line 4)")
+    assert_unknown_warning(finding, "`model` gives its `.encoder` away (line 5)")
+    (finding,) = lint(source.replace("model.encoder", "model.encoder(x)").replace("build()", "build(x)"), CODE, "info")
+    assert_unknown_warning(finding, "`model` calls an `.encoder` that may be its `custom_encoder` (line 5)")

@@ -92,6 +92,9 @@ class Construction:
     # which it is this one, and certain=False (an edit of the call would change the other classes' too).
     condition: branches.Condition = frozenset()
     certain: bool = True
+    # A submodule its owner builds only where the keyword (`custom_encoder`) that may hand it another one in its
+    # place is None: a call of it may run that other module.
+    replaceable: str = ""
 
     @property
     def arguments(self) -> Arguments:
@@ -319,7 +322,7 @@ def _call_target(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Target | N
     if built is None:  # a name that may hold several modules: the one this call can run, when only one can
         chains = _chains_of(ctx, call, scope)
         built = chains[0][0] if len(chains) == 1 and chains[0] and not chains[0].may else None
-    if built is None or (built.via_super and not built.subclass) or built.overrides \
+    if built is None or (built.via_super and not built.subclass) or built.overrides or built.replaceable \
             or built.api not in torchapi.CALLS:
         return None
     return Target(built.api, bind(call, torchapi.CALLS[built.api]), built)
@@ -378,12 +381,29 @@ def submodule(ctx: ModuleContext, owner: Construction, attribute: str) -> Constr
     if api is None or owner.owner:
         return None
     arguments = owner.arguments
-    custom = arguments.get(torchapi.CUSTOM_SUBMODULES.get(attribute, ""))
-    if custom is not None:
+    keyword = torchapi.CUSTOM_SUBMODULES.get(attribute, "")
+    custom = arguments.get(keyword)
+    if custom is not None and not _may_be_none(ctx, custom, owner.scope):
         return instance(ctx, custom, owner.scope)
-    if arguments.opaque and attribute in torchapi.CUSTOM_SUBMODULES:
+    if arguments.opaque and keyword:
         return None  # `**kwargs` may hand it a custom one
-    return replace(owner, api=api, owner=owner.api, overrides="", peers=())
+    replaceable = keyword if custom is not None and not is_none(custom) else ""
+    return replace(owner, api=api, owner=owner.api, overrides="", peers=(), replaceable=replaceable)
+
+
+def is_none(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
+
+
+def _may_be_none(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> bool:
+    """`None`, or a name one of whose bindings that reach `expr` is `None` (an assignment, a parameter's default)."""
+    if is_none(expr) or not isinstance(expr, cst.Name):
+        return is_none(expr)
+    for binding in dataflow.reaching(ctx, ctx.bindings(expr.value, scope), expr):
+        param = binding.scope.params.get(binding.name) if binding.kind == "param" else None
+        if is_none(binding.value if binding.kind == "assign" else param.default if param is not None else None):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -692,9 +712,10 @@ def _chains_of(ctx: ModuleContext, call: cst.Call, scope: Scope) -> list[Chain]:
 
 
 def _read_chains(ctx: ModuleContext, call: cst.Call, scope: Scope) -> list[Chain]:
-    chain = wrapping_chain(ctx, call.func, scope)
+    chain = Chain(wrapping_chain(ctx, call.func, scope))
     if chain:
-        return _forked(ctx, Chain(chain))
+        chain.may = (f"its {chain[0].replaceable}",) if chain[0].replaceable else ()
+        return _forked(ctx, chain)
     reaching = [built for built in may_hold(ctx, call.func, scope) if _reaches(ctx, built, call, scope)]
     chains = []
     for built in reaching:
@@ -967,7 +988,7 @@ def _adds_no_module(ctx: ModuleContext, binding: Binding) -> bool:
     """`model = DDP(model)`, `attn = attn.to(device)`, `self.attn = torch.compile(self.attn)`: the same module
     as the name's other bindings, so it adds nothing to what they agree on; nor does `self.attn = None` (a
     placeholder, or a module removed): a call of it raises, so no call that runs is a call of that binding."""
-    if isinstance(binding.value, cst.Name) and binding.value.value == "None":
+    if is_none(binding.value):
         return True
     operand = _module_operand(ctx, binding.value, binding.scope)
     while (inner := _module_operand(ctx, operand, binding.scope)) is not None:  # torch.compile(model.eval())
@@ -1137,12 +1158,14 @@ def _keyed(ctx: ModuleContext, expr: cst.BaseExpression, key: str, scope: Scope,
     `**other`, `update`, an append), so that a stack of one API is still read through `element`."""
     if depth > _MAX_DEPTH:
         return None
-    if isinstance(expr, cst.Call):
-        args = expr.args
-        if containers.called_name(ctx, expr.func, scope) not in containers.DICTS or len(args) > 1 \
-                or any(arg.keyword or arg.star for arg in args):
+    if isinstance(expr, cst.Call):  # `nn.ModuleDict(d)`, `dict(d, enc=m)`
+        positional = [arg for arg in expr.args if arg.keyword is None]
+        if containers.called_name(ctx, expr.func, scope) not in containers.DICTS or len(positional) > 1 \
+                or any(arg.star for arg in expr.args):
             return None
-        return _keyed(ctx, args[0].value, key, scope, depth + 1, env) if args else []
+        named = [_alternatives(ctx, arg.value, scope, depth, env) for arg in expr.args
+                 if arg.keyword is not None and arg.keyword.value == key]
+        return _joined([_keyed(ctx, positional[0].value, key, scope, depth + 1, env) if positional else [], *named])
     entries = containers.pairs(expr) if isinstance(expr, cst.Dict) else None
     if entries is not None:
         keys = [containers.key_of(written) if written is not None else None for written, _ in entries]
