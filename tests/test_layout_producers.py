@@ -178,3 +178,54 @@ def test_each_copy_of_a_package_without_init_files_reads_its_own_callee(tmp_path
     _write(tmp_path, files)
     found = {Path(f.path).parent.name: f.severity for f in _findings(tmp_path)}
     assert found == {"a": Severity.ERROR, "b": Severity.WARNING}
+
+
+# ---- branches: an unpacking in the other branch, paths that agree on the layout -----------------------------------
+BY_RANK = """\
+if feats.dim() == 4:
+    B, C, H, W = feats.shape
+    x = feats.flatten(2).{four}
+else:
+    B, L, C = feats.shape
+    x = {three}
+"""
+
+
+def test_each_branch_reads_its_own_unpacking_sequence_first(lint):
+    body = BY_RANK.format(four="permute(2, 0, 1)", three="feats.permute(1, 0, 2)")
+    assert_sequence_first_info(mha001(lint, attention(body, "feats")), "B, C, H, W = feats.shape")
+
+
+def test_each_branch_reads_its_own_unpacking_batch_first(lint):
+    body = BY_RANK.format(four="transpose(1, 2)", three="feats")
+    assert_batch_first_error(mha001(lint, attention(body, "feats")), "B, C, H, W = feats.shape")
+
+
+def test_branches_of_opposite_layouts_stay_unknown(lint):
+    body = BY_RANK.format(four="permute(2, 0, 1)", three="feats")
+    assert_unknown_warning(mha001(lint, attention(body, "feats")), "disagree")
+
+
+PREFIXED = """\
+B, L, C = feats.shape
+x = {x}
+if extra is not None:
+    x = {extended}
+"""
+
+
+def test_paths_that_agree_on_the_layout_decide_it_though_one_hides_the_sequence(lint):
+    """`torch.cat([extra, x])` along the tokens of an unknown `extra`: its sequence axis is not known, its batch is;
+    the other path shows both. Every path puts the batch second."""
+    body = PREFIXED.format(x="feats.permute(1, 0, 2)", extended="torch.cat([extra, x], dim=0)")
+    assert_sequence_first_info(mha001(lint, attention(body, "feats, extra")), "B, L, C = feats.shape")
+
+
+def test_paths_that_agree_on_batch_first_are_an_error(lint):
+    body = PREFIXED.format(x="feats", extended="torch.cat([extra, x], dim=1)")
+    assert_batch_first_error(mha001(lint, attention(body, "feats, extra")), "B, L, C = feats.shape")
+
+
+def test_a_path_whose_value_is_unknown_leaves_the_layout_unknown(lint):
+    body = PREFIXED.format(x="feats.permute(1, 0, 2)", extended="extra")
+    assert_unknown_warning(mha001(lint, attention(body, "feats, extra")))

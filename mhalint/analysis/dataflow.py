@@ -178,6 +178,24 @@ def is_store(ctx: ModuleContext, node: cst.CSTNode) -> bool:
         isinstance(parent, cst.For | cst.CompFor) and parent.target is current)
 
 
+def apart(ctx: ModuleContext, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+    """Are the two nodes in different branches of one `if` (`if x.dim() == 4: B, C, H, W = x.shape` and the
+    `else:` that reads `x`): no run reaches both."""
+    branch, node = {}, first
+    while node is not None:
+        parent = ctx.parent(node)
+        if isinstance(parent, cst.If):
+            branch[id(parent)] = node
+        node = parent
+    node = second
+    while node is not None:
+        parent = ctx.parent(node)
+        if isinstance(parent, cst.If) and id(parent) in branch and parent.test is not node:
+            return branch[id(parent)] is not node and branch[id(parent)] is not parent.test
+        node = parent
+    return False
+
+
 def flow(ctx: ModuleContext, scope: Scope) -> Flow:
     memo = ctx.memo.setdefault("flow", {})
     if scope not in memo:

@@ -471,7 +471,7 @@ class ShapeReader:
 
     def _unpacking(self, name: str, scope: Scope, reaching: Binding, use: cst.CSTNode) -> Traced | None:
         """`B, T, C = x.shape` (or `x.size()`) names the axes of `x`, as long as `x` is not reassigned between the
-        value that reaches the use and the unpacking."""
+        value that reaches the use and the unpacking, and the unpacking runs on the way to the use."""
         groups = _shape_unpackings(self.ctx, scope).get(name, [])
         if not groups:
             return None  # most names: no line asked, so no statement generated for its position
@@ -483,8 +483,10 @@ class ShapeReader:
                     break
                 binding = bindings[index]
                 target = binding.node.targets[0].target
-                if any(isinstance(e, cst.StarredElement) for e in target.elements):
-                    continue
+                if any(isinstance(e, cst.StarredElement) for e in target.elements) \
+                        or dataflow.apart(self.ctx, binding.node, use) \
+                        or (reaching.kind != "param" and dataflow.apart(self.ctx, binding.node, reaching.node)):
+                    continue  # a starred target, or an unpacking in another branch of an `if` than the use or value
                 shape = self.named_axes(_target_names(target), self._unpacked(binding), lines[index],
                                          f"unpacks the shape of `{name}`", Strength.ESTABLISHED)
                 if shape is not None:
@@ -1262,12 +1264,25 @@ def _shown(traced: Traced) -> Shown:
 
 
 def _agreed(found: list[Traced | None]) -> Traced | None:
-    """One of several possible values, if they all have the same roles; else unknown."""
+    """What several possible values (the branches of an `if`, the returns of a function) all show: the roles
+    every one of them gives an axis (`(?, B, E)` from `(?, B, E)` and `(S, B, E)`); unknown when one of them is
+    unknown (a path not read may carry any layout), their ranks differ, or two give one axis different roles."""
     if not found or any(traced is None for traced in found):
         return None
-    if len({axes.roles(traced.shape) for traced in found}) != 1:
+    if len({axes.roles(traced.shape) for traced in found}) == 1:
+        return found[0]
+    first = found[0].shape
+    if len({len(traced.shape) for traced in found}) != 1 or any(
+            (axis is OPEN) != (traced.shape[position] is OPEN) for traced in found for position, axis in
+            enumerate(first)):
         return None
-    return found[0]
+    if any(len({traced.shape[position].role for traced in found if traced.shape[position].known}) > 1
+           for position in range(len(first))):
+        return None
+    met = tuple(axis if axis is OPEN or all(traced.shape[position].known and traced.shape[position].role is axis.role
+                                            for traced in found) else axes.UNKNOWN_AXIS
+                for position, axis in enumerate(first))
+    return Traced(met, found[0].steps) if any(axis.known for axis in met) else None
 
 
 def _unbind_dim(value) -> int | None:
