@@ -81,6 +81,18 @@ def test_a_tensor_made_with_the_shape_of_another_has_its_axes(made, expected):
     assert roles(f"def f(y, p):\n    B, T, C = y.shape\n    x = y.transpose(0, 1)\n    sink({made})\n") == expected
 
 
+@pytest.mark.parametrize(("index", "expected"), [
+    ("x[:, 0]", (B, E)),  # the first token of each sample
+    ("x[:, -1, :]", (B, E)),
+    ("x[0, :]", (S, E)),
+    ("x[:, 1:, 0]", (B, S)),
+    ("x[:, i]", None),  # an index that is not a literal: which axes remain is not known
+    ("x[:, 0, 0, 0]", None),  # more indices than axes
+])
+def test_an_index_at_several_axes_drops_the_picked_ones(index, expected):
+    assert roles(f"def f(x, i):\n    B, T, C = x.shape\n    sink({index})\n") == expected
+
+
 def test_an_augmented_assignment_keeps_the_axes_of_the_value_it_updates():
     # `x *= s`, `x += pos` broadcast into x; in a loop, each round keeps them; a value that is not known stays so
     source = """

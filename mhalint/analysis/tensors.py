@@ -210,6 +210,8 @@ class ShapeReader:
                 return self._picked(expr, scope, use, depth) or self._stored(expr, scope, use, depth)
             if isinstance(expr.value, cst.Name) and _literal_key(expr):
                 return self._stored(expr, scope, use, depth)
+            if _picks(expr) is not None:
+                return self._indexed(expr, _picks(expr), scope, use, depth)
             return self.of(expr.value, scope, use, depth + 1) if _keeps_axes(expr) else None
         if isinstance(expr, cst.Attribute) and expr.attr.value in ("mT", "T"):
             inner = self.of(expr.value, scope, use, depth + 1)
@@ -235,6 +237,23 @@ class ShapeReader:
         if inner is None or not inner.shape or OPEN in inner.shape:
             return None
         return inner.then(axes.squeeze(inner.shape, 0), expr, self)
+
+    def _indexed(self, expr: cst.Subscript, picks: list[int], scope: Scope, use: cst.CSTNode, depth: int
+                 ) -> Traced | None:
+        """`x[:, :, 0, :2]`: a tensor indexed at several axes at once keeps its sliced axes and loses those an
+        integer picks."""
+        inner = self.of(expr.value, scope, use, depth + 1)
+        if inner is None:
+            return None
+        body = inner.shape[:-1] if inner.shape and inner.shape[-1] is OPEN else inner.shape
+        if len(expr.slice) > len(body) and OPEN not in inner.shape:
+            return None
+        if any(position >= len(body) for position in picks):
+            return None
+        shape = inner.shape
+        for position in sorted(picks, reverse=True):
+            shape = axes.squeeze(shape, position)
+        return inner.then(shape, expr, self)
 
     def _stored(self, expr: cst.Subscript, scope: Scope, use: cst.CSTNode, depth: int) -> Traced | None:
         """`outs[-1]` of a list the code appends tensors to, `feats["x"]` of a dict it stores them in: the roles
@@ -1352,6 +1371,17 @@ def _literal_key(expr: cst.Subscript) -> bool:
     """`x[0]`, `x["ids"]`: one literal key."""
     return (len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index)
             and isinstance(expr.slice[0].slice.value, cst.Integer | cst.SimpleString))
+
+
+def _picks(expr: cst.Subscript) -> list[int] | None:
+    """The positions a multi-axis index picks with an integer (`x[:, 0]`: [1]), when it has two or more elements,
+    each a slice or an integer literal, and picks at least one: only a tensor or an array is indexed so."""
+    if len(expr.slice) < 2 or not all(isinstance(e.slice, cst.Slice) or (isinstance(e.slice, cst.Index) and
+                                                                          literal_int(e.slice.value) is not None)
+                                      for e in expr.slice):
+        return None
+    picks = [position for position, e in enumerate(expr.slice) if isinstance(e.slice, cst.Index)]
+    return picks or None
 
 
 def _keeps_axes(expr: cst.Subscript) -> bool:
