@@ -19,10 +19,6 @@ from mhalint.context import Scope
 from mhalint.finding import shorten
 from mhalint.lazy import cst
 
-# The first input (the one whose layout is asked about) and the one whose batch must match it.
-_PAIRED = {torchapi.MHA: ("query", "key"), torchapi.MHA_FORWARD_FN: ("query", "key"),
-           torchapi.TRANSFORMER: ("src", "tgt"), torchapi.DECODER_LAYER: ("tgt", "memory"),
-           torchapi.DECODER: ("tgt", "memory")}
 _MAX_DEPTH = 6
 
 
@@ -30,19 +26,20 @@ def batch_axis(reader, query: cst.BaseExpression, call: cst.Call, scope: Scope) 
     """The query's roles from the literal sizes of the query and its partner in `call`, or None; `reader` is the
     shape reader that words the evidence."""
     target = call_target(reader.ctx, call, scope)
-    if target is None or target.api not in _PAIRED:
+    partners = torchapi.SHARES_BATCH.get(target.api, ()) if target is not None else ()
+    if not partners or target.arguments.get(torchapi.CALLS[target.api].params[0]) is not query:
         return None
-    first, second = (target.arguments.get(name) for name in _PAIRED[target.api])
-    if first is not query or second is None:
+    other = partners[0]  # the key (the value has its shape), the memory, nn.Transformer's tgt
+    second = target.arguments.get(other)
+    if second is None:
         return None
-    mine, theirs = _literal_sizes(reader.ctx, first, scope, call), _literal_sizes(reader.ctx, second, scope, call)
+    mine, theirs = _literal_sizes(reader.ctx, query, scope, call), _literal_sizes(reader.ctx, second, scope, call)
     if mine is None or theirs is None or len(mine[0]) != 3 or len(theirs[0]) != 3:
         return None
     agree = [mine[0][axis] == theirs[0][axis] for axis in (0, 1)]
     if agree.count(True) != 1:
         return None
     batch = agree.index(True)
-    other = _PAIRED[target.api][1]
     reason = (f"`{other}` at line {reader.ctx.line(theirs[1])} is {_written(theirs[0])}: torch needs the batch to "
               f"match, and only axis {batch} does")
     evidence = reader.evidence(shorten(reader.ctx.code(mine[1]), 36), reader.ctx.line(mine[1]), reason,
