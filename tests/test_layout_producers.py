@@ -191,21 +191,6 @@ else:
 """
 
 
-def test_each_branch_reads_its_own_unpacking_sequence_first(lint):
-    body = BY_RANK.format(four="permute(2, 0, 1)", three="feats.permute(1, 0, 2)")
-    assert_sequence_first_info(mha001(lint, attention(body, "feats")), "B, C, H, W = feats.shape")
-
-
-def test_each_branch_reads_its_own_unpacking_batch_first(lint):
-    body = BY_RANK.format(four="transpose(1, 2)", three="feats")
-    assert_batch_first_error(mha001(lint, attention(body, "feats")), "B, C, H, W = feats.shape")
-
-
-def test_branches_of_opposite_layouts_stay_unknown(lint):
-    body = BY_RANK.format(four="permute(2, 0, 1)", three="feats")
-    assert_unknown_warning(mha001(lint, attention(body, "feats")), "disagree")
-
-
 PREFIXED = """\
 B, L, C = feats.shape
 x = {x}
@@ -214,18 +199,29 @@ if extra is not None:
 """
 
 
-def test_paths_that_agree_on_the_layout_decide_it_though_one_hides_the_sequence(lint):
-    """`torch.cat([extra, x])` along the tokens of an unknown `extra`: its sequence axis is not known, its batch is;
-    the other path shows both. Every path puts the batch second."""
-    body = PREFIXED.format(x="feats.permute(1, 0, 2)", extended="torch.cat([extra, x], dim=0)")
-    assert_sequence_first_info(mha001(lint, attention(body, "feats, extra")), "B, L, C = feats.shape")
+BRANCHES = [  # (forward body, parameters, what it is, the evidence it names)
+    pytest.param(BY_RANK.format(four="permute(2, 0, 1)", three="feats.permute(1, 0, 2)"), "feats",
+                 assert_sequence_first_info, "B, C, H, W = feats.shape", id="each-branch-its-unpacking-info"),
+    pytest.param(BY_RANK.format(four="transpose(1, 2)", three="feats"), "feats", assert_batch_first_error,
+                 "B, C, H, W = feats.shape", id="each-branch-its-unpacking-error"),
+    # `torch.cat([extra, x])` along the tokens of an unknown `extra`: its sequence axis is not known, its batch
+    # is; the other path shows both. Every path puts the batch in the same place.
+    pytest.param(PREFIXED.format(x="feats.permute(1, 0, 2)", extended="torch.cat([extra, x], dim=0)"),
+                 "feats, extra", assert_sequence_first_info, "B, L, C = feats.shape", id="paths-agree-info"),
+    pytest.param(PREFIXED.format(x="feats", extended="torch.cat([extra, x], dim=1)"), "feats, extra",
+                 assert_batch_first_error, "B, L, C = feats.shape", id="paths-agree-error"),
+]
 
 
-def test_paths_that_agree_on_batch_first_are_an_error(lint):
-    body = PREFIXED.format(x="feats", extended="torch.cat([extra, x], dim=1)")
-    assert_batch_first_error(mha001(lint, attention(body, "feats, extra")), "B, L, C = feats.shape")
+@pytest.mark.parametrize(("body", "params", "is_", "evidence"), BRANCHES)
+def test_branches_decide_where_every_path_agrees(lint, body, params, is_, evidence):
+    is_(mha001(lint, attention(body, params)), evidence)
 
 
-def test_a_path_whose_value_is_unknown_leaves_the_layout_unknown(lint):
-    body = PREFIXED.format(x="feats.permute(1, 0, 2)", extended="extra")
-    assert_unknown_warning(mha001(lint, attention(body, "feats, extra")))
+@pytest.mark.parametrize(("body", "params", "missing"), [
+    pytest.param(BY_RANK.format(four="permute(2, 0, 1)", three="feats"), "feats", "disagree", id="opposite-layouts"),
+    pytest.param(PREFIXED.format(x="feats.permute(1, 0, 2)", extended="extra"), "feats, extra", "",
+                 id="a-path-not-read"),
+])
+def test_branches_stay_unknown_where_a_path_disagrees_or_is_not_read(lint, body, params, missing):
+    assert_unknown_warning(mha001(lint, attention(body, params)), missing)
