@@ -467,3 +467,17 @@ def test_an_imported_module_moved_to_a_device_is_the_module_its_caller_runs(tmp_
     [finding] = checked([tmp_path])
     assert finding.path.endswith("model.py") and finding.severity == severity
     assert f"`{unpack} = x.shape` at train.py:4" in " | ".join(finding.evidence)
+
+
+@pytest.mark.parametrize(("unpack", "severity"), [("B, T, C", Severity.ERROR), ("T, B, C", Severity.INFO)])
+def test_the_caller_in_the_same_example_folder_is_found_where_each_has_its_own_src_folder(tmp_path, unpack,
+                                                                                         severity):
+    """Two examples side by side, each with `src/model.py` and a script that imports `src.model`: a module name
+    two files could be is the one beside the importer."""
+    for example in ("translate", "classify"):
+        write(tmp_path, {f"{example}/src/model.py": ENCODER,
+                         f"{example}/main.py": CALLER.format(module="src.model", unpack=unpack)})
+    found = checked([tmp_path])
+    assert [(Path(f.path).parent.parent.name, f.severity) for f in found] == [("classify", severity),
+                                                                             ("translate", severity)]
+    assert all("`" + unpack + " = x.shape` at ../main.py:4" in " | ".join(f.evidence) for f in found)

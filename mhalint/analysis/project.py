@@ -225,7 +225,7 @@ class Project:
         """The other files that import class `name` from the module at `path`."""
         target = os.path.abspath(path)
         return [Importer(other, local) for other, source, local in self._imported.get(name, ())
-                if other != target and self._resolve(source) == target]
+                if other != target and self._resolve(source, other) == target]
 
     def mentions(self, word: str, home: str) -> bool:
         """Whether a file of the project other than `home` holds `word` anywhere in its text (a call of an
