@@ -664,8 +664,8 @@ class ShapeReader:
             return [], False
         self.ctx.read_project = True  # these findings depend on other files (the cache records it)
         found, called = [], False
-        importers = [importer for name in (klass.name, *factories(self.ctx, klass))
-                     for importer in project.importers(self.ctx.path, name)]
+        importers = [importer for imported in (klass.name, *factories(self.ctx, klass))
+                     for importer in project.importers(self.ctx.path, imported)]
         for importer in importers:
             other = project.context(importer.path, self.ctx.limits)
             if other is None:
