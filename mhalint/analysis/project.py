@@ -222,7 +222,7 @@ class Project:
         return {target for _, source, _ in (*before, *after) if (target := self._resolve(source)) is not None}
 
     def importers(self, path: str, name: str) -> list[Importer]:
-        """The other files that import class `name` from the module at `path`."""
+        """The other files that import `name` (a class, or a function) from the module at `path`."""
         target = os.path.abspath(path)
         return [Importer(other, local) for other, source, local in self._imported.get(name, ())
                 if other != target and self._resolve(source, other) == target]
