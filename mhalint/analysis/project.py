@@ -28,6 +28,7 @@ from mhalint.source import decode, regular_only
 
 _MAX_CONTEXTS = 4  # libcst trees always kept per process, whatever their size
 _MAX_LINES = 20_000  # more are kept while their sources hold no more lines than this (about 9 KB of memory a line)
+_IMPORT_STEPS = 4  # how far may_name_attention follows imports
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")  # what makes a folder a project's root
 
 Imports = tuple[tuple[str, str, str], ...]  # (class name, module resolved, local name) of a file's imports
@@ -74,6 +75,7 @@ class Project:
         self._attention: dict[str, bool] = {}  # names_attention's answers
         self._asking: set[tuple[str, str]] = set()  # torch_name's questions under way
         self._reaches: dict[str, bool] = {}  # may_name_attention's answers
+        self._binds_torch: dict[tuple[str, str], bool] = {}  # _may_bind_torch's answers
         self._module_names: dict[str, str] = {}
         self._packages: dict[str, bool] = {}  # folder -> holds an __init__.py
         self._mentioned: dict[str, bool] = {}  # mentions' answers
@@ -304,7 +306,8 @@ class Project:
         found = self.imported_class(home, local)
         sources = [found] if found is not None else [(self.module_file(home, written), local) for written in stars]
         for path, name in sources:
-            if path is None or path == home or (path, name) in self._asking or not self.may_name_attention(path):
+            if path is None or path == home or (path, name) in self._asking or not self.may_name_attention(path) \
+                    or not self._may_bind_torch(path, name):
                 continue
             other = self.context(path, limits)
             if other is None or (found is None and not _exported(other, name)):
@@ -318,20 +321,36 @@ class Project:
                 return dotted
         return None
 
-    def may_name_attention(self, path: str, depth: int = 0) -> bool:
-        """Whether a file names torch's attention classes, or imports from a file of the run that may (a subclass
-        of a subclass, a re-export of an alias): only such a file is parsed to see what a name of it stands for."""
-        if self.names_attention(path) or self._reaches.get(path):
-            return True
-        if depth >= 4 or path in self._reaches:
-            return False
-        self._imported  # the entries of every file
-        found = any((source_path := self._resolve(source)) is not None and source_path != path
-                    and self.may_name_attention(source_path, depth + 1)
-                    for name, source, _ in self._entries.get(path, ()) if _is_class_name(name))
-        if found or depth == 0:  # a False met deeper may be the depth's, not the file's
+    def _may_bind_torch(self, path: str, name: str) -> bool:
+        """Whether `name` in `path` may stand for something of torch's: a name the file imports (a re-export, a
+        star import) or assigns (`MHA = nn.MultiheadAttention`). A name it only defines with `class` or `def` is
+        its own, so the file is not parsed to ask (a large file that imports an attention class and defines many
+        others would be parsed for each of them)."""
+        key = (path, name)
+        if key not in self._binds_torch:
+            self._imported  # the entries of every file
+            raw = self._bytes(path)
+            self._binds_torch[key] = any(local in (name, "*") for _, _, local in self._entries.get(path, ())) or (
+                raw is not None and re.search(rb"\b%s\b[^\n=]*=(?!=)" % re.escape(name.encode()), raw) is not None)
+        return self._binds_torch[key]
+
+    def may_name_attention(self, path: str) -> bool:
+        """Whether a file names torch's attention classes, or imports classes from a file of the run that may (a
+        subclass of a subclass, a re-export of an alias), up to _IMPORT_STEPS files away: only such a file is
+        parsed to see what a name of it stands for. Breadth-first, each file once: a package whose files import
+        each other is walked in time linear in its imports."""
+        if path not in self._reaches:
+            self._imported  # the entries of every file
+            level, seen, found = [path], {path}, False
+            for _ in range(_IMPORT_STEPS + 1):
+                if any(self.names_attention(each) or self._reaches.get(each) for each in level):
+                    found = True
+                    break
+                level = [source for each in level for name, written, _ in self._entries.get(each, ())
+                         if _is_class_name(name) and (source := self._resolve(written)) is not None
+                         and source not in seen and not seen.add(source)]
             self._reaches[path] = found
-        return found
+        return self._reaches[path]
 
     def module_file(self, home: str, written: str) -> str | None:
         """The file of the run a module written in `home` (`.layers`, `pkg.layers`) is, if exactly one can be."""
