@@ -450,12 +450,19 @@ def _calls_of(ctx: ModuleContext, function: Scope, klass: Scope | None) -> list[
 
 
 def _calls_by_qualified_name(ctx: ModuleContext) -> dict[str, list[tuple[cst.Call, Scope]]]:
-    """The module's calls by the qualified name of what they call (`<module>.Encoder` for `Encoder(...)` and
-    for an alias of it), computed once."""
+    """The module's calls of its own classes by the qualified name of what they call (`<module>.Encoder` for
+    `Encoder(...)` and for an alias of it), computed once. A call through an imported name is left out: it never
+    calls a class of this module, and resolving it may parse the file it comes from."""
     memo = ctx.memo.get("calls_by_qualified_name")
     if memo is None:
         memo = ctx.memo["calls_by_qualified_name"] = {}
         for call, scope in ctx.calls():
+            root = call.func
+            while isinstance(root, cst.Attribute):
+                root = root.value
+            bindings = ctx.bindings(root.value, scope) if isinstance(root, cst.Name) else []
+            if bindings and all(binding.kind == "import" for binding in bindings):
+                continue
             name = ctx.qualified_name(call.func, scope)
             if name is not None:
                 memo.setdefault(name, []).append((call, scope))
