@@ -227,6 +227,15 @@ def test_a_subclass_from_another_file_is_decided_where_it_is_built(tmp_path, fil
     assert mha001(tmp_path) == []
 
 
+def test_bases_are_followed_through_the_files_that_import_them(tmp_path):
+    """`MyAttn(Base)` in layers.py, `Base(nn.MultiheadAttention)` in base.py: the class headers lead to torch's."""
+    write(tmp_path, {"base.py": SUBCLASS_FILE.replace("MyAttn", "Base"),
+                     "layers.py": "from base import Base\n\nclass MyAttn(Base):\n    pass\n",
+                     "model.py": USER_FILE.format(module="layers", extra="", unpack=BATCH_FIRST)})
+    [finding] = mha001(tmp_path)
+    assert Path(finding.path).name == "model.py" and finding.severity == Severity.ERROR
+
+
 def test_a_layers_own_attention_block_runs_its_attention(check):
     """`self._sa_block(x, ...)` (torch's method, not overridden) calls `self.self_attn(x, x, x, ...)`: the layer's
     batch_first reads its first argument; a subclass that sets its own `self_attn` is not read through it."""
