@@ -286,6 +286,23 @@ def test_the_home_folder_is_never_the_project_root(tmp_path, monkeypatch, marker
     assert finding.severity == Severity.ERROR
 
 
+def test_the_class_headers_say_which_classes_may_derive_from_torchs_attention(tmp_path):
+    """Read from the text along the bases, without parsing: a plain module and its subclasses may not; a subclass
+    of torch's class (by any import), of a project class that is one, or of a base the text cannot follow, may."""
+    write(tmp_path, {
+        "base.py": "import torch.nn as nn\nfrom torch.nn import MultiheadAttention as MHA\n\n"
+                   "class Plain(nn.Module):\n    pass\n\nclass Attn(nn.MultiheadAttention):\n    pass\n\n"
+                   "class Renamed(MHA):\n    pass\n\nAlias = nn.MultiheadAttention\n\nclass Aliased(Alias):\n    pass\n",
+        "model.py": "from base import Plain, Attn\nfrom outside import Mixin\n\n"
+                    "class Model(Plain, Mixin):\n    pass\n\nclass MyAttn(Attn):\n    pass\n",
+    })
+    project = Project([str(tmp_path / "base.py"), str(tmp_path / "model.py")])
+    base, model = str(tmp_path / "base.py"), str(tmp_path / "model.py")
+    assert not project.may_derive_attention(base, "Plain") and not project.may_derive_attention(model, "Model")
+    assert all(project.may_derive_attention(base, name) for name in ("Attn", "Renamed", "Aliased"))
+    assert project.may_derive_attention(model, "MyAttn")
+
+
 def test_only_the_files_given_are_reported(tmp_path):
     (tmp_path / "pyproject.toml").write_text("")
     write(tmp_path, {"model.py": SEQUENCE_FIRST_MODEL, "train.py": UNPACKED.format(unpack="B, T, C"),

@@ -82,8 +82,9 @@ def project_class(ctx: ModuleContext, expr: cst.BaseExpression,
     memo = ctx.memo.setdefault("project_class", {})
     if expr.value not in memo:
         found = ctx.names.imported_class(ctx.path, expr.value)
-        if found is not None and not ctx.names.may_name_attention(found[0]):
-            found = None  # a file that never names torch's attention classes defines no subclass of one
+        if found is not None and not (ctx.names.may_name_attention(found[0])
+                                      and ctx.names.may_derive_attention(*found)):
+            found = None  # a file that never names torch's attention classes, or a class whose bases reach none
         other = ctx.names.context(found[0], ctx.limits) if found is not None else None
         klass = other.classes.get(found[1]) if other is not None else None
         memo[expr.value] = (other, klass) if klass is not None else None

@@ -29,6 +29,9 @@ from mhalint.source import decode, regular_only
 _MAX_CONTEXTS = 4  # libcst trees always kept per process, whatever their size
 _MAX_LINES = 20_000  # more are kept while their sources hold no more lines than this (about 9 KB of memory a line)
 _IMPORT_STEPS = 4  # how far may_name_attention follows imports
+_BASE_STEPS = 8  # how far may_derive_attention follows bases (further: it may)
+_ATTENTION_CLASSES = {"MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
+                      "TransformerEncoderLayer", "TransformerDecoderLayer"}
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")  # what makes a folder a project's root
 
 Imports = tuple[tuple[str, str, str], ...]  # (class name, module resolved, local name) of a file's imports
@@ -76,6 +79,7 @@ class Project:
         self._asking: set[tuple[str, str]] = set()  # torch_name's questions under way
         self._reaches: dict[str, bool] = {}  # may_name_attention's answers
         self._binds_torch: dict[tuple[str, str], bool] = {}  # _may_bind_torch's answers
+        self._derives: dict[tuple[str, str], bool] = {}  # may_derive_attention's answers
         self._module_names: dict[str, str] = {}
         self._packages: dict[str, bool] = {}  # folder -> holds an __init__.py
         self._mentioned: dict[str, bool] = {}  # mentions' answers
@@ -333,6 +337,42 @@ class Project:
             self._binds_torch[key] = any(local in (name, "*") for _, _, local in self._entries.get(path, ())) or (
                 raw is not None and re.search(rb"\b%s\b[^\n=]*=(?!=)" % re.escape(name.encode()), raw) is not None)
         return self._binds_torch[key]
+
+    def may_derive_attention(self, path: str, name: str, depth: int = 0) -> bool:
+        """Whether the class `name` that `path` defines may derive from a torch attention class, read from the
+        text of the class headers along its bases (this file's classes, the project's through the import index):
+        only then is the file parsed to read the class. A base the text cannot follow (an alias, a star import, a
+        dotted project module) may; a torch or outside base that is not attention may not. A transformers model
+        derives from PreTrainedModel, whose file is thousands of lines: it was parsed to learn that."""
+        key = (path, name)
+        if key in self._derives:
+            return self._derives[key]
+        if depth > _BASE_STEPS:
+            return True
+        self._derives[key] = False  # a cycle of bases reaches nothing
+        raw = self._bytes(path) or b""
+        headers = re.findall(rb"^[ \t]*class[ \t]+%s\b[ \t]*(?:\(([^)]*)\))?" % re.escape(name.encode()), raw,
+                             re.MULTILINE)
+        found = not headers or any(self._base_may_derive(path, raw, base.split(b"[")[0].strip(), depth)
+                                   for bases in headers for base in bases.split(b",")
+                                   if base.strip() and b"=" not in base)
+        self._derives[key] = found
+        return found
+
+    def _base_may_derive(self, path: str, raw: bytes, base: bytes, depth: int) -> bool:
+        text = base.decode("ascii", "replace")
+        if text.rsplit(".", 1)[-1] in _ATTENTION_CLASSES:
+            return True
+        if "." in text:
+            return text.split(".", 1)[0] not in ("nn", "torch")
+        if re.search(rb"^[ \t]*class[ \t]+%s\b" % re.escape(base), raw, re.MULTILINE):
+            return self.may_derive_attention(path, text, depth + 1)
+        self._imported  # the entries of every file
+        imported = [(written, name) for name, written, local in self._entries.get(path, ()) if local == text]
+        if imported:  # torch's own class by another name, or a project class (an outside one is never read)
+            return any(name in _ATTENTION_CLASSES or (source := self._resolve(written, path)) is not None
+                       and self.may_derive_attention(source, name, depth + 1) for written, name in imported)
+        return bool(re.search(rb"\b%s\b[^\n=]*=(?!=)|import \*" % re.escape(base), raw))
 
     def may_name_attention(self, path: str) -> bool:
         """Whether a file names torch's attention classes, or imports classes from a file of the run that may (a
