@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mhalint.analysis import project as project_module
 from mhalint.analysis.project import _FROM_IMPORT, Project, _from_imports, module_name, project_root
 from mhalint.cache import Cache
 from mhalint.engine import Checker
@@ -301,6 +302,15 @@ def test_the_class_headers_say_which_classes_may_derive_from_torchs_attention(tm
     assert not project.may_derive_attention(base, "Plain") and not project.may_derive_attention(model, "Model")
     assert all(project.may_derive_attention(base, name) for name in ("Attn", "Renamed", "Aliased"))
     assert project.may_derive_attention(model, "MyAttn")
+
+
+@pytest.mark.parametrize(("line", "assigned"), [
+    ("MHA = nn.MultiheadAttention", True), ("A, MHA = x, y", True), ("MHA: type = Other", True),
+    ("x = MHA(dim=1)", False), ("if MHA == other:", False), ("run(MHA=1)", False),
+])
+def test_a_name_is_followed_into_a_file_only_where_a_statement_there_assigns_it(line, assigned):
+    """A call or a keyword argument naming it assigns nothing: the file is not parsed to ask what it stands for."""
+    assert project_module._assigns(f"import torch.nn as nn\n{line}\n".encode(), b"MHA") is assigned
 
 
 def test_only_the_files_given_are_reported(tmp_path):

@@ -335,7 +335,7 @@ class Project:
             self._imported  # the entries of every file
             raw = self._bytes(path)
             self._binds_torch[key] = any(local in (name, "*") for _, _, local in self._entries.get(path, ())) or (
-                raw is not None and re.search(rb"\b%s\b[^\n=]*=(?!=)" % re.escape(name.encode()), raw) is not None)
+                raw is not None and _assigns(raw, name.encode()))
         return self._binds_torch[key]
 
     def may_derive_attention(self, path: str, name: str, depth: int = 0) -> bool:
@@ -372,7 +372,7 @@ class Project:
         if imported:  # torch's own class by another name, or a project class (an outside one is never read)
             return any(name in _ATTENTION_CLASSES or (source := self._resolve(written, path)) is not None
                        and self.may_derive_attention(source, name, depth + 1) for written, name in imported)
-        return bool(re.search(rb"\b%s\b[^\n=]*=(?!=)|import \*" % re.escape(base), raw))
+        return _assigns(raw, base) or b"import *" in raw
 
     def may_name_attention(self, path: str) -> bool:
         """Whether a file names torch's attention classes, or imports classes from a file of the run that may (a
@@ -632,6 +632,12 @@ def _read_with_status(path: str) -> tuple[bytes | None, os.stat_result | None]:
         return read(path)
     except OSError:
         return None, None
+
+
+def _assigns(raw: bytes, name: bytes) -> bool:
+    """Whether a statement of the file assigns `name` (`MHA = ...`, `A, MHA = ...`, `MHA: type = ...`)."""
+    return re.search(rb"^[ \t]*(?:[\w.]+[ \t]*,[ \t]*)*%s[ \t]*(?:,[ \t]*[\w.]+[ \t]*)*(?::[^=\n]*)?=(?!=)"
+                     % re.escape(name), raw, re.MULTILINE) is not None
 
 
 def project_root(path: str, known: dict[str, str | None] | None = None) -> str | None:
