@@ -30,8 +30,6 @@ _MAX_CONTEXTS = 4  # libcst trees always kept per process, whatever their size
 _MAX_LINES = 20_000  # more are kept while their sources hold no more lines than this (about 9 KB of memory a line)
 _IMPORT_STEPS = 4  # how far may_name_attention follows imports
 _BASE_STEPS = 8  # how far may_derive_attention follows bases (further: it may)
-_ATTENTION_CLASSES = {"MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
-                      "TransformerEncoderLayer", "TransformerDecoderLayer"}
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")  # what makes a folder a project's root
 
 Imports = tuple[tuple[str, str, str], ...]  # (class name, module resolved, local name) of a file's imports
@@ -361,18 +359,20 @@ class Project:
 
     def _base_may_derive(self, path: str, raw: bytes, base: bytes, depth: int) -> bool:
         text = base.decode("ascii", "replace")
-        if text.rsplit(".", 1)[-1] in _ATTENTION_CLASSES:
+        if _ATTENTION_WORD.fullmatch(base.rsplit(b".", 1)[-1]):
             return True
         if "." in text:
             return text.split(".", 1)[0] not in ("nn", "torch")
         if re.search(rb"^[ \t]*class[ \t]+%s\b" % re.escape(base), raw, re.MULTILINE):
             return self.may_derive_attention(path, text, depth + 1)
         self._imported  # the entries of every file
-        imported = [(written, name) for name, written, local in self._entries.get(path, ()) if local == text]
+        entries = self._entries.get(path, ())
+        imported = [(written, name) for name, written, local in entries if local == text]
         if imported:  # torch's own class by another name, or a project class (an outside one is never read)
-            return any(name in _ATTENTION_CLASSES or (source := self._resolve(written, path)) is not None
+            return any(_ATTENTION_WORD.fullmatch(name.encode())
+                       or (source := self._resolve(written, path)) is not None
                        and self.may_derive_attention(source, name, depth + 1) for written, name in imported)
-        return _assigns(raw, base) or b"import *" in raw
+        return _assigns(raw, base) or any(local == "*" for _, _, local in entries)
 
     def may_name_attention(self, path: str) -> bool:
         """Whether a file names torch's attention classes, or imports classes from a file of the run that may (a
