@@ -779,24 +779,25 @@ def may_hold(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: 
     if not bindings or any(b.kind != "assign" or b.value is None for b in bindings):
         return []
     found: dict[tuple[int, str], Construction] = {}
-    for binding in bindings:
+    for position, binding in enumerate(bindings):
         if _adds_no_module(ctx, binding):
             continue
         each = may_hold(ctx, binding.value, binding.scope, depth + 1)
         if not each:
             return []
-        overridden = _overridden(ctx, binding, bindings)
+        overridden = _overridden(ctx, binding, bindings[position + 1:])
         found.update(((id(b.call), b.api), replace(b, condition=b.condition | overridden)) for b in each)
     return list(found.values())
 
 
-def _overridden(ctx: ModuleContext, binding: Binding, bindings: list[Binding]) -> branches.Condition:
+def _overridden(ctx: ModuleContext, binding: Binding, after: list[Binding]) -> branches.Condition:
     """`self.attn = nn.MultiheadAttention(...)` then, later in the same function, `if kind == "ca":
-    self.attn = Other(...)`: the first is what the name holds after it only where that one test fails."""
+    self.attn = Other(...)`: the first is what the name holds after it only where that one test fails. `after`:
+    the name's bindings after this one (a name's bindings are listed in source order)."""
     mine = branches.guards(ctx, binding.node, binding.scope)
     found = set()
-    for later in bindings:
-        if later is binding or later.scope is not binding.scope or ctx.line(later.node) <= ctx.line(binding.node):
+    for later in after:
+        if later.scope is not binding.scope:
             continue
         extra = branches.guards(ctx, later.node, later.scope) - mine
         if len(extra) == 1:
