@@ -256,6 +256,17 @@ class Project:
             found, home, local = (defining, name), defining, name
             seen.add(defining)
 
+    def imported_function(self, home: str, local: str) -> tuple[str, str] | None:
+        """(the file that defines it, its name there) for a name `home` imports as `local` with `from ... import`
+        from a module of the run (`from utils.data import load_dataset`); no re-export is followed."""
+        home = os.path.abspath(home)
+        self._imported  # every file's entries are read
+        for name, source, written in self._entries.get(home, ()):
+            if written == local and name != "*":
+                found = self._resolve(source, home)
+                return (found, name) if found is not None else None
+        return None
+
     def reaching_attention(self, matched: Mapping[str, bytes], unmatched: set[str]) -> set[str]:
         """The files among `unmatched` (no trigger in their code) that name torch's attention classes only through
         a name another file of the run gives them: `from .layers import MHA` where layers.py has `MHA =

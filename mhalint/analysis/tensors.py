@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from mhalint import torchapi
-from mhalint.analysis import agreement, axes, containers, dataflow, documented, uses
+from mhalint.analysis import agreement, axes, containers, dataflow, documented, loaders, uses
 from mhalint.analysis.axes import OPEN, Axis, Evidence, Role, Shape, Strength
 from mhalint.analysis.stops import Shown, Stop
 from mhalint.analysis.names import role_of_size_name, roles_of_names
@@ -49,7 +49,6 @@ _PADDING_MASK_PARAMETERS = {
     torchapi.DECODER: ("tgt_key_padding_mask", "memory_key_padding_mask"),
     torchapi.TRANSFORMER: ("src_key_padding_mask", "tgt_key_padding_mask", "memory_key_padding_mask"),
 }
-_DATA_LOADERS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
 _PASS_THROUGH_ITERATORS = {"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "iter"}  # yield what they get
 _CONCAT = {"torch.cat", "torch.concat", "torch.concatenate"}
 _PAD_SEQUENCE = "torch.nn.utils.rnn.pad_sequence"
@@ -203,7 +202,7 @@ class ShapeReader:
                 return self._element(expr.value, index, scope, use, depth)
             if isinstance(expr.value, cst.Name) and _literal_key(expr):
                 batch = dataflow.reaching_one(self.ctx, self.ctx.bindings(expr.value.value, scope), use)
-                collated = self._collated(batch) if batch is not None else None
+                collated = self._collated(batch, index, depth)
                 if collated is not None:  # batch["input_ids"], batch[0]: a leaf of the collated batch
                     return collated
             if index is not None and isinstance(expr.value, cst.Name):
@@ -402,7 +401,12 @@ class ShapeReader:
         unpacked = self._unpacking(name, scope, binding, use)
         if unpacked is not None and binding.kind != "param":
             return unpacked
-        collated = self._collated(binding)
+        collated = self._collated(binding, None, depth)
+        if collated is None and binding.kind == "unpack" and binding.index is not None \
+                and isinstance(binding.value, cst.Name):  # `for batch in loader: x, y = batch`
+            batch = dataflow.reaching_one(self.ctx, self.ctx.bindings(binding.value.value, binding.scope),
+                                          binding.node)
+            collated = self._collated(batch, binding.index, depth)
         if collated is not None:
             return collated
         if binding.kind == "param":
@@ -1160,10 +1164,12 @@ class ShapeReader:
         return value.value if value is not None and type(value.value) is int else None
 
     # ---- batches from a DataLoader ----
-    def _collated(self, binding: Binding) -> Traced | None:
-        """A loop over a `DataLoader` with the default collate: each leaf of what it yields (the batch, its
-        tuple elements, its dict values) is the samples stacked on a new first axis, the batch."""
-        if not isinstance(binding.node, cst.For) or binding.kind not in ("for", "unpack"):
+    def _collated(self, binding: Binding, item: int | None = None, depth: int = 0) -> Traced | None:
+        """A loop over a `DataLoader` (analysis/loaders.py finds it). With torch's default collate each leaf of
+        what it yields (the batch, its tuple elements, its dict values) is the samples stacked on a new first axis,
+        the batch; with a project `collate_fn`, the loop target's element (or `item`, `x, y = batch`) of what that
+        function returns."""
+        if binding is None or not isinstance(binding.node, cst.For) or binding.kind not in ("for", "unpack"):
             return None
         loader, index = binding.value, binding.index
         while isinstance(loader, cst.Call) and loader.args and not loader.args[0].keyword:
@@ -1175,46 +1181,40 @@ class ShapeReader:
                 loader = loader.args[0].value
             else:
                 break
-        built = self._loader(loader, binding.scope)
-        if built is None:
+        found = loaders.loader(self.ctx, loader, binding.scope)
+        if found is None:
             return None
-        reason = "a DataLoader's default collate stacks the samples on a new first axis"
-        evidence = self.evidence(self.ctx.code(built), self.ctx.line(built), reason, Strength.ESTABLISHED)
-        return Traced((Axis(Role.BATCH, evidence), OPEN))
+        reader = self._reader_in(found.ctx)
+        if found.collate is None:
+            reason = "a DataLoader's default collate stacks the samples on a new first axis"
+            evidence = reader.evidence(found.ctx.code(found.call), found.ctx.line(found.call), reason,
+                                       Strength.ESTABLISHED)
+            return Traced((Axis(Role.BATCH, evidence), OPEN))
+        return reader._collate_output(found, item if index is None else index, depth)
 
-    def _loader(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> cst.Call | None:
-        """The `DataLoader(...)` call `expr` is, directly, through one assignment, or as a parameter that every
-        caller in this file fills with one, when it batches with the default collate (no `collate_fn`, and not
-        `batch_size=None`)."""
-        if isinstance(expr, cst.Name):
-            bindings = self.ctx.bindings(expr.value, scope)
-            if len(bindings) == 1 and bindings[0].kind == "param" and depth < _MAX_LOADER_DEPTH:
-                return self._passed_loader(expr.value, bindings[0], depth)
-            if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].value is None:
-                return None
-            expr, scope = bindings[0].value, bindings[0].scope
-        if not isinstance(expr, cst.Call) or self.ctx.qualified_name(expr.func, scope) not in _DATA_LOADERS:
+    def _collate_output(self, found: loaders.Loader, index: int | None, depth: int) -> Traced | None:
+        """Element `index` (or the whole) of what a DataLoader's project `collate_fn` returns: every `return` must
+        give the same roles."""
+        values = returned(found.collate)
+        if index is not None:
+            values = [_tuple_element(value, index) for value in values]
+        if not values or any(value is None for value in values):
             return None
-        keywords = {arg.keyword.value: arg.value for arg in expr.args if arg.keyword is not None}
-        if any(arg.star for arg in expr.args) or "collate_fn" in keywords or (
-                isinstance(keywords.get("batch_size"), cst.Name) and keywords["batch_size"].value == "None"):
-            return None
-        return expr
+        traced = self._agreed([self.of(value, found.collate, value, depth + 1) for value in values])
+        does = f"the DataLoader's batches are what `{found.collate.name}` returns"
+        return traced.then(traced.shape, found.call, self, does) if traced is not None else None
 
-
-    def _passed_loader(self, name: str, binding: Binding, depth: int) -> cst.Call | None:
-        """`def train(model, loader): for x, y in loader: ...` called as `train(model, DataLoader(...))`: the
-        loader every call of the function passes (the first one's, to cite), or None if any caller passes
-        something else or none calls it."""
-        found = []
-        for site in callers(self.ctx, binding.scope):
-            argument = site.arguments.get(name)
-            found.append(self._loader(argument, site.scope, depth + 1) if argument is not None else None)
-        return found[0] if found and all(found) else None
+    def _reader_in(self, ctx: ModuleContext) -> ShapeReader:
+        """A reader of another file of the run, whose stops are this question's."""
+        if ctx is self.ctx:
+            return self
+        project = self.ctx.project if self.ctx.project is not None else self.ctx.names
+        reader = ShapeReader(ctx, project.display(ctx.path, self.ctx.path))
+        reader._stops = self._stops
+        return reader
 
 
 _MOVES_NAMED_AXES = {"transpose", "swapaxes", "swapdims", "movedim", "squeeze", "unsqueeze"}
-_MAX_LOADER_DEPTH = 4  # parameters followed up to the DataLoader
 
 
 def recurrent_batch_first(ctx: ModuleContext, built) -> bool | None:

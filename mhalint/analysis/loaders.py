@@ -1,0 +1,110 @@
+"""Which `DataLoader` a loop reads, and what makes its batches: torch's default collate or a project `collate_fn`.
+
+Training code rarely builds its loader beside the loop that reads it: a factory returns it (`load_dataset(...)` in
+another file), a setup function returns it in a tuple (`train_dl, valid_dl, vocab = get_data(opts)`), a parameter
+receives it (`train(model, train_dl)`). The loader is followed through those, so that the shape reader can say
+what the loop's items are: the samples stacked on a new first axis (the default collate), or what the project's
+collate function returns (`pad_sequence(batch)`: sequence-first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mhalint.analysis.calls import callers, project_function, returned
+from mhalint.context import ModuleContext, Scope
+from mhalint.lazy import cst
+
+DATA_LOADERS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
+_MAX_DEPTH = 6  # names, parameters and functions followed up to the DataLoader
+
+
+@dataclass(frozen=True)
+class Loader:
+    ctx: ModuleContext  # the file the `DataLoader(...)` call is in
+    call: cst.Call
+    collate: Scope | None  # the project function given as `collate_fn`; None for torch's default collate
+
+
+def loader(ctx: ModuleContext, expr: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> Loader | None:
+    """The `DataLoader(...)` that `expr` holds: the call itself, a name bound to it once, a parameter every caller
+    in this file fills with one, or what a project function returns (element `index` of a returned tuple, for a
+    target of an unpacking); None when it cannot be named or batches in a way not read (`batch_size=None`, a
+    `collate_fn` that is not a project function, `**kwargs`)."""
+    if expr is None or depth > _MAX_DEPTH:
+        return None
+    if isinstance(expr, cst.Name):
+        bindings = ctx.bindings(expr.value, scope)
+        if len(bindings) != 1:
+            return None
+        binding = bindings[0]
+        if binding.kind == "param":
+            return _passed(ctx, binding.name, binding.scope, depth)
+        if binding.kind == "assign":
+            return loader(ctx, binding.value, binding.scope, depth + 1)
+        if binding.kind == "unpack" and binding.index is not None and isinstance(binding.value, cst.Call):
+            return _returned(ctx, binding.value, binding.scope, binding.index, depth)
+        return None
+    if not isinstance(expr, cst.Call):
+        return None
+    if ctx.qualified_name(expr.func, scope) in DATA_LOADERS:
+        return _built(ctx, expr, scope)
+    return _returned(ctx, expr, scope, None, depth)
+
+
+def _built(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Loader | None:
+    keywords = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+    batch_size = keywords.get("batch_size")
+    if any(arg.star for arg in call.args) or (isinstance(batch_size, cst.Name) and batch_size.value == "None"):
+        return None
+    if "collate_fn" not in keywords:
+        return Loader(ctx, call, None)
+    collate = keywords["collate_fn"]
+    bindings = ctx.bindings(collate.value, scope) if isinstance(collate, cst.Name) else []
+    function = ctx.scope_of(bindings[0].node) if len(bindings) == 1 and bindings[0].kind == "def" else None
+    return Loader(ctx, call, function) if function is not None else None
+
+
+def _passed(ctx: ModuleContext, name: str, function: Scope, depth: int) -> Loader | None:
+    """`def train(model, loader): for x, y in loader: ...` called as `train(model, DataLoader(...))`: the loader
+    every call of the function passes (the first one's, to cite), or None if any caller passes something else or
+    none calls it."""
+    found = [loader(ctx, site.arguments.get(name), site.scope, depth + 1) for site in callers(ctx, function)]
+    return found[0] if found and all(found) and len({one.collate for one in found}) == 1 else None
+
+
+def _returned(ctx: ModuleContext, call: cst.Call, scope: Scope, index: int | None, depth: int) -> Loader | None:
+    """The loader a project function returns (element `index` of the tuple it returns), in this file or in the
+    file of the run it is imported from: every `return` must give one that batches the same way."""
+    callee = function_called(ctx, call, scope)
+    if callee is None:
+        return None
+    home, function = callee
+    values = returned(function)
+    if index is not None:
+        values = [value.elements[index].value if isinstance(value, cst.Tuple) and index < len(value.elements)
+                  and not isinstance(value.elements[index], cst.StarredElement) else None for value in values]
+    found = [loader(home, value, function, depth + 1) for value in values]
+    return found[0] if found and all(found) and len({one.collate for one in found}) == 1 else None
+
+
+def function_called(ctx: ModuleContext, call: cst.Call, scope: Scope) -> tuple[ModuleContext, Scope] | None:
+    """(its file, the function) for a call of a project function: this file's (`project_function`), or a module
+    function imported by name from another file of the run (`from utils.data import load_dataset`)."""
+    function = project_function(ctx, call, scope)
+    if function is not None:
+        return ctx, function
+    project = ctx.project if ctx.project is not None else ctx.names  # another file's context has no project
+    func = call.func
+    if project is None or not isinstance(func, cst.Name):
+        return None
+    bindings = ctx.bindings(func.value, scope)
+    if len(bindings) != 1 or bindings[0].kind != "import":
+        return None
+    found = project.imported_function(ctx.path, func.value)
+    other = project.context(found[0], ctx.limits) if found is not None else None
+    function = other.functions.get(found[1]) if other is not None else None
+    if function is None:
+        return None
+    ctx.read_project = True  # the answer depends on another file (the cache records it)
+    return other, function
