@@ -434,6 +434,19 @@ def callers(ctx: ModuleContext, function: Scope) -> list[CallSite]:
     return sites
 
 
+def possible_callers(ctx: ModuleContext, function: Scope) -> list[tuple[CallSite, str]]:
+    """The calls that may run a class's `forward`: each with the modules the called name may hold instead
+    (`layer = A(...) if kind == "a" else B(...)`, then `nn.TransformerEncoder(layer, n)` called). The data such a
+    call passes is what the forward gets whenever it runs, but only as a possibility."""
+    klass = function.enclosing_class
+    if klass is None or function.name != "forward" or not isinstance(function.node, cst.FunctionDef):
+        return []
+    api = PROJECT_PREFIX + klass.name
+    return [(CallSite(call, scope, arguments_for(call, function)), " or ".join(chain.may))
+            for call, scope, chain in _chains(ctx).running(api=api)
+            if chain.may and any(api in (other.api, other.subclass) for built in chain for other in built.alternatives)]
+
+
 def _calls_of(ctx: ModuleContext, function: Scope, klass: Scope | None) -> list[tuple[cst.Call, Scope]]:
     """The calls that run `function`, in source order, looked up among the few that can (by the called name,
     the qualified name of a class, or the modules a call runs), not in a pass over all the module's calls."""

@@ -18,8 +18,8 @@ from mhalint.analysis import agreement, axes, containers, dataflow, documented, 
 from mhalint.analysis.axes import OPEN, Axis, Evidence, Role, Shape, Strength
 from mhalint.analysis.stops import Shown, Stop
 from mhalint.analysis.names import role_of_size_name, roles_of_names
-from mhalint.analysis.calls import (arguments_for, call_target, callers, factories, instance, project_forward,
-                                    project_function, returned, running_calls)
+from mhalint.analysis.calls import (arguments_for, call_target, callers, factories, instance, possible_callers,
+                                    project_forward, project_function, returned, running_calls)
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.finding import shorten
 from mhalint.lazy import cst
@@ -654,11 +654,28 @@ class ShapeReader:
                 found.append(traced)
         elsewhere, called_elsewhere = self._callers_elsewhere(name, binding.scope, depth)
         found += elsewhere
+        if not (called or called_elsewhere):
+            found, called = self._possible_callers(name, binding.scope, depth)
         for traced in found:
             seen = axes.layout(traced.shape)
             if seen is not None and seen.kind == axes.BATCH_FIRST:
                 return traced, True
         return (found[0] if found else None), called or called_elsewhere
+
+    def _possible_callers(self, name: str, function: Scope, depth: int) -> tuple[list[Traced], bool]:
+        """A `forward` that only calls which may run another class reach (`layer = A(...) if c else B(...)` in a
+        stack): what they pass is what it gets when it runs, an assumption (at most a warning); and whether any
+        passes the parameter."""
+        found, called = [], False
+        for site, may in possible_callers(self.ctx, function):
+            argument = site.arguments.get(name)
+            called = called or argument is not None
+            traced = self.of(argument, site.scope, site.call, depth + 1) if argument is not None else None
+            if traced is not None:
+                note = f"assuming `{shorten(self.ctx.code(site.call.func), 40)}` at line {self.ctx.line(site.call)} " \
+                       f"runs `{function.enclosing_class.name}`, not {shorten(may, 40)}"
+                found.append(Traced(axes.weakened(traced.shape, note), traced.steps))
+        return found, called
 
     def _callers_elsewhere(self, name: str, function: Scope, depth: int) -> tuple[list[Traced], bool]:
         """`Encoder(...)` imported into another file and called there: what that call passes for `name`."""
