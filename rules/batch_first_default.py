@@ -9,7 +9,7 @@ from mhalint.analysis.axes import BATCH_FIRST, SEQ_FIRST, Role, Strength, layout
 from mhalint.analysis.calls import ModuleCall, constructions, module_calls, with_argument
 from mhalint.analysis.stops import PRIORITY
 from mhalint.analysis.tensors import ShapeReader, Traced
-from mhalint.analysis.uncalled import why_uncalled
+from mhalint.analysis.uncalled import unreached, why_uncalled
 from mhalint.finding import HEADLINE_LIMIT, NOT_CONFIRMED, UNSAFE, Severity, shorten
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
@@ -44,6 +44,18 @@ SEQUENCE_FIRST_DATA = Message(
 NO_LAYOUT_EVIDENCE = Message(
     "{api} {built}: it reads (L, N, E), and {missing}",
     help="pass batch_first=True for (N, L, E) data, or write batch_first=False if the data is (L, N, E)",
+    explanation=_MIXES_SAMPLES)
+# `missing`: why nothing runs it, in uncalled.py's words ("`self.memory_attn` is never called in the project", "no
+# run of the project reaches it (`self.blocks` is never called)").
+NEVER_RUN = Message(
+    "{api} {built}: {missing}; called, it would read (L, N, E)",
+    help="pass batch_first=True before feeding it (N, L, E) data, or write batch_first=False if it gets (L, N, E)",
+    explanation=_MIXES_SAMPLES)
+# `kind`: the data's layout; `missing`: why no run of the project reaches the calls (mhalint.analysis.uncalled:
+# "`self.blocks` is never called").
+UNREACHED = Message(
+    "{api} gets {kind} data ({data}, {place}) but {setting}; no run reaches it ({missing})",
+    help="pass batch_first={fixed} before the class is used",
     explanation=_MIXES_SAMPLES)
 IMPLICIT_SEQUENCE_FIRST = Message(
     "{api} {built}, implicitly right for sequence-first data ({data}, {place})",
@@ -222,17 +234,17 @@ class BatchFirstDefault(Rule):
         if len(settings) > 1:  # instantiations disagree: the one whose setting contradicts the data corrupts it
             for setting in settings:
                 if setting.batch_first and seq is not None:
-                    self._report_layout(node, built, seq, setting, api, "False", fixable=False)
+                    self._report_layout(node, built, uses, seq, setting, api, "False", fixable=False)
                 elif not setting.batch_first and batch is not None:
-                    self._report_layout(node, built, batch, setting, api, "True", fixable=False)
+                    self._report_layout(node, built, uses, batch, setting, api, "True", fixable=False)
             return
         setting = settings[0]
         if setting.batch_first:
             if seq is not None:  # any sequence-first call is corrupted, whatever the other calls pass
-                self._report_layout(node, built, seq, setting, api, "False", against=batch)
+                self._report_layout(node, built, uses, seq, setting, api, "False", against=batch)
             return
         if batch is not None:
-            self._report_layout(node, built, batch, setting, api, "True", against=seq)
+            self._report_layout(node, built, uses, batch, setting, api, "True", against=seq)
         elif setting.stated:
             return
         elif seq is not None:
@@ -241,18 +253,26 @@ class BatchFirstDefault(Rule):
                         arguments=self._arguments(built, batch_first=False, layout=SEQ_FIRST),
                         api=api, data=seq.code, place=seq.place, built=setting.built)
         else:
+            unpaired = why_uncalled(self.context, built.call) if not uses and not built.via_super else None
+            latent = unreached(self.context, built.scope, [use.scope for use in uses]) if uses else None
+            if unpaired is not None and unpaired.never_run or latent is not None:  # it cannot mix samples
+                self.report(node, NEVER_RUN, severity=Severity.INFO,
+                            evidence=[*setting.evidence, (latent or unpaired).sentence],
+                            arguments=self._arguments(built, batch_first=False), api=api, built=setting.built,
+                            missing=f"no run of the project reaches it ({latent.phrase})" if latent
+                            else unpaired.phrase)
+                return
             room = HEADLINE_LIMIT - len(NO_LAYOUT_EVIDENCE.headline.format(api=api, built=setting.built, missing=""))
-            missing, why = self._missing(uses, built, room)
+            missing, why = self._missing(uses, built, room, unpaired)
             self.report(node, NO_LAYOUT_EVIDENCE, severity=Severity.WARNING, evidence=[*setting.evidence, *why],
                         arguments=self._arguments(built, batch_first=False), api=api, built=setting.built,
                         missing=missing)
 
-    def _missing(self, uses: list[ModuleCall], built, room: int) -> tuple[str, list[str]]:
+    def _missing(self, uses: list[ModuleCall], built, room: int, unpaired) -> tuple[str, list[str]]:
         """What keeps the layout unknown, for the headline, and each place the traces of the calls stopped; with no
-        call, where the module goes (never called, handed to code not followed)."""
+        call, where the module goes (`unpaired`: never called, handed to code not followed)."""
         api = built.api
         if not uses:
-            unpaired = why_uncalled(self.context, built.call) if not built.via_super else None
             if unpaired is None:
                 return "no call of it is found in this file", []
             return shorten(unpaired.phrase, room), [unpaired.sentence]
@@ -293,14 +313,23 @@ class BatchFirstDefault(Rule):
         return self.shapes.entering(use.query, use.call, use.scope, use.direct and use.query is not None,
                                     0 if api == torchapi.MHA else None)
 
-    def _report_layout(self, node, built, seen: _Seen, setting: _Setting, api: str, fixed: str,
-                       fixable: bool = True, against: _Seen | None = None) -> None:
+    def _report_layout(self, node, built, uses: list[ModuleCall], seen: _Seen, setting: _Setting, api: str,
+                       fixed: str, fixable: bool = True, against: _Seen | None = None) -> None:
         """Data in the layout the setting does not read (`fixed` is the batch_first that would read it): an error
         with the unsafe fix where the layout is established; a warning, without a fix, where only a size's name
         or an assumption suggests it. Where instantiations disagree, the fix belongs at the instantiation, not
         here: none is offered; nor where calls give both layouts (`against`), or the constructor's class is one of
-        several: the fixed text would be flagged again."""
+        several: the fixed text would be flagged again. Where no run of the project reaches the calls (every
+        instance of their class goes where nothing runs it), the bug is latent: a warning that says so."""
         established = seen.strength is Strength.ESTABLISHED
+        latent = unreached(self.context, built.scope, [use.scope for use in uses]) if established else None
+        if latent is not None:
+            self.report(node, UNREACHED, severity=Severity.WARNING,
+                        evidence=[*setting.evidence, *seen.evidence, latent.sentence, *_both(against)],
+                        arguments=self._arguments(built, batch_first=fixed == "False", layout=seen.kind),
+                        api=api, kind=seen.kind, data=seen.code, place=seen.place, setting=setting.headline,
+                        missing=latent.phrase, fixed=fixed)
+            return
         self.report(node, BATCH_FIRST_DATA if fixed == "True" else SEQUENCE_FIRST_DATA, severity=Severity.ERROR if established else Severity.WARNING,
                     evidence=[*setting.evidence, *seen.evidence, *self._chosen(built), *_both(against)],
                     fix=self._fix(built, fixed) if established and fixable and built.certain and against is None

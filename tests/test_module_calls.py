@@ -205,9 +205,11 @@ NEVER_CALLED = """\
 
 
 def test_a_module_no_file_of_the_project_calls_is_never_called_in_the_project(tmp_path):
+    """Proven never run (tests/test_never_run.py): it mixes no samples, an info."""
     write(tmp_path, {"pyproject.toml": "", "block.py": NEVER_CALLED, "train.py": "from block import Block\n"})
     (finding,) = mha001(tmp_path)
-    assert_unknown_warning(finding, "`self.extra_attn` is never called in the project")
+    assert finding.severity == Severity.INFO
+    assert finding.message.endswith("`self.extra_attn` is never called in the project; called, it would read (L, N, E)")
     assert "`self.extra_attn` is only built and inspected: nothing in the project calls it" in finding.evidence
 
 

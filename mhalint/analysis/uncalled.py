@@ -3,18 +3,23 @@
 A module whose calls the analyses cannot find is either never called (built and stored, then only inspected:
 `print(attn)`, `attn.parameters()`, `if self.attn is not None`), handed to code they do not follow
 (`Model(custom_encoder=layer)`), or called in a way they cannot pair with it (`model.block.attn(x)`). A warning
-says which, instead of "no call is found".
+says which, instead of "no call is found". A module is followed through the containers and clone helpers that
+only hold it (`self.blocks = _get_clones(layer, n)`), and where the proof that nothing runs it is complete (no read
+runs it or hands it on, no other file and no name built at run time can reach it) the finding may say so for
+sure: `never_run`. `unreached` asks the same of every instance of the class whose methods call a module.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from mhalint import torchapi
-from mhalint.analysis import dataflow
+from mhalint.analysis import containers, dataflow
+from mhalint.analysis.calls import returned
 from mhalint.analysis.vocabulary import RETURNS_MODULE
-from mhalint.context import ModuleContext
+from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.finding import shorten
 from mhalint.lazy import cst
 from mhalint.walk import walk
@@ -39,23 +44,117 @@ class Unpaired:
 
     phrase: str
     sentence: str
+    never_run: bool = False  # proven: nothing in the project runs it (so it mixes no samples)
+    stored: str = ""  # where it is stored when never run (`self.blocks`)
+
+
+_MAX_DEPTH = 4  # containers and clone helpers followed from a construction to where it is stored
 
 
 def why_uncalled(ctx: ModuleContext, call: cst.Call) -> Unpaired | None:
     """Where the module built by `call` goes when no call of it is found; None when that cannot be said."""
-    node, parent = call, ctx.parent(call)
-    while isinstance(parent, cst.IfExp):
-        node, parent = parent, ctx.parent(parent)
+    return _goes(ctx, call, call, 0)
+
+
+def unreached(ctx: ModuleContext, scope: Scope, calls: list[Scope]) -> Unpaired | None:
+    """Why no run of the project reaches the methods of the class around `scope` that make `calls` (their scopes):
+    every instance of it the project builds goes where nothing runs it. A class the project never builds is no
+    proof (a library or a trainer may build it and call it); nor is one another file, a decorator (a registry)
+    or any text beside its constructions names."""
+    klass = ctx.class_of(scope)
+    if klass is None or klass.parent is not ctx.root or klass.node.decorators \
+            or any(ctx.class_of(call) is not klass for call in calls) or _alone(ctx):
+        return None
+    if ctx.project.mentions(klass.name, ctx.path):
+        return None
+    reads = dataflow.loads(ctx, ctx.root).get(klass.name, [])
+    if not reads or len(_written(ctx, klass.name)) != len(reads) + 1:  # + the class statement's name
+        return None
+    fates = []
+    for read in reads:
+        built = ctx.parent(read)
+        fate = _goes(ctx, built, built, 0) if isinstance(built, cst.Call) and built.func is read else None
+        if fate is None or not fate.never_run:
+            return None
+        fates.append((ctx.line(built), fate))
+    lines = ", ".join(str(line) for line, _ in fates)
+    fate = fates[0][1]
+    return Unpaired(f"`{fate.stored}` is never called",
+                    shorten(f"every `{klass.name}` the project builds (line {lines}) ends in `{fate.stored}`, which "
+                            f"nothing in the project calls", 160), True, fate.stored)
+
+
+def _goes(ctx: ModuleContext, node: cst.CSTNode, built: cst.Call, depth: int) -> Unpaired | None:
+    """Where the value of `node` (the module built by `built`, or a container holding it) goes."""
+    node, parent = _outermost(ctx, node)
     if isinstance(parent, cst.Arg):
-        return _handed(ctx, ctx.parent(parent), parent)
+        holder = ctx.parent(parent)
+        if depth < _MAX_DEPTH and _holds(ctx, holder, parent):
+            return _goes(ctx, holder, built, depth + 1)
+        return _handed(ctx, holder, parent)
     if isinstance(parent, cst.Assign) and len(parent.targets) == 1 or isinstance(parent, cst.AnnAssign):
         target = parent.targets[0].target if isinstance(parent, cst.Assign) else parent.target
         if isinstance(target, cst.Name):
-            return _stored(ctx, call, target.value, _name_loads(ctx, target.value, node))
+            binding = _binding(ctx, target.value, node)
+            loads = list(dataflow.uses(ctx, binding)) if binding is not None else None
+            return _stored(ctx, built, target.value, loads, depth, module_level=binding is not None
+                           and binding.scope is ctx.root)
         if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
             name = target.attr.value
-            return _stored(ctx, call, f"{target.value.value}.{name}", _attribute_loads(ctx, name), word=name)
+            return _stored(ctx, built, f"{target.value.value}.{name}", _attribute_loads(ctx, name), depth,
+                           word=name)
     return None
+
+
+def _outermost(ctx: ModuleContext, node: cst.CSTNode) -> tuple[cst.CSTNode, cst.CSTNode | None]:
+    """The expression whose value holds `node`'s: through `a if c else b`, a list or tuple literal's element and a
+    comprehension's element (`[Layer() for _ in range(n)]`)."""
+    parent = ctx.parent(node)
+    while True:
+        if isinstance(parent, cst.IfExp):
+            node, parent = parent, ctx.parent(parent)
+        elif isinstance(parent, cst.Element) and isinstance(ctx.parent(parent), cst.List | cst.Tuple):
+            node = ctx.parent(parent)
+            parent = ctx.parent(node)
+        elif isinstance(parent, cst.ListComp | cst.GeneratorExp) and parent.elt is node:
+            node, parent = parent, ctx.parent(parent)
+        else:
+            return node, parent
+
+
+def _holds(ctx: ModuleContext, call: cst.CSTNode, arg: cst.Arg) -> bool:
+    """Whether `call` only holds what `arg` gives it: torch's containers, `copy.deepcopy`, `list(...)`, or a project
+    function that puts its parameter only into such holders on the way to its one `return` (`_get_clones`)."""
+    if not isinstance(call, cst.Call) or arg.star or arg.keyword is not None:
+        return False
+    called = containers.called_name(ctx, call.func, ctx.root)
+    if called in containers.HOLDERS or called == containers.SEQUENTIAL:
+        return True
+    function = ctx.functions.get(call.func.value) if isinstance(call.func, cst.Name) else None
+    if function is None or len(returned(function)) != 1:
+        return False
+    params = function.node.params
+    names = [param.name.value for param in (*params.posonly_params, *params.params)]
+    position = next(index for index, given in enumerate(call.args) if given is arg)
+    if any(given.keyword is not None or given.star for given in call.args[:position]):
+        return False
+    bindings = function.bindings.get(names[position], ()) if position < len(names) else ()
+    return len(bindings) == 1 and all(_into_return(ctx, use) for use in dataflow.uses(ctx, bindings[0]))
+
+
+def _into_return(ctx: ModuleContext, node: cst.CSTNode) -> bool:
+    """Whether a read of a parameter reaches its function's `return` through holders and literals only."""
+    parent = ctx.parent(node)
+    while not isinstance(parent, cst.Return):
+        if isinstance(parent, cst.Call):
+            if node is parent.func or containers.called_name(ctx, parent.func, ctx.root) not in \
+                    (*containers.HOLDERS, containers.SEQUENTIAL):
+                return False
+        elif not isinstance(parent, cst.Arg | cst.List | cst.Tuple | cst.Element | cst.ListComp | cst.GeneratorExp
+                            | cst.CompFor | cst.BinaryOperation):
+            return False
+        node, parent = parent, ctx.parent(parent)
+    return True
 
 
 def _handed(ctx: ModuleContext, call: cst.Call, arg: cst.Arg) -> Unpaired:
@@ -66,34 +165,135 @@ def _handed(ctx: ModuleContext, call: cst.Call, arg: cst.Arg) -> Unpaired:
                     f"that")
 
 
-def _stored(ctx: ModuleContext, built: cst.Call, shown: str, loads: list[cst.CSTNode] | None,
-            word: str = "") -> Unpaired | None:
-    """A module stored in a name or attribute: never called when every read only inspects it; else the first
-    read that hands it on or calls it in a way not paired with it."""
+def _stored(ctx: ModuleContext, built: cst.Call, shown: str, loads: list[cst.CSTNode] | None, depth: int,
+            word: str = "", module_level: bool = False) -> Unpaired | None:
+    """A module stored in a name or attribute: never called when every read only inspects it or puts it into a
+    holder stored where nothing calls it; else the first read that hands it on or calls it in a way not paired
+    with it."""
     if loads is None:
         return None
+    held = None
     for load in loads:
+        parent = ctx.parent(load)
+        if isinstance(parent, cst.Arg) and depth < _MAX_DEPTH and _holds(ctx, ctx.parent(parent), parent):
+            fate = _goes(ctx, ctx.parent(parent), built, depth + 1)
+            if fate is not None and not fate.never_run:
+                return fate
+            if fate is not None:
+                held = held or fate
+                continue
         use = _use(ctx, load, built)
         if use is not None:
             return Unpaired(f"`{shown}` {use[0]} (line {ctx.line(use[1])})",
                             f"`{shown}` {use[0]} at line {ctx.line(use[1])}: no call of it is found through that")
-    where = _nowhere_else(ctx, shown.rpartition(".")[2], word)
+    named = _reached_by_name(ctx, word)
+    if named is not None:
+        return Unpaired(f"`{shown}` may be reached by name (line {named})",
+                        f"`{shown}` is never called as such, but line {named} may reach it by name (a string, "
+                        f"`getattr`, a loop over the children): no call of it is found through that")
+    where = _nowhere_else(ctx, shown.rpartition(".")[2], word, module_level)
+    never_run = where == "the project"
+    if held is not None and never_run:
+        return held
     return Unpaired(f"`{shown}` is never called in {where}",
-                    f"`{shown}` is only built" + (" and inspected" if loads else "") + f": nothing in {where} calls it")
+                    f"`{shown}` is only built" + (" and inspected" if loads else "") + f": nothing in {where} calls it",
+                    never_run, shown)
 
 
-def _nowhere_else(ctx: ModuleContext, name: str, word: str) -> str:
+def _nowhere_else(ctx: ModuleContext, name: str, word: str, module_level: bool) -> str:
     """"the project" when no other file of the project can call it (an attribute's name appears in none; a
-    module-level name is imported by none), else, or when the project is this file alone, "this file"."""
-    project = ctx.project
-    if project is None:
+    module-level name is imported by none, nor is its module named in one: `mod.attn(x)`), else, or when the
+    project is this file alone, "this file"."""
+    if _alone(ctx):
         return "this file"
-    ctx.read_project = True  # the answer depends on the other files
-    if project.paths == [os.path.abspath(ctx.path)]:
-        return "this file"  # a project of this file alone (`mhalint check bad.py` with no project root)
+    project = ctx.project
     if word:
         return "this file" if project.mentions(word, ctx.path) else "the project"
-    return "this file" if project.importers(ctx.path, name) else "the project"
+    stem = os.path.splitext(os.path.basename(ctx.path))[0]
+    named = module_level and project.mentions(stem, ctx.path)
+    return "this file" if named or project.importers(ctx.path, name) else "the project"
+
+
+def _alone(ctx: ModuleContext) -> bool:
+    """Whether the project is unknown or this file alone (`mhalint check bad.py` with no project root): what
+    other files do cannot be known."""
+    project = ctx.project
+    if project is None:
+        return True
+    ctx.read_project = True  # the answer depends on the other files
+    return project.paths == [os.path.abspath(ctx.path)]
+
+
+_BUILT_NAMES = re.compile(r"\b(?:eval|exec|globals|locals|vars)\s*\(")
+_CHILDREN = frozenset({"children", "named_children", "modules", "named_modules"})
+
+
+def _reached_by_name(ctx: ModuleContext, word: str) -> int | None:
+    """The line where the file may reach a module by a name, not by the attribute or variable followed: an
+    attribute's name written anywhere but as an attribute (`getattr(self, "attn")`, `self._modules["attn"]`), a
+    child taken by a computed name or called in a loop over the children, or a variable through
+    `globals()`/`eval`; None when there is none."""
+    source = ctx.source()
+    if not word:
+        found = _BUILT_NAMES.search(source)
+        return source.count("\n", 0, found.start()) + 1 if found else None
+    _attribute_loads(ctx, word)
+    written = _written(ctx, word)
+    attributes = [ctx.line(node) for node in ctx.memo["attribute_loads"].get(word, ())]
+    if len(written) != len(attributes):
+        return next((line for line in written if written.count(line) > attributes.count(line)), written[0])
+    memo = ctx.memo.setdefault("children_reached", {})
+    if "line" not in memo:
+        memo["line"] = _calls_children(ctx)
+    return memo["line"]
+
+
+def _calls_children(ctx: ModuleContext) -> int | None:
+    """The line of the first `getattr(x, name)` with a computed name, `self._modules`, or loop over `.children()`
+    (and the like) that calls its item."""
+    found: list[cst.CSTNode] = []
+
+    def enter(node) -> bool:
+        if isinstance(node, cst.Attribute) and node.attr.value in ("_modules", "__dict__"):
+            found.append(node)
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "getattr" \
+                and len(node.args) > 1 and not isinstance(node.args[1].value, cst.SimpleString):
+            found.append(node)
+        elif isinstance(node, cst.For | cst.CompFor) and isinstance(node.iter, cst.Call) \
+                and isinstance(node.iter.func, cst.Attribute) and node.iter.func.attr.value in _CHILDREN:
+            items = {name.value for name in _names(node.target)}
+            if any(isinstance(call.func, cst.Name) and call.func.value in items
+                   for call in _calls(ctx.parent(node) if isinstance(node, cst.CompFor) else node)):
+                found.append(node.iter)
+        return not found
+
+    walk(ctx.module, enter, lambda node: None)
+    return ctx.line(found[0]) if found else None
+
+
+def _names(node: cst.CSTNode) -> list[cst.Name]:
+    found: list[cst.Name] = []
+    walk(node, lambda n: found.append(n) or True if isinstance(n, cst.Name) else True, lambda n: None)
+    return found
+
+
+def _calls(node: cst.CSTNode) -> list[cst.Call]:
+    found: list[cst.Call] = []
+    walk(node, lambda n: found.append(n) or True if isinstance(n, cst.Call) else True, lambda n: None)
+    return found
+
+
+def _written(ctx: ModuleContext, word: str) -> list[int]:
+    """The line of each place `word` is written as a whole word in code or a string, not in a comment."""
+    source, lines = ctx.source(), ctx.source_lines()
+    found = []
+    for match in re.finditer(rf"(?<![\w]){re.escape(word)}(?![\w])", source):
+        line = source.count("\n", 0, match.start()) + 1
+        comment = ctx.comment(line)
+        column = match.start() - (source.rfind("\n", 0, match.start()) + 1)
+        if comment is None or column < lines[line - 1].rstrip().rfind(comment):
+            found.append(line)
+    return found
 
 
 def _use(ctx: ModuleContext, load: cst.CSTNode, built: cst.Call) -> tuple[str, cst.CSTNode] | None:
@@ -126,12 +326,12 @@ def _use(ctx: ModuleContext, load: cst.CSTNode, built: cst.Call) -> tuple[str, c
     return "is handed on", load
 
 
-def _name_loads(ctx: ModuleContext, name: str, value: cst.BaseExpression) -> list[cst.CSTNode] | None:
-    """The reads of the binding of `name` whose value is `value`."""
+def _binding(ctx: ModuleContext, name: str, value: cst.BaseExpression) -> Binding | None:
+    """The binding of `name` whose value is `value`."""
     for scope in ctx.scopes.values():
         for binding in scope.bindings.get(name, ()):
             if binding.value is value:
-                return list(dataflow.uses(ctx, binding))
+                return binding
     return None
 
 
