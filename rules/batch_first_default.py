@@ -148,7 +148,10 @@ class BatchFirstDefault(Rule):
     The layout is followed through the run's files. Data that comes from outside them (another installed
     package, a callback registered at run time) has unknown axes, so such a site stays a warning. A project
     class mhalint cannot read is assumed to pass its input on unchanged, and then the finding is at most a
-    warning.
+    warning. A module nothing in the project runs (stored and only inspected, or in a class whose every instance
+    the project builds is) mixes no samples: it is an info, and a batch-first bug in such a class is a warning
+    that says no run reaches it. A class the project never builds is not taken as unused: a library or a trainer
+    may build it.
 
     ## Example
     ```python
@@ -166,8 +169,9 @@ class BatchFirstDefault(Rule):
     Unsafe, and offered only for `error` findings, where the code shows the layout: `batch_first=True` for
     batch-first data (`batch_first=False` for the reverse bug). None where other calls give the module the other
     layout (either setting corrupts one of them) or where the constructor's class is one of several
-    (`cls(...)` after `cls = A if c else nn.MultiheadAttention`). It changes behaviour (that is the point), and
-    attention across the batch is occasionally deliberate, so `--fix` applies it only with `--unsafe-fixes`.
+    (`cls(...)` after `cls = A if c else nn.MultiheadAttention`), nor for a bug no run of the project reaches. It
+    changes behaviour (that is the point), and attention across the batch is occasionally deliberate, so `--fix`
+    applies it only with `--unsafe-fixes`.
     Warnings and infos get no fix.
 
     ## References

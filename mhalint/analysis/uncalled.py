@@ -22,7 +22,7 @@ from mhalint.analysis.vocabulary import RETURNS_MODULE
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.finding import shorten
 from mhalint.lazy import cst
-from mhalint.walk import walk
+from mhalint.walk import own_nodes, walk
 
 # Builtins that look at a module without running it.
 _INSPECTORS = frozenset({"print", "isinstance", "len", "repr", "str", "type", "id", "hasattr", "getattr", "vars",
@@ -63,9 +63,7 @@ def unreached(ctx: ModuleContext, scope: Scope, calls: list[Scope]) -> Unpaired 
     or any text beside its constructions names."""
     klass = ctx.class_of(scope)
     if klass is None or klass.parent is not ctx.root or klass.node.decorators \
-            or any(ctx.class_of(call) is not klass for call in calls) or _alone(ctx):
-        return None
-    if ctx.project.mentions(klass.name, ctx.path):
+            or any(ctx.class_of(call) is not klass for call in calls):
         return None
     reads = dataflow.loads(ctx, ctx.root).get(klass.name, [])
     if not reads or len(_written(ctx, klass.name)) != len(reads) + 1:  # + the class statement's name
@@ -77,6 +75,8 @@ def unreached(ctx: ModuleContext, scope: Scope, calls: list[Scope]) -> Unpaired 
         if fate is None or not fate.never_run:
             return None
         fates.append((ctx.line(built), fate))
+    if _alone(ctx) or ctx.project.mentions(klass.name, ctx.path):  # the other files last: they are read
+        return None
     lines = ", ".join(str(line) for line, _ in fates)
     fate = fates[0][1]
     return Unpaired(f"`{fate.stored}` is never called",
@@ -261,26 +261,14 @@ def _calls_children(ctx: ModuleContext) -> int | None:
             found.append(node)
         elif isinstance(node, cst.For | cst.CompFor) and isinstance(node.iter, cst.Call) \
                 and isinstance(node.iter.func, cst.Attribute) and node.iter.func.attr.value in _CHILDREN:
-            items = {name.value for name in _names(node.target)}
+            items = {name.value for name in own_nodes(node.target, (cst.Name,))}
             if any(isinstance(call.func, cst.Name) and call.func.value in items
-                   for call in _calls(ctx.parent(node) if isinstance(node, cst.CompFor) else node)):
+                   for call in own_nodes(ctx.parent(node) if isinstance(node, cst.CompFor) else node, (cst.Call,))):
                 found.append(node.iter)
         return not found
 
     walk(ctx.module, enter, lambda node: None)
     return ctx.line(found[0]) if found else None
-
-
-def _names(node: cst.CSTNode) -> list[cst.Name]:
-    found: list[cst.Name] = []
-    walk(node, lambda n: found.append(n) or True if isinstance(n, cst.Name) else True, lambda n: None)
-    return found
-
-
-def _calls(node: cst.CSTNode) -> list[cst.Call]:
-    found: list[cst.Call] = []
-    walk(node, lambda n: found.append(n) or True if isinstance(n, cst.Call) else True, lambda n: None)
-    return found
 
 
 def _written(ctx: ModuleContext, word: str) -> list[int]:
