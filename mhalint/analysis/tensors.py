@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from mhalint import torchapi
-from mhalint.analysis import agreement, axes, containers, dataflow, documented, loaders, uses
+from mhalint.analysis import agreement, axes, containers, dataflow, documented, loaders, singletons, uses
 from mhalint.analysis.axes import OPEN, Axis, Evidence, Role, Shape, Strength
 from mhalint.analysis.stops import Shown, Stop
 from mhalint.analysis.names import role_of_size_name, roles_of_names
@@ -192,6 +192,9 @@ class ShapeReader:
         if isinstance(expr, cst.Call):
             return self._call(expr, scope, use, depth)
         if isinstance(expr, cst.BinaryOperation):  # broadcasting keeps the axes of the larger operand
+            spread = singletons.spread(self, expr, scope, use, depth)
+            if spread is not None:
+                return spread
             return self.of(expr.left, scope, use, depth + 1) or self.of(expr.right, scope, use, depth + 1)
         if isinstance(expr, cst.IfExp):  # both branches must agree
             return self._agreed([self.of(expr.body, scope, use, depth + 1),
@@ -395,6 +398,8 @@ class ShapeReader:
         if found and len({_kind(one) for one in found}) == 1:
             return found[0]
         undo()  # where the partners stopped is not what the query misses
+        if target is not None and target.api == torchapi.MHA and not found:
+            return singletons.length_one(self, query, target.arguments.get("key"), call, scope)
         return None
 
     def _binding(self, name: str, scope: Scope, binding: Binding, use: cst.CSTNode, depth: int) -> Traced | None:
@@ -1004,7 +1009,7 @@ class ShapeReader:
 
     def _measured(self, size: cst.BaseExpression, scope: Scope, use, depth: int) -> Axis | None:
         """`x.size(1)` / `x.shape[1]`: the role of that axis of `x`, if known."""
-        tensor, index = _measured_axis(size)
+        tensor, index = measured_axis(size)
         if tensor is None:
             return None
         traced = self.of(tensor, scope, use, depth + 1)
@@ -1451,7 +1456,7 @@ def _shape_of_expr(expr: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
-def _measured_axis(size: cst.BaseExpression) -> tuple[cst.BaseExpression | None, int]:
+def measured_axis(size: cst.BaseExpression) -> tuple[cst.BaseExpression | None, int]:
     """(`x`, 1) for `x.size(1)`, `x.shape[1]`, `x.size(-1)`."""
     if isinstance(size, cst.Call) and isinstance(size.func, cst.Attribute) and size.func.attr.value == "size" \
             and len(size.args) == 1:
