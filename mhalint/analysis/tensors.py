@@ -372,8 +372,10 @@ class ShapeReader:
                 if traced is not None and back is not None and len({_kind(traced), _kind(back)} - {None}) > 1:
                     self.conflict(traced, back)
                     traced = back = None
-                elif traced is None and back is None and output and all(stop.kind != "conflict" for stop in stops):
-                    traced = self._sharing_batch(query, call, scope)
+                elif _undecided(traced) and back is None and output and all(stop.kind != "conflict" for stop in stops):
+                    traced = self._sharing_batch(query, call, scope) or traced
+                if traced is not None and _kind(traced) is None and back is not None and _kind(back) is not None:
+                    traced = None  # the output's uses show what the query's roles leave open
                 found = (traced or back, tuple(self._stops) or (() if traced or back else stops))
             finally:
                 self._stops = None
@@ -1404,6 +1406,12 @@ def _picks(expr: cst.Subscript) -> list[int] | None:
         return None
     picks = [position for position, e in enumerate(expr.slice) if isinstance(e.slice, cst.Index)]
     return picks or None
+
+
+def _undecided(traced: Traced | None) -> bool:
+    """No layout, and nothing known about the two axes that would show one (a query whose trace found only its
+    features): the arguments that share its batch may tell."""
+    return traced is None or (_kind(traced) is None and not any(axis.known for axis in traced.shape[:2]))
 
 
 def _keeps_axes(expr: cst.Subscript) -> bool:
