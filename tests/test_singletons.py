@@ -67,7 +67,8 @@ def mha001(lint, source: str):
 
 
 @pytest.mark.parametrize("added", ["x + self.pe[:x.size(0), :]", "x + self.pe[:x.shape[0]]",
-                                   "self.pe[:x.size(0)].to(x.device) + x"])
+                                   "self.pe[:x.size(0)].to(x.device) + x",
+                                   "x + self.pe.squeeze(1)[:x.size(0)].unsqueeze(1)"])
 def test_the_tutorial_table_shows_sequence_first_data(lint, added):
     finding = mha001(lint, encoding(TUTORIAL, added))
     assert_sequence_first_info(finding, "`self.pe` is the module's own tensor, the same for every sample: its axis "
@@ -82,6 +83,12 @@ def test_a_table_spread_over_axis_0_into_a_default_module_is_a_warning(lint, tab
     assert finding.severity == Severity.WARNING and " gets batch-first data (" in finding.message, finding.message
     assert finding.fix is None
     assert "its axis of size 1 broadcasts over the batch" in evidence_of(finding)
+
+
+def test_a_table_read_through_a_name_is_the_modules_own(lint):
+    finding = mha001(lint, encoding(TUTORIAL, "x + pos", body="pass").replace(
+        "        return x + pos", "        pos = self.pe[:x.size(0)]\n        return x + pos"))
+    assert_sequence_first_info(finding, "its axis of size 1 broadcasts over the batch")
 
 
 def test_the_datas_own_shape_gives_the_error(lint):
@@ -139,6 +146,12 @@ def test_a_query_table_grown_over_axis_1_by_the_batch_size_is_sequence_first(lin
 def test_a_query_table_grown_over_axis_0_by_the_batch_size_is_batch_first(lint):
     finding = mha001(lint, QUERIES.format(size="bs, c, h, w = src.shape", grown="unsqueeze(0).repeat(bs, 1, 1)"))
     assert_batch_first_error(finding, "bs, c, h, w = src.shape")
+
+
+def test_an_embedding_table_with_an_axis_of_size_one_at_axis_1_is_sequence_first(lint):
+    source = QUERIES.format(size="pass", grown="unsqueeze(1)").replace("self.attn(query, query, query)",
+                                                                        "self.attn(src + query, src, src)")
+    assert_sequence_first_info(mha001(lint, source), "adds the module's `self.embed.weight`")
 
 
 def test_a_query_table_grown_by_a_size_nothing_names_stays_unknown(lint):

@@ -17,14 +17,15 @@ alone with such an axis is the common "one query token" of batch-first code, and
 
 from __future__ import annotations
 
-from mhalint.analysis import axes, dataflow, tensors
+from mhalint.analysis import axes, calls, dataflow, tensors
 from mhalint.analysis.axes import Axis, Role, Strength
 from mhalint.context import Scope
 from mhalint.lazy import cst
-from mhalint.analysis.vocabulary import KEEPS_AXES
+from mhalint.analysis.vocabulary import KEEPS_AXES, REGROUP, REORDER
 
 _OPERATORS = (cst.Add, cst.Subtract, cst.Multiply)
 _PARAMETERS = {"torch.nn.Parameter", "torch.nn.parameter.Parameter"}
+_THROUGH = KEEPS_AXES | REORDER | REGROUP | {"unsqueeze", "squeeze"}  # methods followed back to the table
 _MAX_NAMES = 4  # `pos = self.pe[:, :n]` then `x + pos`: names followed to the table
 
 
@@ -76,25 +77,32 @@ def _spread(reader, expr, data, shared, found, scope, use, depth):
 
 def _table(ctx, expr, scope: Scope, use, seen: int = 0):
     """(`self.x`, the upper bounds of the slices taken of it by axis) when `expr` reads the module's own parameter
-    or buffer (`self.x` registered with `register_buffer` or built as `nn.Parameter`), through slices and methods
-    that keep the axes; None otherwise."""
+    or buffer (`self.x` registered with `register_buffer` or built as `nn.Parameter`, an nn.Embedding's `.weight`)
+    through slices, shape methods and names; None otherwise. A slice's bound counts only where no shape method or
+    other scope lies between it and the sum."""
     bounds: dict[int, cst.BaseExpression] = {}
+    outermost = True
     while True:
         if isinstance(expr, cst.Subscript) and all(isinstance(e.slice, cst.Slice) for e in expr.slice):
             for position, element in enumerate(expr.slice):
-                if element.slice.upper is not None and element.slice.lower is None:
+                if outermost and element.slice.upper is not None and element.slice.lower is None:
                     bounds.setdefault(position, element.slice.upper)
             expr = expr.value
         elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) \
-                and expr.func.attr.value in KEEPS_AXES and ctx.qualified_name(expr.func, scope) is None:
+                and expr.func.attr.value in _THROUGH and ctx.qualified_name(expr.func, scope) is None:
+            outermost = outermost and expr.func.attr.value in KEEPS_AXES
             expr = expr.func.value
         elif isinstance(expr, cst.Name) and seen < _MAX_NAMES:
             binding = dataflow.reaching_one(ctx, ctx.bindings(expr.value, scope), use)
-            if binding is None or binding.kind != "assign" or binding.value is None or bounds:
+            if binding is None or binding.kind != "assign" or binding.value is None:
                 return None
+            outermost = outermost and binding.scope is scope
             expr, scope, use, seen = binding.value, binding.scope, binding.node, seen + 1
         else:
             break
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "weight":
+        built = calls.instance(ctx, expr.value, scope)
+        return (expr, bounds) if built is not None and built.api == "torch.nn.Embedding" else None
     bindings = ctx.attribute_bindings(expr, scope)
     if not bindings or not all(_registered(ctx, binding) for binding in bindings):
         return None
