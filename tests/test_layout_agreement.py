@@ -72,3 +72,40 @@ def test_a_lone_literal_shape_says_that_its_sizes_are_numbers():
     assert finding.severity == Severity.WARNING
     assert "`torch.rand(10, 32, 512)` at line 4: its sizes are numbers, which do not say which axis is the batch" \
         in " | ".join(finding.evidence)
+
+
+# ---- a query whose trace shows only its features: the key and value that share its batch ------------------------
+FEATURES_ONLY = """\
+import torch
+import torch.nn as nn
+
+
+class Decoder(nn.Module):
+    def __init__(self, d_model=64):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(d_model, 8)
+
+    def forward(self, src, rows, cols, d_model=64):
+        bz, c, h, w = src.shape
+        tgt = torch.zeros(rows, cols, d_model)
+        memory = {memory}
+        return self.attn(tgt, memory, memory)[0]
+"""
+
+
+def test_a_query_of_features_only_takes_the_layout_of_a_sequence_first_key(lint):
+    found = lint(FEATURES_ONLY.format(memory="src.flatten(2).permute(2, 0, 1)"), "MHA001", min_severity="info")
+    assert [(f.severity, "implicitly right for sequence-first data" in f.message) for f in found] == [
+        (Severity.INFO, True)], [f.message for f in found]
+    assert "whose batch axis the query `tgt` shares" in " | ".join(found[0].evidence)
+
+
+def test_a_query_of_features_only_takes_the_layout_of_a_batch_first_key(lint):
+    found = lint(FEATURES_ONLY.format(memory="src.flatten(2).transpose(1, 2)"), "MHA001", min_severity="info")
+    assert [(f.severity, "gets batch-first data" in f.message) for f in found] == [(Severity.ERROR, True)], \
+        [f.message for f in found]
+
+
+def test_a_query_of_features_only_beside_an_unknown_key_stays_unknown(lint):
+    found = lint(FEATURES_ONLY.format(memory="src"), "MHA001", min_severity="info")
+    assert [f.severity for f in found] == [Severity.WARNING], [f.message for f in found]
