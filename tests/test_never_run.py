@@ -62,6 +62,37 @@ def test_a_module_stored_where_nothing_runs_it_is_info(tmp_path, build, stored):
     assert_never_run(finding, stored)
 
 
+@pytest.mark.parametrize(("run", "missing"), [
+    pytest.param("if self.spare and x is not None:\n                print(f'{self.spare}')\n            del self.spare",
+                 "", id="condition-format-del"),
+    pytest.param("chosen = self.spare or self.proj\n            x = chosen(x)", "`self.spare` is handed on (line 16)",
+                 id="or-gives-it-on"),
+])
+def test_only_a_condition_inspects_a_boolean_operation_s_operand(tmp_path, run, missing):
+    write(tmp_path, {"pyproject.toml": "", "block.py": block("self.spare = nn.MultiheadAttention(d, h)", run),
+                     "train.py": "import torch\n"})
+    (finding,) = mha001(tmp_path)
+    if missing:
+        assert_unknown_warning(finding, missing)
+    else:
+        assert_never_run(finding, "self.spare")
+
+
+@pytest.mark.parametrize(("other", "never_run"), [
+    pytest.param("from block import Block\nblock = Block()\nprint(block.spare_bias, block.self_spare)\n", True,
+                 id="longer-names"),
+    pytest.param("from block import Block\nblock = Block()\nblock.spare(1, 2, 3)\n", False, id="the-name"),
+])
+def test_another_file_reaches_the_attribute_only_by_its_whole_name(tmp_path, other, never_run):
+    write(tmp_path, {"pyproject.toml": "", "block.py": block("self.spare = nn.MultiheadAttention(d, h)"),
+                     "train.py": other})
+    (finding,) = mha001(tmp_path)
+    if never_run:
+        assert_never_run(finding, "self.spare")
+    else:
+        assert_unknown_warning(finding, "`self.spare` is never called in this file")
+
+
 @pytest.mark.parametrize(("build", "run", "missing"), [
     pytest.param("self.spare = nn.MultiheadAttention(d, h)", "print(getattr(self, 'spare'))",
                  "`self.spare` may be reached by name (line 16)", id="named-in-a-string"),

@@ -232,11 +232,14 @@ class Project:
                 if other != target and self._resolve(source, other) == target]
 
     def mentions(self, word: str, home: str) -> bool:
-        """Whether a file of the project other than `home` holds `word` anywhere in its text (a call of an
-        attribute by that name is then possible there). Memoised per word: asked only of modules no call runs."""
+        """Whether a file of the project other than `home` holds `word` as a whole word anywhere in its text (a
+        call of an attribute by that name is then possible there; `attn` inside `self_attn` is another name).
+        Memoised per word: asked only of modules no call runs."""
         if word not in self._mentioned:
             needle, home = word.encode(), os.path.abspath(home)
-            self._mentioned[word] = any(needle in (self._bytes(path) or b"") for path in self.paths if path != home)
+            whole = re.compile(rb"(?<![\w])" + re.escape(needle) + rb"(?![\w])")
+            self._mentioned[word] = any(needle in text and whole.search(text) is not None
+                                        for text in (self._bytes(path) or b"" for path in self.paths if path != home))
         return self._mentioned[word]
 
     def imported_class(self, home: str, local: str) -> tuple[str, str] | None:

@@ -309,8 +309,11 @@ def _use(ctx: ModuleContext, load: cst.CSTNode, built: cst.Call) -> tuple[str, c
         if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in _INSPECTORS:
             return None
         return f"is passed to `{shorten(ctx.code(call.func), 40)}`", call
-    if isinstance(parent, cst.Comparison | cst.If | cst.Assert | cst.BooleanOperation | cst.UnaryOperation):
-        return None  # `if self.attn is not None`, `assert attn`
+    while isinstance(parent, cst.BooleanOperation):  # `a or b` gives a or b on: only a condition inspects it
+        load, parent = parent, ctx.parent(parent)
+    if isinstance(parent, cst.Comparison | cst.If | cst.While | cst.Assert | cst.UnaryOperation | cst.Del
+                  | cst.FormattedStringExpression) or isinstance(parent, cst.IfExp) and parent.test is load:
+        return None  # `if self.attn is not None`, `assert attn`, `del self.attn`, f"{attn}"
     return "is handed on", load
 
 
