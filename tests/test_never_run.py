@@ -176,8 +176,14 @@ def level(run: str = "pass", decorator: str = "") -> str:
     return LEVEL.replace("{run}", run).replace("{decorator}", decorator)
 
 
-def test_a_bug_in_a_class_cloned_where_nothing_runs_it_is_a_latent_warning(tmp_path):
-    write(tmp_path, {"pyproject.toml": "", "model.py": level(), "train.py": "from model import Model\n"})
+@pytest.mark.parametrize("built", [
+    pytest.param("level = Level()\n            self.levels = _get_clones(level, n)", id="clone-helper"),
+    pytest.param("self.levels = nn.ModuleList([Level() for _ in range(n)])\n", id="module-list"),
+    pytest.param("self.levels = nn.Sequential(*[Level()] * n)\n", id="repeated-list"),
+])
+def test_a_bug_in_a_class_cloned_where_nothing_runs_it_is_a_latent_warning(tmp_path, built):
+    source = level().replace("level = Level()\n            self.levels = _get_clones(level, n)", built)
+    write(tmp_path, {"pyproject.toml": "", "model.py": source, "train.py": "from model import Model\n"})
     (finding,) = mha001(tmp_path)
     assert finding.severity == Severity.WARNING and finding.fix is None, finding.message
     assert finding.message.startswith("nn.MultiheadAttention gets batch-first data (`src.flatten(2).permute(0,")

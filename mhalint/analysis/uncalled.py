@@ -107,8 +107,8 @@ def _goes(ctx: ModuleContext, node: cst.CSTNode, built: cst.Call, depth: int) ->
 
 
 def _outermost(ctx: ModuleContext, node: cst.CSTNode) -> tuple[cst.CSTNode, cst.CSTNode | None]:
-    """The expression whose value holds `node`'s: through `a if c else b`, a list or tuple literal's element and a
-    comprehension's element (`[Layer() for _ in range(n)]`)."""
+    """The expression whose value holds `node`'s: through `a if c else b`, a list or tuple literal's element, a
+    comprehension's element (`[Layer() for _ in range(n)]`) and a list repeated or joined (`[Layer()] * n`)."""
     parent = ctx.parent(node)
     while True:
         if isinstance(parent, cst.IfExp):
@@ -116,8 +116,9 @@ def _outermost(ctx: ModuleContext, node: cst.CSTNode) -> tuple[cst.CSTNode, cst.
         elif isinstance(parent, cst.Element) and isinstance(ctx.parent(parent), cst.List | cst.Tuple):
             node = ctx.parent(parent)
             parent = ctx.parent(node)
-        elif isinstance(parent, cst.ListComp | cst.GeneratorExp) and parent.elt is node:
-            node, parent = parent, ctx.parent(parent)
+        elif isinstance(parent, cst.ListComp | cst.GeneratorExp) and parent.elt is node \
+                or isinstance(parent, cst.BinaryOperation) and isinstance(node, cst.List | cst.Tuple | cst.ListComp):
+            node, parent = parent, ctx.parent(parent)  # `[layer] * n` holds the layers of the list
         else:
             return node, parent
 
@@ -125,12 +126,12 @@ def _outermost(ctx: ModuleContext, node: cst.CSTNode) -> tuple[cst.CSTNode, cst.
 def _holds(ctx: ModuleContext, call: cst.CSTNode, arg: cst.Arg) -> bool:
     """Whether `call` only holds what `arg` gives it: torch's containers, `copy.deepcopy`, `list(...)`, or a project
     function that puts its parameter only into such holders on the way to its one `return` (`_get_clones`)."""
-    if not isinstance(call, cst.Call) or arg.star or arg.keyword is not None:
+    if not isinstance(call, cst.Call) or arg.star == "**" or arg.keyword is not None:
         return False
     called = containers.called_name(ctx, call.func, ctx.root)
     if called in containers.HOLDERS or called == containers.SEQUENTIAL:
-        return True
-    function = ctx.functions.get(call.func.value) if isinstance(call.func, cst.Name) else None
+        return True  # `nn.Sequential(*layers)` too
+    function = ctx.functions.get(call.func.value) if isinstance(call.func, cst.Name) and not arg.star else None
     if function is None or len(returned(function)) != 1:
         return False
     params = function.node.params
