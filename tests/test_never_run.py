@@ -65,10 +65,12 @@ def test_a_module_stored_where_nothing_runs_it_is_info(tmp_path, build, stored):
 @pytest.mark.parametrize(("run", "missing"), [
     pytest.param("if self.spare and x is not None:\n                print(f'{self.spare}')\n            del self.spare",
                  "", id="condition-format-del"),
+    pytest.param('"""spare: kept for later."""\n            spare = 3\n            print(spare)', "",
+                 id="docstring-and-a-variable-of-that-name"),
     pytest.param("chosen = self.spare or self.proj\n            x = chosen(x)", "`self.spare` is handed on (line 16)",
                  id="or-gives-it-on"),
 ])
-def test_only_a_condition_inspects_a_boolean_operation_s_operand(tmp_path, run, missing):
+def test_reads_that_only_inspect_or_name_something_else_leave_it_never_run(tmp_path, run, missing):
     write(tmp_path, {"pyproject.toml": "", "block.py": block("self.spare = nn.MultiheadAttention(d, h)", run),
                      "train.py": "import torch\n"})
     (finding,) = mha001(tmp_path)
@@ -197,6 +199,7 @@ def test_a_bug_in_a_class_cloned_where_nothing_runs_it_is_a_latent_warning(tmp_p
     pytest.param("for layer in self.levels:\n                src = layer(src)", "", "", id="the-clones-run"),
     pytest.param("pass", "@REGISTRY.register()\n    ", "", id="registered-class"),
     pytest.param("pass", "", "from model import Level\nLevel()(1)\n", id="another-file-builds-it"),
+    pytest.param("print({'type': 'Level'})", "", "", id="named-in-a-string"),
     pytest.param("print(self.levels)\n            return Level()(src)", "", "", id="also-built-and-run"),
 ])
 def test_a_bug_in_a_class_a_run_may_reach_stays_an_error(tmp_path, run, decorator, other):

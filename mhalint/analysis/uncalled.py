@@ -59,14 +59,14 @@ def why_uncalled(ctx: ModuleContext, call: cst.Call) -> Unpaired | None:
 def unreached(ctx: ModuleContext, scope: Scope, calls: list[Scope]) -> Unpaired | None:
     """Why no run of the project reaches the methods of the class around `scope` that make `calls` (their scopes):
     every instance of it the project builds goes where nothing runs it. A class the project never builds is no
-    proof (a library or a trainer may build it and call it); nor is one another file, a decorator (a registry)
-    or any text beside its constructions names."""
+    proof (a library or a trainer may build it and call it); nor is one that another file, a decorator (a
+    registry) or a string (a config's `"type": "Layer"`) names, or that is read other than to be built."""
     klass = ctx.class_of(scope)
     if klass is None or klass.parent is not ctx.root or klass.node.decorators \
             or any(ctx.class_of(call) is not klass for call in calls):
         return None
     reads = dataflow.loads(ctx, ctx.root).get(klass.name, [])
-    if not reads or len(_written(ctx, klass.name)) != len(reads) + 1:  # + the class statement's name
+    if not reads or _in_strings(ctx, klass.name) is not None:  # `{"type": "Level"}` may build it by name
         return None
     fates = []
     for read in reads:
@@ -225,24 +225,22 @@ def _alone(ctx: ModuleContext) -> bool:
     return project.paths == [os.path.abspath(ctx.path)]
 
 
-_BUILT_NAMES = re.compile(r"\b(?:eval|exec|globals|locals|vars)\s*\(")
+_BUILT_NAMES = re.compile(r"\b(?:eval|exec|globals|locals)\s*\(|\bvars\s*\(\s*\)")
 _CHILDREN = frozenset({"children", "named_children", "modules", "named_modules"})
 
 
 def _reached_by_name(ctx: ModuleContext, word: str) -> int | None:
     """The line where the file may reach a module by a name, not by the attribute or variable followed: an
-    attribute's name written anywhere but as an attribute (`getattr(self, "attn")`, `self._modules["attn"]`), a
-    child taken by a computed name or called in a loop over the children, or a variable through
-    `globals()`/`eval`; None when there is none."""
-    source = ctx.source()
+    attribute's name in a string (`getattr(self, "attn")`, `self._modules["attn"]`), a child taken by a computed
+    name or called in a loop over the children, or a variable through `globals()`/`eval`; None when there is
+    none."""
     if not word:
+        source = ctx.source()
         found = _BUILT_NAMES.search(source)
         return source.count("\n", 0, found.start()) + 1 if found else None
-    _attribute_loads(ctx, word)
-    written = _written(ctx, word)
-    attributes = [ctx.line(node) for node in ctx.memo["attribute_loads"].get(word, ())]
-    if len(written) != len(attributes):
-        return next((line for line in written if written.count(line) > attributes.count(line)), written[0])
+    named = _in_strings(ctx, word)
+    if named is not None:
+        return named
     memo = ctx.memo.setdefault("children_reached", {})
     if "line" not in memo:
         memo["line"] = _calls_children(ctx)
@@ -272,17 +270,22 @@ def _calls_children(ctx: ModuleContext) -> int | None:
     return ctx.line(found[0]) if found else None
 
 
-def _written(ctx: ModuleContext, word: str) -> list[int]:
-    """The line of each place `word` is written as a whole word in code or a string, not in a comment."""
-    source, lines = ctx.source(), ctx.source_lines()
-    found = []
-    for match in re.finditer(rf"(?<![\w]){re.escape(word)}(?![\w])", source):
-        line = source.count("\n", 0, match.start()) + 1
-        comment = ctx.comment(line)
-        column = match.start() - (source.rfind("\n", 0, match.start()) + 1)
-        if comment is None or column < lines[line - 1].rstrip().rfind(comment):
-            found.append(line)
-    return found
+def _in_strings(ctx: ModuleContext, word: str) -> int | None:
+    """The line of the first string that holds `word` as a whole word, not counting docstrings and other strings
+    that are a statement of their own (they name nothing at run time)."""
+    strings = ctx.memo.get("named_strings")
+    if strings is None:
+        strings = ctx.memo["named_strings"] = []
+
+        def enter(node) -> bool:
+            if isinstance(node, cst.SimpleString | cst.FormattedStringText) \
+                    and not isinstance(ctx.parent(node), cst.Expr):
+                strings.append(node)
+            return True
+
+        walk(ctx.module, enter, lambda node: None)
+    whole = re.compile(rf"(?<![\w]){re.escape(word)}(?![\w])")
+    return next((ctx.line(node) for node in strings if whole.search(node.value)), None)
 
 
 def _use(ctx: ModuleContext, load: cst.CSTNode, built: cst.Call) -> tuple[str, cst.CSTNode] | None:
