@@ -304,6 +304,24 @@ def test_the_class_headers_say_which_classes_may_derive_from_torchs_attention(tm
     assert project.may_derive_attention(model, "MyAttn")
 
 
+def test_a_base_a_package_re_exports_is_followed_to_the_file_that_defines_it(tmp_path):
+    """`from .utils import Mixin` where utils/__init__.py imports it from utils/hub.py: the header there decides,
+    so a model class whose bases are plain mixins is not parsed for its bases; a re-exported attention subclass
+    still may be one."""
+    write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/utils/__init__.py": "from .hub import Mixin, Attn\n",
+        "pkg/utils/hub.py": "import torch.nn as nn\n\nclass Mixin:\n    pass\n\n"
+                            "class Attn(nn.MultiheadAttention):\n    pass\n",
+        "pkg/model.py": "import torch.nn as nn\nfrom .utils import Mixin, Attn\n\n"
+                        "class Model(nn.Module, Mixin):\n    pass\n\nclass MyAttn(Mixin, Attn):\n    pass\n",
+    })
+    files = [str(path) for path in sorted(tmp_path.rglob("*.py"))]
+    project, model = Project(files), str(tmp_path / "pkg" / "model.py")
+    assert not project.may_derive_attention(model, "Model")
+    assert project.may_derive_attention(model, "MyAttn")
+
+
 @pytest.mark.parametrize(("line", "assigned"), [
     ("MHA = nn.MultiheadAttention", True), ("A, MHA = x, y", True), ("MHA: type = Other", True),
     ("x = MHA(dim=1)", False), ("if MHA == other:", False), ("run(MHA=1)", False),

@@ -353,9 +353,11 @@ class Project:
     def may_derive_attention(self, path: str, name: str, depth: int = 0) -> bool:
         """Whether the class `name` that `path` defines may derive from a torch attention class, read from the
         text of the class headers along its bases (this file's classes, the project's through the import index):
-        only then is the file parsed to read the class. A base the text cannot follow (an alias, a star import, a
-        dotted project module) may; a torch or outside base that is not attention may not. A transformers model
-        derives from PreTrainedModel, whose file is thousands of lines: it was parsed to learn that."""
+        only then is the file parsed to read the class. A name the file only imports (a package `__init__.py`
+        re-exporting a mixin) is followed to the file that defines it. A base the text cannot follow (an alias, a
+        star import, a dotted project module) may; a torch or outside base that is not attention may not. A
+        transformers model derives from PreTrainedModel, whose file is thousands of lines: it was parsed to learn
+        that, and PreTrainedModel's re-exported mixins made it parse it still."""
         key = (path, name)
         if key in self._derives:
             return self._derives[key]
@@ -365,9 +367,9 @@ class Project:
         raw = self._bytes(path) or b""
         headers = re.findall(rb"^[ \t]*class[ \t]+%s\b[ \t]*(?:\(([^)]*)\))?" % re.escape(name.encode()), raw,
                              re.MULTILINE)
-        found = not headers or any(self._base_may_derive(path, raw, base.split(b"[")[0].strip(), depth)
-                                   for bases in headers for base in bases.split(b",")
-                                   if base.strip() and b"=" not in base)
+        found = any(self._base_may_derive(path, raw, base.split(b"[")[0].strip(), depth)
+                    for bases in headers for base in bases.split(b",") if base.strip() and b"=" not in base) \
+            if headers else self._base_may_derive(path, raw, name.encode(), depth)  # a re-export: followed
         self._derives[key] = found
         return found
 
