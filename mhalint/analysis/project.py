@@ -250,9 +250,10 @@ class Project:
         while True:
             home = os.path.abspath(home)
             if home not in self._classes_imported:
-                self._classes_imported[home] = {
-                    written_local: (self._resolve(source, home), name) for name, entries in self._imported.items()
-                    if _is_class_name(name) for path, source, written_local in entries if path == home}
+                self._imported  # the entries of every file
+                self._classes_imported[home] = {  # from this file's own entries, not a pass over every file's
+                    written_local: (self._resolve(source, home), name)
+                    for name, source, written_local in self._entries.get(home, ()) if _is_class_name(name)}
             defining, name = self._classes_imported[home].get(local, (None, ""))
             if defining is None or defining in seen:
                 return found
