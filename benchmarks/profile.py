@@ -68,7 +68,48 @@ class Phases:
             self._inner[-1] += elapsed
 
 
-def instrument(phases: Phases) -> None:
+class Parses:
+    """libcst parses per file (issue 37: each file parsed at most once a run): a parse counts for the file being
+    checked, or for the other file the project reads for its analysis, whichever asked for it last."""
+
+    def __init__(self):
+        self.files: Counter[str] = Counter()
+        self.other: set[str] = set()  # the files parsed for another file's analysis
+        self._reading: list[str] = []
+
+    def counted(self, parse):
+        @functools.wraps(parse)
+        def counting(*args, **kwargs):
+            if self._reading:
+                self.files[self._reading[-1]] += 1
+            return parse(*args, **kwargs)
+        return counting
+
+    def reading(self, owner, name: str, path_at: int, other: bool) -> None:
+        """The function `owner.name` parses the file named by its argument at `path_at`."""
+        function = getattr(owner, name)
+
+        @functools.wraps(function)
+        def read(*args, **kwargs):
+            path = str(Path(args[path_at]).resolve())
+            self._reading.append(path)
+            if other:
+                self.other.add(path)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self._reading.pop()
+        setattr(owner, name, read)
+
+    def lines(self) -> list[str]:
+        twice = sorted((count, path) for path, count in self.files.items() if count > 1)
+        found = [f"libcst parses  {sum(self.files.values())} of {len(self.files)} files "
+                 f"({len(self.other)} of them read for another file's analysis); "
+                 f"files parsed more than once: {len(twice)}"]
+        return found + [f"  {count} parses of {path}" for count, path in reversed(twice[-10:])]
+
+
+def instrument(phases: Phases, parses: Parses) -> None:
     """Timers around the functions of each phase, where the engine and the analyses look them up."""
     from functools import cached_property
 
@@ -88,7 +129,9 @@ def instrument(phases: Phases) -> None:
     assert isinstance(names, cached_property)
     names.func = phases.timed("import index", names.func)
     phases.wrap("CPython parse", engine, "_python_parse")
-    parse = phases.timed("libcst parse", libcst.parse_module)
+    parse = phases.timed("libcst parse", parses.counted(libcst.parse_module))
+    parses.reading(engine.Checker, "_check_within", 2, other=False)  # (self, source, path, ...)
+    parses.reading(project, "_parse", 0, other=True)  # (path, raw, limits, project)
     for module in {libcst, cst}:  # the real module and mhalint's deferred stand-in for it
         module.parse_module = parse
     for name in ("first_lines", "body_lines", "statement_starts"):
@@ -121,8 +164,8 @@ def main() -> None:
     from mhalint.rule import load_rules
     from mhalint.settings import resolve
 
-    phases = Phases()
-    instrument(phases)
+    phases, parses = Phases(), Parses()
+    instrument(phases, parses)
     settings = resolve(load_rules(), [tree], config_path=None, select=None, extend_select=[], ignore=None,
                        exclude=None, extend_exclude=[], respect_gitignore=None, min_severity=None,
                        probe_timeout=None, probe_total_timeout=None, probe_memory=None, isolated=True)
@@ -147,6 +190,7 @@ def main() -> None:
         calls = str(phases.calls[phase]) if phase != "other" else ""
         print(f"{phase:<14} {seconds:>8.2f} {seconds / total:>6.1%} {calls:>7}")
     print(f"{'total':<14} {total:>8.2f} {1:>6.0%}")
+    print("\n".join(parses.lines()))
 
 
 if __name__ == "__main__":

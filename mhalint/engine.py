@@ -348,7 +348,9 @@ class Checker:
         try:
             with _recursion_limit(_RECURSION_LIMIT):  # safe here: this thread has a large stack
                 with _unvalidated_nodes():
-                    module = reuse.parse(text, statement_lines) if reuse is not None else cst.parse_module(text)
+                    kept = self.project.tree(path, text) if self.project is not None and reuse is None else None
+                    module = reuse.parse(text, statement_lines) if reuse is not None else \
+                        kept if kept is not None else cst.parse_module(text)
                 limits.check()
                 context = ModuleContext(module, path, text, statement_lines, self.project, limits,
                                         reuse.generated if reuse is not None else None, bodies)

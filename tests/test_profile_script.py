@@ -1,8 +1,10 @@
 """benchmarks/profile.py still times every phase: its timers attach to the engine's functions by name, and a
-renamed or moved function would leave a phase at zero without an error."""
+renamed or moved function would leave a phase at zero without an error. Its count of libcst parses per file
+matches the parse phase's calls (each example parsed once)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -22,3 +24,6 @@ def test_every_phase_of_a_serial_run_is_timed(tmp_path: Path):
     assert calls["read"] == str(files) and calls["discovery"] == "1" and calls["report"] == "1"
     for phase in ("prefilter", "import index", "CPython parse", "libcst parse", "positions", "analysis", "noqa"):
         assert int(calls[phase]) > 0, (phase, completed.stdout)
+    counted = re.search(r"^libcst parses  (\d+) of (\d+) files .*more than once: (\d+)$", completed.stdout, re.M)
+    assert counted is not None, completed.stdout
+    assert counted[1] == calls["libcst parse"] and counted[2] == counted[1] and counted[3] == "0"

@@ -322,6 +322,56 @@ def test_a_base_a_package_re_exports_is_followed_to_the_file_that_defines_it(tmp
     assert project.may_derive_attention(model, "MyAttn")
 
 
+def test_an_importer_is_parsed_only_when_its_text_may_call_or_use_the_class(tmp_path, monkeypatch):
+    """The callers of a class's forward are looked for in the files that import it, each parsed only when its
+    text may call the class (`Encoder(`) or name it again beyond its import and class headers' bases: a file
+    that only imports it, or only subclasses it, is not parsed; the caller still is, and its evidence decides."""
+    (tmp_path / "pyproject.toml").write_text("")
+    write(tmp_path, {"model.py": SEQUENCE_FIRST_MODEL, "train.py": UNPACKED.format(unpack="B, T, C"),
+                     "only_imports.py": "from model import Encoder\n",
+                     "subclasses.py": "from model import Encoder\n\nclass Deeper(Encoder):\n    pass\n"})
+    parsed = []
+    real = project_module._parse
+    monkeypatch.setattr(project_module, "_parse", lambda path, *rest: parsed.append(Path(path).name) or
+                        real(path, *rest))
+    [finding] = checked([tmp_path / "model.py"])
+    assert finding.severity == Severity.ERROR and "train.py:4" in finding.message
+    assert parsed == ["train.py"]
+
+
+@pytest.mark.parametrize(("text", "calls", "reads"), [
+    ("from model import Encoder\n", False, False),
+    ("from model import (\n    Encoder,\n)\n\nclass Deeper(Encoder, nn.Module):\n    pass\n", False, False),
+    ("from model import Encoder\n\nmodule = Encoder\n", False, True),
+    ("from model import Encoder\n\ndef build(config: Encoder):\n    return config\n", False, True),
+    ("from model import Encoder\n\nencoder = Encoder (\n    64)\n", True, True),
+    ("from model import Encoder\n\nencoder = EncoderLayer(64)\n", False, False),
+])
+def test_what_an_importers_text_says_of_the_class_it_imports(tmp_path, text, calls, reads):
+    write(tmp_path, {"train.py": text})
+    project, path = Project([str(tmp_path / "train.py")]), str(tmp_path / "train.py")
+    assert project.may_call(path, "Encoder") is calls and project.may_read(path, "Encoder") is reads
+
+
+def test_a_file_read_for_another_files_analysis_is_not_parsed_again_for_its_own_check(tmp_path, monkeypatch):
+    """model.py's check reads train.py (which calls its class) before train.py's own check, in path order: that
+    check builds on the tree already parsed. Each file is parsed once in the run."""
+    import libcst
+
+    from mhalint.lazy import cst
+
+    (tmp_path / "pyproject.toml").write_text("")
+    write(tmp_path, {"model.py": SEQUENCE_FIRST_MODEL, "train.py": UNPACKED.format(unpack="B, T, C")
+                     + "\nimport torch.nn as nn\nlayer = nn.MultiheadAttention(64, 8)\n"})
+    texts = []
+    real = libcst.parse_module
+    for module in {libcst, cst}:
+        monkeypatch.setattr(module, "parse_module", lambda text, *rest: texts.append(text) or real(text, *rest))
+    findings = checked([tmp_path])
+    assert {Path(finding.path).name for finding in findings} == {"model.py", "train.py"}
+    assert len(texts) == 2 and texts[0] != texts[1]
+
+
 @pytest.mark.parametrize(("line", "assigned"), [
     ("MHA = nn.MultiheadAttention", True), ("A, MHA = x, y", True), ("MHA: type = Other", True),
     ("x = MHA(dim=1)", False), ("if MHA == other:", False), ("run(MHA=1)", False),

@@ -81,6 +81,7 @@ class Project:
         self._module_names: dict[str, str] = {}
         self._packages: dict[str, bool] = {}  # folder -> holds an __init__.py
         self._mentioned: dict[str, bool] = {}  # mentions' answers
+        self._said: dict[tuple[str, str, bool], bool] = {}  # may_call's and may_read's answers
 
     @property
     def paths(self) -> list[str]:
@@ -201,6 +202,7 @@ class Project:
         self._alive.pop(path, None)
         self._attention.pop(path, None)
         self._reaches.clear()
+        self._said.clear()
         exists = self._bytes(path) is not None
         if exists != (path in self.paths) and path.endswith(".py"):
             self.paths = [other for other in self.paths if other != path] + ([path] if exists else [])
@@ -230,6 +232,26 @@ class Project:
         target = os.path.abspath(path)
         return [Importer(other, local) for other, source, local in self._imported.get(name, ())
                 if other != target and self._resolve(source, other) == target]
+
+    def may_call(self, path: str, name: str) -> bool:
+        """Whether a file's text may call `name` (the word, then an opening parenthesis): one that never does
+        neither builds the class it imports under that name nor runs an instance built from it, so it is not
+        parsed to look for either."""
+        key = (path, name, True)
+        if key not in self._said:
+            raw = self._bytes(path) or b""
+            self._said[key] = re.search(rb"\b%s[ \t\\\r\n]*\(" % name.encode(), raw) is not None
+        return self._said[key]
+
+    def may_read(self, path: str, name: str) -> bool:
+        """Whether a file's text names `name` again beyond the import that brings it in and the bases of class
+        headers (`class Local(Name)`, a subclass builds no instance of it): one that does not uses the class
+        nowhere that may build one or hand it over, so it is not parsed to look."""
+        key = (path, name, False)
+        if key not in self._said:
+            raw = _CLASS.sub(b"", self._bytes(path) or b"")
+            self._said[key] = len(re.findall(rb"\b%s\b" % name.encode(), raw)) > 1
+        return self._said[key]
 
     def mentions(self, word: str, home: str) -> bool:
         """Whether a file of the project other than `home` holds `word` as a whole word anywhere in its text (a
@@ -457,6 +479,13 @@ class Project:
         if context is not None:
             context.limits = limits  # what the analyses do in it counts against the file being checked
         return context
+
+    def tree(self, path: str, text: str):
+        """The libcst tree of `path` when the project holds one parsed from `text` (an analysis of another file
+        read it first): the file's own check then builds on it instead of parsing the file again."""
+        path = os.path.abspath(path)
+        context = self._contexts.get(path) or self._alive.get(path)
+        return context.module if context is not None and context.source() == text else None
 
     def _keep_within_budget(self) -> None:
         """Drop the least recently used trees beyond the budget: one analysis asks about a class's importers in

@@ -77,7 +77,8 @@ def _elsewhere(ctx: ModuleContext, function: Scope) -> list[Site]:
     ctx.read_project = True  # the values found depend on other files (the cache records it)
     found = []
     for importer in project.importers(ctx.path, klass.name):
-        other = project.context(importer.path, ctx.limits)
+        other = project.context(importer.path, ctx.limits) if project.may_call(importer.path, importer.local) \
+            else None
         if other is None:
             continue
         for call, scope in _calls_of(other, importer.local, function.name == "forward"):
@@ -109,7 +110,11 @@ def constructions(ctx: ModuleContext, klass: Scope, asking: ModuleContext) -> li
     if project is not None and klass.parent is ctx.root:
         asking.read_project = True
         for importer in project.importers(ctx.path, klass.name):
-            other = asking if importer.path == os.path.abspath(asking.path) else project.context(importer.path, asking.limits)
+            if importer.path == os.path.abspath(asking.path):
+                other = asking
+            else:
+                other = project.context(importer.path, asking.limits) \
+                    if project.may_read(importer.path, importer.local) else None
             if other is not None:
                 homes.append((other, importer.local))
     for there, local in homes:

@@ -695,7 +695,8 @@ class ShapeReader:
         importers = [importer for imported in (klass.name, *factories(self.ctx, klass))
                      for importer in project.importers(self.ctx.path, imported)]
         for importer in importers:
-            other = project.context(importer.path, self.ctx.limits)
+            other = project.context(importer.path, self.ctx.limits) \
+                if project.may_call(importer.path, importer.local) else None
             if other is None:
                 continue
             reader = ShapeReader(other, project.display(importer.path, self.ctx.path))
