@@ -116,6 +116,7 @@ class ModuleContext:
         self.functions: dict[str, Scope] = {}  # module-level functions by name
         self.scope = self.root  # the scope around the node the engine is visiting; moved by the engine
         self._calls: list[tuple[cst.Call, Scope]] | None = None
+        self._assignments: list[tuple[cst.Assign | cst.AugAssign, Scope]] | None = None
         self.memo: dict[str, dict] = {}  # per-module caches of the analyses (e.g. callers of a function)
         self.pending_reads = 0  # reads of an answer still being computed (a cycle): see `settled`
         _ScopeBuilder(self).body(module.body, self.root)
@@ -286,22 +287,33 @@ class ModuleContext:
             self._index_tree()
         return self._calls
 
+    def assignments(self) -> list[tuple[cst.Assign | cst.AugAssign, Scope]]:
+        """Every `=` and augmented assignment statement with the scope it is in, in source order (built by
+        `walk_indexed`, or on first use): an analysis that looks for some of them filters these instead of walking
+        the module again."""
+        if self._assignments is None:
+            self._index_tree()
+        return self._assignments
+
     def _index_tree(self) -> None:
         self.walk_indexed(_NONE, _NONE)
 
     def walk_indexed(self, visited: Mapping[type, bool],
                      left: Mapping[type, bool]) -> list[tuple[bool, cst.CSTNode, Scope]]:
-        """One walk over the module: each node's parent (`parent`) and every call with its scope (`calls`), kept,
-        and the events of the walk the engine hands to the rules, returned: in walk order, (True, node, scope)
-        on entering a node whose type `visited` maps to True and (False, node, scope) on leaving one `left` does,
-        `scope` the innermost around it (a class's or function's own). Most files' analyses need the index, and
-        a walk over a model file's tree is tens of milliseconds: the rules do not walk it again."""
+        """One walk over the module: each node's parent (`parent`), every call and assignment with its scope
+        (`calls`, `assignments`), kept, and the events of the walk the engine hands to the rules, returned: in
+        walk order, (True, node, scope) on entering a node whose type `visited` maps to True and (False, node,
+        scope) on leaving one `left` does, `scope` the innermost around it (a class's or function's own). Most
+        files' analyses need the index, and a walk over a model file's tree is tens of milliseconds: the rules
+        do not walk it again."""
         parents: dict[cst.CSTNode, cst.CSTNode] = {}
         calls: list[tuple[cst.Call, Scope]] = []
+        assignments: list[tuple[cst.Assign | cst.AugAssign, Scope]] = []
         events: list[tuple[bool, cst.CSTNode, Scope]] = []
         path: list[cst.CSTNode] = []
         scopes = [self.root]
         scope_types, call_type, check = self.scope_types, cst.Call, self.limits.check
+        assignment_types = (cst.Assign, cst.AugAssign)
 
         def enter(node: cst.CSTNode) -> bool:
             check()  # the file's time and memory budget (mhalint.budget): cooperative, in this thread
@@ -315,6 +327,8 @@ class ModuleContext:
                     scopes.append(scope)
             elif node_type is call_type:
                 calls.append((node, scopes[-1]))
+            elif node_type in assignment_types:
+                assignments.append((node, scopes[-1]))
             if visited[node_type]:
                 events.append((True, node, scopes[-1]))
             return True
@@ -330,6 +344,7 @@ class ModuleContext:
         walk(self.module, enter, leave)
         self.memo["parents"] = parents
         self._calls = calls
+        self._assignments = assignments
         return events
 
     def calls_in(self, scope: Scope) -> list[tuple[cst.Call, Scope]]:

@@ -90,3 +90,30 @@ def test_stacking_a_list_adds_an_axis_whose_role_is_unknown():
     assert roles(source.format(dim=1)) == (B, U, S, E)
     assert roles(source.replace("outs.append(x)", "outs.append(x.transpose(0, 1))").format(dim=0)) == (U, S, B, E)
     assert roles(source.replace("outs = []", "outs = [x.transpose(0, 1)]").format(dim=0)) is None
+
+
+def test_the_index_walk_keeps_every_assignment_with_its_scope_for_the_container_stores():
+    """`c += v` and `c[k] = v` (what a container's additions are read from) come from the module's one index
+    walk, each with the scope it is in; an annotated assignment, a plain target and a lambda's body are no store."""
+    from mhalint.analysis.containers import _stores
+    from mhalint.context import ModuleContext
+    from mhalint.lazy import cst
+
+    source = textwrap.dedent("""\
+        c = []
+        c += [1]
+        n: int = 0
+
+        class Block:
+            def forward(self, x):
+                d = {}
+                d["k"] = x
+                f = lambda y: y
+                self.parts[0] = x
+                return d
+        """)
+    ctx = ModuleContext(cst.parse_module(source), "snippet.py", source)
+    assert [(ctx.code(node).split(" ")[0], scope.kind) for node, scope in ctx.assignments()] == [
+        ("c", "module"), ("c", "module"), ("d", "function"), ("d[\"k\"]", "function"), ("f", "function"),
+        ("self.parts[0]", "function")]
+    assert [ctx.line(node) for node, _ in _stores(ctx)] == [2, 8, 10]

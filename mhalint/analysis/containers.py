@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
-from mhalint.walk import walk
 
 # Calls whose result holds what their one argument holds (an iterable of elements, or the container itself).
 HOLDERS = frozenset({"torch.nn.ModuleList", "torch.nn.ModuleDict", "torch.nn.ParameterList", "copy.deepcopy",
@@ -145,26 +144,9 @@ def _index(ctx: ModuleContext) -> dict:
 
 
 def _stores(ctx: ModuleContext) -> list[tuple[cst.CSTNode, Scope]]:
-    """The module's `c += ...` and `c[k] = ...` statements with their scopes: one walk, on first need."""
-    found: list[tuple[cst.CSTNode, Scope]] = []
-    scopes = [ctx.root]
-
-    def enter(node) -> bool:
-        inner = ctx.scope_of(node) if isinstance(node, cst.FunctionDef | cst.ClassDef) else None
-        if inner is not None:
-            scopes.append(inner)
-        elif isinstance(node, cst.AugAssign) or (isinstance(node, cst.Assign) and any(
-                isinstance(t.target, cst.Subscript) for t in node.targets)):
-            found.append((node, scopes[-1]))
-            return False
-        return not isinstance(node, cst.BaseExpression)
-
-    def leave(node) -> None:
-        if isinstance(node, cst.FunctionDef | cst.ClassDef) and ctx.scope_of(node) is not None:
-            scopes.pop()
-
-    walk(ctx.module, enter, leave)
-    return found
+    """The module's `c += ...` and `c[k] = ...` statements with their scopes, from the index's assignments."""
+    return [(statement, scope) for statement, scope in ctx.assignments() if isinstance(statement, cst.AugAssign)
+            or any(isinstance(target.target, cst.Subscript) for target in statement.targets)]
 
 
 def loop_source(ctx: ModuleContext, binding: Binding) -> tuple[cst.BaseExpression, Scope, bool] | None:
