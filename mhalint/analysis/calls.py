@@ -7,6 +7,7 @@ layers iterated or indexed; `super().__init__(...)` in a subclass of a torch cla
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 
 from mhalint import torchapi
@@ -95,11 +96,14 @@ class Construction:
     # A submodule its owner builds only where the keyword (`custom_encoder`) that may hand it another one in its
     # place is None: a call of it may run that other module.
     replaceable: str = ""
+    # Built in another file of the run (a layer handed to this file's stack there): `call` is a node of that file,
+    # read in no context of this one.
+    foreign: bool = False
 
     @property
     def arguments(self) -> Arguments:
         """The call's arguments, after those the partial it calls fixes (read in the call's scope)."""
-        if self.hidden:
+        if self.hidden or self.foreign:
             return Arguments({}, True)
         args = (*self.partial.args[1:], *self.call.args) if self.partial is not None else self.call.args
         skip = 1 if self._explicit_init else 0
@@ -530,7 +534,7 @@ def _chain_from(ctx: ModuleContext, built: Construction | None) -> list[Construc
 
 
 def _inner(ctx: ModuleContext, built: Construction) -> Construction | None:
-    if built.owner:
+    if built.owner or built.foreign:
         return None  # a torch module's submodule: its owner's call builds it, not around an argument
     called = containers.called_name(ctx, built.call.func, built.scope)
     if called == containers.SEQUENTIAL:
@@ -850,8 +854,9 @@ def _may_be(ctx: ModuleContext, api: str, classes: frozenset, depth: int = 0) ->
         for base in bases)
 
 
-# Arguments bound while following a call into a project function: (callee scope, parameter, argument, caller scope).
-Env = "tuple[tuple[Scope, str, cst.BaseExpression, Scope], ...]"
+# Arguments bound while following a call into a project function: (callee scope, parameter, argument, caller scope,
+# the caller's context).
+Env = "tuple[tuple[Scope, str, cst.BaseExpression, Scope, ModuleContext], ...]"
 
 
 def instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int = 0,
@@ -1053,44 +1058,105 @@ def _agreed(ctx: ModuleContext, bindings: list[Binding], depth: int, env: Env) -
 
 
 def _parameter(ctx: ModuleContext, binding: Binding, depth: int, env: Env) -> Construction | None:
-    """A parameter is what the call being followed passes, or else what every caller in the module passes."""
+    """A parameter is what the call being followed passes, or else what every caller in the module passes (in
+    the files that build the class, where this one does not)."""
     arguments = _passed(ctx, binding, env)
-    found = [instance(ctx, argument, caller_scope, depth + 1, env) for argument, caller_scope in arguments or ()]
+    found = [_here(ctx, home, instance(home, argument, caller_scope, depth + 1, env), followed)
+             for argument, caller_scope, home, followed in arguments or ()]
     if not found or any(f is None or f.api != found[0].api for f in found):
         return None
     return found[-1]
 
 
-def _passed(ctx: ModuleContext, binding: Binding, env: Env) -> list[tuple[cst.BaseExpression, Scope]] | None:
-    """What a parameter gets: the argument of the call being followed, or else every caller's in the module
-    (None when a caller passes nothing for it)."""
-    for callee, name, argument, caller_scope in reversed(env):
+def _passed(ctx: ModuleContext, binding: Binding, env: Env) -> list[tuple[cst.BaseExpression, Scope,
+                                                                          ModuleContext, bool]] | None:
+    """What a parameter gets, each with the context it is read in and whether it is the argument of the call
+    being followed (whose modules are the follower's): that argument, or else every caller's in the module, or,
+    for an `__init__` this module never calls, in the files that import its class (`Stack(cfg, Block(...), 6)`
+    there). None when a caller passes nothing for it."""
+    for callee, name, argument, caller_scope, home in reversed(env):
         if callee is binding.scope and name == binding.name:
-            return [(argument, caller_scope)]
+            return [(argument, caller_scope, home, True)]
+    sites = [(site.call, site.scope, site.arguments, ctx) for site in callers(ctx, binding.scope)]
+    if not sites and binding.scope.name == "__init__":
+        from mhalint.analysis.sites import elsewhere  # sites reads this module's callers: imported when asked
+        sites = [(site.site.call, site.site.scope, site.site.arguments, site.ctx)
+                 for site in elsewhere(ctx, binding.scope)]
     arguments = []
-    for site in callers(ctx, binding.scope):
-        argument = site.arguments.get(binding.name)
+    for _, scope, bound, home in sites:
+        argument = bound.get(binding.name)
         if argument is None:
             return None
-        arguments.append((argument, site.scope))
+        arguments.append((argument, scope, home, False))
     return arguments
 
 
+def _here(ctx: ModuleContext, home: ModuleContext, built: Construction | None,
+          followed: bool = False) -> Construction | None:
+    """A module built in `home` as this file sees it: an instance of one of this file's classes, which `home`
+    imports from it (`foreign`: its call is `home`'s); None for any other module built there. What a call being
+    `followed` passes stays as it is: the follower reads it."""
+    if home is ctx or built is None or followed:
+        return built
+    made = [alternative.call.func for alternative in built.alternatives]
+    names = [ctx.project.imported_class(home.path, func.value) if isinstance(func, cst.Name) else None
+             for func in made]
+    here = os.path.abspath(ctx.path)
+    if any(name is None or name[0] != here or name[1] not in ctx.classes for name in names):
+        return None
+    home.read_project = ctx.read_project = True
+    foreign = [replace(alternative, api=PROJECT_PREFIX + name[1], peers=(), foreign=True)
+               for alternative, name in zip(built.alternatives, names)]
+    return replace(foreign[0], peers=tuple(foreign[1:]))
+
+
 def _through_function(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: int, env: Env, follow):
-    """Follow a call of a project function (`_get_clones(layer, n)`) into its single `return`, with the call's
-    arguments bound to the function's parameters."""
-    name = ctx.qualified_name(call.func, scope)
-    if name is None or not name.startswith(PROJECT_PREFIX):
+    """Follow a call of a project function (`_get_clones(layer, n)`, defined here or imported from another file
+    of the run) into its `return`s, read in its file with the call's arguments bound to its parameters: the
+    modules of every return, or the one module they all agree on (the others its peers). From another file, only
+    what this file passes comes back (a module that function builds is not followed)."""
+    found = _project_function(ctx, call, scope, depth, env)
+    if found is None:
         return None
-    function = ctx.functions.get(name[len(PROJECT_PREFIX):])
-    if function is None:
-        return None
+    home, function = found
     returns = returned(function)
-    if len(returns) != 1:
-        return None
     arguments = bind(call, _signature(function, skip_self=False))
-    bound = tuple((function, param, arg.value, scope) for param, arg in arguments.by_name.items())
-    return follow(ctx, returns[0], function, depth + 1, env + bound)
+    bound = tuple((function, param, arg.value, scope, ctx) for param, arg in arguments.by_name.items())
+    results = [follow(home, value, function, depth + 1, env + bound) for value in returns]
+    if not results or None in results:
+        return None
+    built = [b for result in results for one in (result if isinstance(result, list) else [result])
+             for b in one.alternatives]
+    if home is not ctx and not all(b.foreign or ctx.parent(b.call) is not None for b in built):
+        return None
+    if isinstance(results[0], list):
+        return _joined(results)
+    unique = list({id(b.call): b for b in built}.values())
+    if any(b.api != results[-1].api for b in unique):
+        return None
+    return replace(results[-1], peers=tuple(b for b in unique if b.call is not results[-1].call))
+
+
+def _project_function(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: int,
+                      env: Env) -> tuple[ModuleContext, Scope] | None:
+    """The module function a call runs and the context of its file: this module's, or one imported by name from
+    another file of the run, which is parsed only where the call hands it a module this file builds."""
+    name = ctx.qualified_name(call.func, scope)
+    if name is not None and name.startswith(PROJECT_PREFIX):
+        function = ctx.functions.get(name[len(PROJECT_PREFIX):])
+        return (ctx, function) if function is not None else None
+    func = call.func
+    bindings = ctx.bindings(func.value, scope) if isinstance(func, cst.Name) else []
+    if ctx.project is None or not bindings or any(b.kind != "import" for b in bindings) or not any(
+            instance(ctx, arg.value, scope, depth + 1, env) is not None for arg in call.args if not arg.star):
+        return None
+    found = ctx.project.imported_function(ctx.path, func.value)
+    home = ctx.project.context(found[0], ctx.limits) if found is not None else None
+    function = home.functions.get(found[1]) if home is not None else None
+    if function is None or function.enclosing_class is not None:
+        return None
+    ctx.read_project = True  # what the call gives depends on that file (the cache records it)
+    return home, function
 
 
 def returned(function: Scope) -> list[cst.BaseExpression]:
@@ -1239,8 +1305,8 @@ def _named_members(ctx: ModuleContext, expr: cst.Name | cst.Attribute, scope: Sc
         for binding in bindings:
             if binding.kind == "param":
                 passed = _passed(ctx, binding, env)
-                found += [_members(ctx, argument, caller, depth + 1, env) for argument, caller in passed or ()] \
-                    if passed else [None]
+                found += [_all_here(ctx, home, _members(home, argument, caller, depth + 1, env), followed)
+                          for argument, caller, home, followed in passed or ()] if passed else [None]
             elif binding.kind == "assign" and binding.value is not None:
                 found.append(_members(ctx, binding.value, binding.scope, depth + 1, env))
             elif not (isinstance(binding.node, cst.AugAssign) and isinstance(binding.node.operator, cst.AddAssign)):
@@ -1251,6 +1317,15 @@ def _named_members(ctx: ModuleContext, expr: cst.Name | cst.Attribute, scope: Sc
         return _joined(found)
     finally:
         active.discard(id(bindings))
+
+
+def _all_here(ctx: ModuleContext, home: ModuleContext, built: list[Construction] | None,
+              followed: bool) -> list[Construction] | None:
+    """The modules of a container built in `home` as this file sees them (`_here`); None when one is not."""
+    if built is None or home is ctx or followed:
+        return built
+    here = [_here(ctx, home, one) for one in built]
+    return None if None in here else here
 
 
 def _joined(parts: list[list[Construction] | None]) -> list[Construction] | None:

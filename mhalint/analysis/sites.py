@@ -38,7 +38,7 @@ def project_callers(ctx: ModuleContext, function: Scope) -> list[Site]:
     memo = ctx.memo.setdefault("project_callers", {})
     if function not in memo:
         local = [Site(ctx, site, place(ctx, site.call)) for site in callers(ctx, function)]
-        memo[function] = local + _through_partials(ctx, function) + _elsewhere(ctx, function)
+        memo[function] = local + _through_partials(ctx, function) + elsewhere(ctx, function)
     return memo[function]
 
 
@@ -67,7 +67,7 @@ def _through_partials(ctx: ModuleContext, function: Scope) -> list[Site]:
     return found
 
 
-def _elsewhere(ctx: ModuleContext, function: Scope) -> list[Site]:
+def elsewhere(ctx: ModuleContext, function: Scope) -> list[Site]:
     """`Block(...)` (its `__init__`) or a call of a `Block` instance (its `forward`) in a file that imports it."""
     klass = function.enclosing_class
     project = ctx.project
