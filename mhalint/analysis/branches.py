@@ -73,6 +73,33 @@ def guards(ctx: ModuleContext, node: cst.CSTNode, scope: Scope) -> Condition:
     return memo[node]
 
 
+def method_guards(ctx: ModuleContext, method: Scope) -> Condition:
+    """The facts that hold wherever a method runs that only its own class calls, as `self.name(...)`, and that no
+    other file of the project names: those every such call runs under (`if self.multiscale: return
+    self.forward_multi(x)` makes `self.multiscale` hold in `forward_multi`). Empty for `forward` and `__init__`
+    (their callers are the instances' and constructions'), and where a call is not that."""
+    memo = ctx.memo.setdefault("method_guards", {})
+    if method not in memo:
+        memo[method] = frozenset()  # a method that calls itself: that call adds nothing
+        memo[method] = _method_guards(ctx, method)
+    return memo[method]
+
+
+def _method_guards(ctx: ModuleContext, method: Scope) -> Condition:
+    klass = method.enclosing_class
+    if klass is None or not isinstance(method.node, cst.FunctionDef) or method.name in ("__init__", "forward"):
+        return frozenset()
+    calls = ctx.calls_named(method.name)
+    if not calls or not all(isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name)
+                            and call.func.value.value == scope.self_name and ctx.class_of(scope) is klass
+                            for call, scope in calls):
+        return frozenset()
+    if ctx.names is None or ctx.names.mentions(method.name, ctx.path):  # the project's index (any file's)
+        return frozenset()
+    held = [guards(ctx, call, scope) | method_guards(ctx, scope) for call, scope in calls]
+    return frozenset.intersection(*held)
+
+
 def _guards(ctx: ModuleContext, node: cst.CSTNode, scope: Scope) -> list[Fact]:
     found: list[Fact] = []
     child, parent = node, ctx.parent(node)

@@ -825,7 +825,7 @@ def _overridden(ctx: ModuleContext, binding: Binding, after: list[Binding]) -> b
 def _reaches(ctx: ModuleContext, built: Construction, call: cst.Call, scope: Scope) -> bool:
     """Can `call` run `built`: do the tests around the call leave its construction's facts possible, and its
     class those that an `isinstance` test of the called name allows?"""
-    where = branches.guards(ctx, call, scope)
+    where = branches.guards(ctx, call, scope) | branches.method_guards(ctx, scope)
     if branches.excludes(built.condition, where):
         return False
     tested = branches.class_facts(where, branches.subject(ctx, call.func, scope))
