@@ -116,6 +116,8 @@ def test_a_lone_size_name():
     ("shape of x, y, z", None),
     ("B x L x E", ["B", "L", "E"]),
     ("QxNxC", ["Q", "N", "C"]),
+    ("# attention expects npoints x batch x channel features", ["npoints", "batch", "channel"]),
+    ("# the product matrix x vector x scalar", None),  # long words that name no axis: prose
     ("NLD -> LND", ["L", "N", "D"]),
     ("(B, L, E) to (L, B, E)", ["L", "B", "E"]),
     ("the output of the layer", None),

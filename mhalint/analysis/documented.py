@@ -23,7 +23,7 @@ _JAXTYPING = re.compile(r"^(?:Float|Int|Bool|Shaped|Num|Real|Integer|Inexact|Com
 
 def shape_in_text(text: str, least: int = 3) -> list[str] | None:
     """The axis names a comment or docstring line gives: `(B, L, E)`, `[bs, HxW, C]`, `Tensor shape [B, L, N]`,
-    `B x L x E`, `QxNxC`, `NLE`, or a bare `nq, bs, d_model` (also after `shape -` or `shape:`). A bracketed group
+    `B x L x E`, `QxNxC`, `npoints x batch x channel` (words that name an axis), `NLE`, or a bare `nq, bs, d_model` (also after `shape -` or `shape:`). A bracketed group
     needs `least` names: two are common prose (`(int, optional)`) except in a parameter's own entry, where `(N, S)`
     is its shape."""
     text = re.split(r"->|→|\bto\b", text)[-1]
@@ -33,8 +33,8 @@ def shape_in_text(text: str, least: int = 3) -> list[str] | None:
             return names
     for product in _TIMES.findall(text):
         names = [part.strip() for part in re.split(r"\s*[x×]\s*", product)]
-        if all(len(name) <= 3 for name in names):  # `QxNxC`, not `matrix x vector x ...` prose
-            return names
+        if all(len(name) <= 3 for name in names) or set(roles_of_names(names)) - {Role.UNKNOWN}:
+            return names  # `QxNxC`, `npoints x batch x channel`; not `matrix x vector x ...` prose
     plain = _PLAIN_LIST.match(text)
     if plain:
         return [name.strip() for name in plain[1].split(",")]
