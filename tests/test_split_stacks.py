@@ -156,3 +156,53 @@ def test_a_module_an_imported_helper_builds_itself_is_not_one_of_this_files(tmp_
     [(call, scope)] = [(call, scope) for call, scope in ctx.calls() if ctx.code(call) == "self.attn(x, x, x)"]
     built = instance(ctx, call.func, scope)  # not helpers.py's nn.MultiheadAttention(...): a node of no context here
     assert built.api == UNKNOWN_CALLABLE and ctx.code(built.call) == "attention_for(self.norm)"
+
+
+BUILDER = """\
+    import torch.nn as nn
+    from .layers import Block, Stack
+
+    class Pooler(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.proj = nn.Linear(width, width)
+
+        def forward(self, tokens):
+            return self.proj(tokens)
+
+    def build_encoder(kind, width):
+        if kind == "stack":
+            encoder = Stack(None, Block(width, 8), 6)
+        elif kind == "pool":
+            encoder = Pooler(width)
+        else:
+            raise ValueError(kind)
+        return encoder
+
+    class Detector(nn.Module):
+        def __init__(self, encoder, width):
+            super().__init__()
+            self.backbone = nn.Conv2d(3, width, 3)
+            self.encoder = encoder
+
+        def forward(self, images):
+            feats = self.backbone(images)
+            return self.encoder({data})
+
+    def build(kind, width):
+        return Detector(build_encoder(kind, width), width)
+"""
+
+
+@pytest.mark.parametrize(("data", "severity"), [
+    ("feats.flatten(2).permute(2, 0, 1)", Severity.INFO),
+    ("feats.flatten(2).transpose(1, 2)", Severity.ERROR),
+    ("feats", Severity.WARNING),
+])
+def test_a_stack_a_builder_picks_on_a_branch_and_hands_to_a_model_is_judged_by_the_models_call(tmp_path, data,
+                                                                                                  severity):
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/helpers.py": HELPERS,
+                     "pkg/layers.py": LAYERS.format(helpers=".helpers"),
+                     "pkg/model.py": BUILDER.format(data=data)})
+    [finding] = mha001([tmp_path / "pkg" / "layers.py"])
+    assert finding.severity == severity and "model.py:2" in finding.message  # line 28 or 29 there

@@ -737,7 +737,7 @@ def _chains_of(ctx: ModuleContext, call: cst.Call, scope: Scope) -> list[Chain]:
 
 def _read_chains(ctx: ModuleContext, call: cst.Call, scope: Scope) -> list[Chain]:
     chain = Chain(wrapping_chain(ctx, call.func, scope))
-    if chain:
+    if chain and not _returns_unnamed(ctx, chain[0]):
         chain.may = (f"its {chain[0].replaceable}",) if chain[0].replaceable else ()
         return _forked(ctx, chain)
     reaching = [built for built in may_hold(ctx, call.func, scope) if _reaches(ctx, built, call, scope)]
@@ -747,6 +747,13 @@ def _read_chains(ctx: ModuleContext, call: cst.Call, scope: Scope) -> list[Chain
         chain.may = _others(built, reaching)
         chains += _forked(ctx, chain)
     return chains
+
+
+def _returns_unnamed(ctx: ModuleContext, built: Construction) -> bool:
+    """Is `built` the call of a module function of this file whose returns name no one module (`build_encoder(args)`
+    building one class or another): `may_hold` reads the classes it may give back."""
+    name = built.api[len(PROJECT_PREFIX):] if built.api.startswith(PROJECT_PREFIX) else ""
+    return name in ctx.functions and name not in ctx.classes and ctx.functions[name].enclosing_class is None
 
 
 def _others(built: Construction, choices: list[Construction]) -> tuple[str, ...]:
@@ -787,24 +794,49 @@ def may_hold(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: 
         return body + orelse if body and orelse else []
     if isinstance(expr, cst.Call):
         found = constructions(ctx, expr, scope) if class_choices(ctx, expr.func, scope) else \
+            _may_return(ctx, expr, scope, depth) or \
             [built for built in [instance(ctx, expr, scope, depth + 1)] if built is not None]
         return [replace(b, condition=b.condition | branches.guards(ctx, b.call, b.scope)) for b in found]
     if isinstance(expr, cst.Name):
         bindings = dataflow.reaching(ctx, ctx.bindings(expr.value, scope), expr)
     else:
         bindings = ctx.attribute_bindings(expr, scope)
-    if not bindings or any(b.kind != "assign" or b.value is None for b in bindings):
+    if not bindings or any((b.kind != "assign" or b.value is None) and b.kind != "param" for b in bindings):
         return []
     found: dict[tuple[int, str], Construction] = {}
     for position, binding in enumerate(bindings):
-        if _adds_no_module(ctx, binding):
+        if binding.kind == "param":
+            each = _may_pass(ctx, binding, depth)
+        elif _adds_no_module(ctx, binding):
             continue
-        each = may_hold(ctx, binding.value, binding.scope, depth + 1)
+        else:
+            each = may_hold(ctx, binding.value, binding.scope, depth + 1)
         if not each:
             return []
         overridden = _overridden(ctx, binding, bindings[position + 1:])
         found.update(((id(b.call), b.api), replace(b, condition=b.condition | overridden)) for b in each)
     return list(found.values())
+
+
+def _may_return(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: int) -> list[Construction]:
+    """The modules a call of this module's function may give back (`build_encoder(args)`, whose branches build
+    different classes into the name it returns): what each `return` may hold."""
+    function = project_function(ctx, call, scope)
+    values = returned(function) if function is not None and function.enclosing_class is None else []
+    each = [may_hold(ctx, value, function, depth + 1) for value in values]
+    return [] if not each or [] in each else [built for one in each for built in one]
+
+
+def _may_pass(ctx: ModuleContext, binding: Binding, depth: int) -> list[Construction]:
+    """The modules a parameter may hold: what every caller passes, in this file or, for an `__init__` this file
+    never calls, in the files that build its class (each as this file sees it)."""
+    found = []
+    for argument, scope, home, _ in _passed(ctx, binding, ()) or ():
+        each = [_here(ctx, home, built) for built in may_hold(home, argument, scope, depth + 1)]
+        if not each or None in each:
+            return []
+        found += each
+    return found
 
 
 def _overridden(ctx: ModuleContext, binding: Binding, after: list[Binding]) -> branches.Condition:
