@@ -452,16 +452,24 @@ def test_a_project_helper_that_moves_the_axes_is_followed():
     assert kind(source) == (SEQ_FIRST, Strength.ESTABLISHED)
 
 
+MAYBE = """
+    def maybe(t, flip):
+        if flip:
+            return t.transpose(0, 1)
+        return t
+    def f(x, flip):
+        B, T, C = x.shape
+        sink(maybe(x, {flip}))
+"""
+
+
 def test_returns_that_disagree_give_unknown():
-    assert traced("""
-        def maybe(t, flip):
-            if flip:
-                return t.transpose(0, 1)
-            return t
-        def f(x):
-            B, T, C = x.shape
-            sink(maybe(x, True))
-    """) is None
+    assert traced(MAYBE.format(flip="flip")) is None  # f's flip: no caller fixes it
+
+
+@pytest.mark.parametrize(("flip", "expected"), [("True", SEQ_FIRST), ("False", BATCH_FIRST)])
+def test_only_the_returns_the_call_can_reach_are_read(flip, expected):
+    assert kind(MAYBE.format(flip=flip)) == (expected, Strength.ESTABLISHED)
 
 
 def test_a_static_method_binds_its_first_argument():

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from mhalint import torchapi
-from mhalint.analysis import agreement, axes, containers, dataflow, documented, loaders, singletons, uses
+from mhalint.analysis import agreement, axes, containers, dataflow, documented, flags, loaders, singletons, uses
 from mhalint.analysis.axes import OPEN, Axis, Evidence, Role, Shape, Strength
 from mhalint.analysis.stops import Shown, Stop
 from mhalint.analysis.names import role_of_size_name, roles_of_names
@@ -82,6 +82,7 @@ class ShapeReader:
         self.file = file
         # (function, parameter, argument, caller scope) for the calls being followed into their returns
         self._env: list[tuple[Scope, str, cst.BaseExpression, Scope]] = []
+        self._frames: list[flags.Frame] = []  # the same calls: (function, its arguments, caller scope)
         self._loops = dataflow.Loops()  # the bindings being followed, against cycles through loops
         self._stops: list[Stop] | None = None  # where the question being answered has stopped so far
         self._known: dict[int, Traced] = {}  # bindings (by id) whose roles their uses show, for a second trace
@@ -302,7 +303,8 @@ class ShapeReader:
         """Every binding that may reach the read must give the same roles. A binding already being followed (a
         loop's `x = layer(x)` reaching itself) adds nothing for now: the other bindings decide, and the loop's
         binding is checked against them (`dataflow.Loops`)."""
-        reached = dataflow.reaching(self.ctx, self.ctx.bindings(name, scope), use)
+        reached = [binding for binding in dataflow.reaching(self.ctx, self.ctx.bindings(name, scope), use)
+                   if binding.kind == "param" or flags.live(self.ctx, binding.node, binding.scope, self._frames)]
         # a parameter the call being followed binds is a new question, not a cycle, even where the same parameter
         # is being asked about for all its callers (a block's input, met again through `x = block(x)` in a stack)
         bound = [binding for binding in reached if self._passed(name, binding) is not None]
@@ -515,8 +517,10 @@ class ShapeReader:
                 target = binding.node.targets[0].target
                 if any(isinstance(e, cst.StarredElement) for e in target.elements) \
                         or dataflow.apart(self.ctx, binding.node, use) \
+                        or not flags.live(self.ctx, binding.node, binding.scope, self._frames) \
                         or (reaching.kind != "param" and dataflow.apart(self.ctx, binding.node, reaching.node)):
-                    continue  # a starred target, or an unpacking in another branch of an `if` than the use or value
+                    continue  # a starred target, an unpacking in another branch of an `if` than the use or value, or
+                    # in a branch that cannot run here
                 shape = self.named_axes(_target_names(target), self._unpacked(binding), lines[index],
                                          f"unpacks the shape of `{name}`", Strength.ESTABLISHED)
                 if shape is not None:
@@ -785,19 +789,25 @@ class ShapeReader:
     def _returns(self, call: cst.Call, scope: Scope, function: Scope, depth: int, index: int | None = None
                  ) -> Traced | None:
         """What a project function returns for this call's arguments (element `index` of a returned tuple):
-        every `return` must give the same roles."""
-        values = returned(function)
+        every `return` that can run for them (`flags.live`) must give the same roles."""
+        arguments = arguments_for(call, function)
+        self._frames.append((function, arguments, scope))
+        try:
+            values = [value for value in returned(function) if flags.live(self.ctx, value, function, self._frames)]
+        finally:
+            self._frames.pop()
         if index is not None:
             values = [_tuple_element(value, index) for value in values]
         if not values or any(value is None for value in values):
             return None
-        bound = [(function, name, argument.value, scope) for name, argument in arguments_for(call, function)
-                 .by_name.items()]
+        bound = [(function, name, argument.value, scope) for name, argument in arguments.by_name.items()]
         self._env.extend(bound)
+        self._frames.append((function, arguments, scope))
         try:
             found = [self.of(value, function, value, depth + 1) for value in values]
         finally:
             del self._env[len(self._env) - len(bound):]
+            self._frames.pop()
         return self._agreed(found)
 
     def _element(self, call: cst.Call, index: int, scope: Scope, use, depth: int) -> Traced | None:
