@@ -440,7 +440,8 @@ class ShapeReader:
                 if inner is not None and OPEN not in inner.shape else None
         if binding.kind == "unpack" and binding.index is not None and isinstance(binding.value, cst.Call) \
                 and isinstance(binding.node, cst.Assign):  # `out, weights = attn(q, k, v)`, `x, mask = f(...)`
-            return self._element(binding.value, binding.index, binding.scope, binding.node, depth)
+            return self._with_comment(self._element(binding.value, binding.index, binding.scope, binding.node,
+                                                    depth), self._commented(binding, named=True))
         if binding.kind in ("for", "unpack") and isinstance(binding.node, cst.For):
             return self._item_stop(name, binding)
         if binding.kind == "augmented" and isinstance(binding.node, cst.AugAssign) \
@@ -448,11 +449,16 @@ class ShapeReader:
             return self._name(name, binding.scope, binding.node, depth + 1)
         if binding.kind != "assign" or binding.value is None:
             return None
-        traced, commented = self.of(binding.value, binding.scope, binding.node, depth), self._commented(binding)
+        traced = self._with_comment(self.of(binding.value, binding.scope, binding.node, depth),
+                                    self._commented(binding))
+        return traced or self._consumed(name, binding)
+
+    def _with_comment(self, traced: Traced | None, commented: Traced | None) -> Traced | None:
+        """The code's roles, else its comment's; unknown where the two disagree (a conflict)."""
         if traced is not None and commented is not None and len({_kind(traced), _kind(commented)} - {None}) > 1:
             self.conflict(commented, traced)  # the code and its comment disagree
             return None
-        return traced or commented or self._consumed(name, binding)
+        return traced or commented
 
     def _parameter_stop(self, name: str, binding: Binding) -> None:
         """A parameter that nothing documents and no caller passes: a stop."""
@@ -542,9 +548,10 @@ class ShapeReader:
                           else Axis(size=name or None))
         return tuple(result)
 
-    def _commented(self, binding: Binding) -> Traced | None:
+    def _commented(self, binding: Binding, named: bool = False) -> Traced | None:
         """A shape comment on the assignment's line, on the comment line just above it (`# [B, HxW, C]`), or on a
-        comment line just below it that names the variable (`# x is batch, seq_len, channels`)."""
+        comment line just below it that names the variable (`# x is batch, seq_len, channels`); one target of
+        an unpacking (`named`) takes only a comment that names it (`# query_embed: batch x channel x npoint`)."""
         line, lines = self.ctx.line(binding.node), self.ctx.source_lines()
         below = [at for at in (line + 1, line + 2) if at <= len(lines) and lines[at - 1].strip().startswith("#")]
         below = below if below[:1] == [line + 1] else []
@@ -552,8 +559,8 @@ class ShapeReader:
             comment = self.ctx.comment(at)
             if not comment or (at != line and not lines[at - 1].strip().startswith("#")):
                 continue
-            text = _about(binding.name, comment) if at > line else comment
-            if text is None:
+            text = _about(binding.name, comment) if at > line or named else comment
+            if text is None or (text is comment and self._about_another(comment, binding)):
                 continue
             names = documented.shape_in_text(text)
             shape = self.named_axes(names, "# " + comment.strip().lstrip("# "), at, "the shape comment says so",
@@ -561,6 +568,11 @@ class ShapeReader:
             if shape is not None:
                 return Traced(shape)
         return None
+
+    def _about_another(self, comment: str, binding: Binding) -> bool:
+        """Does the comment start by naming another variable of the scope (`# sizes: (B, N)` above `x = ...`)?"""
+        named = re.match(r"^[#\s]*`?([A-Za-z_]\w*)`?\s*(?:is\b|:|=)", comment)
+        return named is not None and named[1] != binding.name and bool(self.ctx.bindings(named[1], binding.scope))
 
     def _reorder_comment(self, call: cst.Call) -> Traced | None:
         """An arrow comment on the line of the only reorder there documents its result: `attn(x.permute(1, 0, 2),
