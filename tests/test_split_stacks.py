@@ -206,3 +206,30 @@ def test_a_stack_a_builder_picks_on_a_branch_and_hands_to_a_model_is_judged_by_t
                      "pkg/model.py": BUILDER.format(data=data)})
     [finding] = mha001([tmp_path / "pkg" / "layers.py"])
     assert finding.severity == severity and "model.py:2" in finding.message  # line 28 or 29 there
+
+
+CLONING_MODEL = """\
+    import torch.nn as nn
+    from .helpers import clone_layers
+    from .layers import Block
+
+    class Detector(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.backbone = nn.Conv2d(3, width, 3)
+            self.blocks = clone_layers(Block(width, 8), 2)
+
+        def forward(self, images):
+            feats = self.backbone(images)
+            return self.blocks[0]({data})
+"""
+
+
+@pytest.mark.parametrize(("data", "severity"), [("feats.flatten(2).permute(2, 0, 1)", Severity.INFO),
+                                                ("feats.flatten(2).transpose(1, 2)", Severity.ERROR)])
+def test_a_caller_in_another_file_that_clones_the_layer_with_an_imported_helper_is_found(tmp_path, data, severity):
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/helpers.py": HELPERS,
+                     "pkg/layers.py": LAYERS.format(helpers=".helpers"),
+                     "pkg/model.py": CLONING_MODEL.format(data=data)})
+    [finding] = mha001([tmp_path / "pkg" / "layers.py"])
+    assert finding.severity == severity and "model.py:13" in finding.message

@@ -1179,11 +1179,12 @@ def _project_function(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: i
         return (ctx, function) if function is not None else None
     func = call.func
     bindings = ctx.bindings(func.value, scope) if isinstance(func, cst.Name) else []
-    if ctx.project is None or not bindings or any(b.kind != "import" for b in bindings) or not any(
+    project = ctx.names  # the run's index, in another file read for this one too
+    if project is None or not bindings or any(b.kind != "import" for b in bindings) or not any(
             instance(ctx, arg.value, scope, depth + 1, env) is not None for arg in call.args if not arg.star):
         return None
-    found = ctx.project.imported_function(ctx.path, func.value)
-    home = ctx.project.context(found[0], ctx.limits) if found is not None else None
+    found = project.imported_function(ctx.path, func.value)
+    home = project.context(found[0], ctx.limits) if found is not None else None
     function = home.functions.get(found[1]) if home is not None else None
     if function is None or function.enclosing_class is not None:
         return None
