@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 from mhalint import torchapi
 from mhalint.analysis import dataflow
 from mhalint.analysis.axes import Role, Strength
-from mhalint.analysis.calls import callers, project_function, returned
+from mhalint.analysis.calls import project_function, returned
+from mhalint.analysis.sites import place_file, project_callers
 from mhalint.analysis.tensors import ShapeReader
 from mhalint.analysis.vocabulary import (BOOLEAN_METHODS, FULL, KEEPS_AXES, MATMUL, NEW_FACTORIES, PER_SAMPLE_NAME,
                                          SHAPE_ONLY, SIZE_FACTORIES)
@@ -60,6 +61,13 @@ class MaskAxesReader:
     def __init__(self, ctx: ModuleContext, shapes: ShapeReader | None = None):
         self.ctx = ctx
         self.shapes = shapes or ShapeReader(ctx)
+        self._others: dict[str, MaskAxesReader] = {}  # readers of the other files whose callers are read
+
+    def _reader(self, other: ModuleContext) -> MaskAxesReader:
+        """The reader of another file of the run (a caller there passes the mask)."""
+        if other.path not in self._others:
+            self._others[other.path] = MaskAxesReader(other, ShapeReader(other, place_file(other)))
+        return self._others[other.path]
 
     def read(self, expr: cst.BaseExpression, scope: Scope, use: cst.CSTNode, depth: int = 0) -> MaskAxes:
         """What `expr`, evaluated in `scope` at the statement `use`, shows about its axes."""
@@ -208,18 +216,20 @@ class MaskAxesReader:
                                           150), *traced.sentences()))
 
     def _parameter(self, name: str, binding: Binding, depth: int) -> MaskAxes:
-        """A parameter holds what the module's callers pass: per sample if one passes a per-sample mask and none
-        passes a shared one; callers that disagree give unknown."""
+        """A parameter holds what the module's callers in the project pass: per sample if one passes a per-sample
+        mask and none passes a shared one; callers that disagree give unknown."""
         parts = []
-        for site in callers(self.ctx, binding.scope):
+        for caller in project_callers(self.ctx, binding.scope):
+            site = caller.site
             argument = site.arguments.get(name)
             if argument is None:
                 argument = binding.value if site.arguments.absent(name) else None
             if argument is None:
                 return _UNKNOWN
-            found = self.read(argument, site.scope, site.call, depth + 1)
-            parts.append(found.step(f"`{name}` receives `{shorten(self.ctx.code(argument))}` from the call at line "
-                                    f"{self.ctx.line(site.call)}"))
+            reader = self if caller.ctx is self.ctx else self._reader(caller.ctx)
+            found = reader.read(argument, site.scope, site.call, depth + 1)
+            parts.append(found.step(f"`{name}` receives `{shorten(caller.ctx.code(argument))}` from the call at "
+                                    f"{caller.place}"))
         if not parts:
             return _UNKNOWN
         verdicts = {p.samples for p in parts}

@@ -29,8 +29,14 @@ def place(ctx: ModuleContext, node: cst.CSTNode) -> str:
     the run (relative to the current directory when inside it)."""
     if not ctx.other_file:
         return f"line {ctx.line(node)}"
+    return f"{place_file(ctx)}:{ctx.line(node)}"
+
+
+def place_file(ctx: ModuleContext) -> str:
+    """How evidence names another file of the run: its path relative to the current directory when inside it,
+    else its name."""
     relative = os.path.relpath(ctx.path)
-    return f"{os.path.basename(ctx.path) if relative.startswith('..') else relative}:{ctx.line(node)}"
+    return os.path.basename(ctx.path) if relative.startswith('..') else relative
 
 
 def project_callers(ctx: ModuleContext, function: Scope) -> list[Site]:
