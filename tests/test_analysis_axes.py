@@ -39,6 +39,12 @@ def test_permute_needs_a_full_order():
     assert axes.permute((B, T, E), [0, 0, 1]) is None
 
 
+def test_permute_gives_an_open_shape_the_rank_its_order_names():
+    assert roles(axes.permute((B, axes.OPEN), [1, 0, 2])) == [Role.UNKNOWN, Role.BATCH, Role.UNKNOWN]
+    assert roles(axes.permute((B, axes.OPEN), [1, 0])) == [Role.UNKNOWN, Role.BATCH]
+    assert axes.permute((B, T, axes.OPEN), [1]) is None
+
+
 def test_movedim_unsqueeze_squeeze():
     assert roles(axes.movedim((B, T, E), 0, 2)) == [Role.SEQUENCE, Role.EMBEDDING, Role.BATCH]
     assert roles(axes.unsqueeze((T, E), 1, B)) == [Role.SEQUENCE, Role.BATCH, Role.EMBEDDING]

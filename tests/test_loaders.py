@@ -175,3 +175,82 @@ def test_a_collate_function_in_another_file_is_read_there(tmp_path):
     assert finding.severity == Severity.INFO and "implicitly right for sequence-first data" in finding.message
     evidence = " | ".join(finding.evidence)
     assert "`pad_sequence(ids)` at data.py:" in evidence and "what `collate` returns" in evidence
+
+
+HANDED_MODEL = """\
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.TransformerEncoderLayer(64, 8)
+
+        def forward(self, x):
+            return self.encoder({data})
+"""
+
+HANDED_TRAIN = """\
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def train_model(model, X, y):
+        loader = DataLoader(TensorDataset(X, y), batch_size=32, shuffle=True)
+        for xb, yb in loader:
+            model(xb)
+"""
+
+HANDED_MAIN = """\
+    from model import Model
+    from train import train_model
+
+    model = Model().to("cpu")
+    train_model({passed}, [], [])
+"""
+
+
+@pytest.mark.parametrize(("data", "passed", "expected"), [
+    ("x", "model", Severity.ERROR), ("x.transpose(0, 1)", "model", Severity.INFO), ("x", "None", Severity.WARNING)])
+def test_an_instance_handed_to_a_function_of_another_file_runs_where_that_function_calls_it(tmp_path, data, passed,
+                                                                                           expected):
+    write(tmp_path, {"model.py": HANDED_MODEL.format(data=data), "train.py": HANDED_TRAIN,
+                     "main.py": HANDED_MAIN.format(passed=passed)})
+    [finding] = mha001(tmp_path)
+    assert finding.severity == expected, finding.message
+    evidence = " | ".join(finding.evidence)
+    if expected == Severity.WARNING:
+        assert_unknown_warning(finding)
+    else:
+        assert "`DataLoader(TensorDataset(X, y), batch_size=32, shuffle=True)` at train.py:4" in evidence
+        assert "`model(xb)` at train.py:6: runs the `Model` that main.py:5 hands to `train_model`" in evidence
+
+
+STARRED_TRAIN = """\
+    from model import Model
+
+    def fit(loader):
+        model = Model()
+        for x, y in loader:
+            model(x.permute({order}))
+"""
+
+STARRED_MAIN = """\
+    from torch.utils.data import DataLoader
+    from train import *
+
+    fit({passed})
+"""
+
+
+@pytest.mark.parametrize(("order", "passed", "expected"), [
+    ("1, 0, 2", "DataLoader([], batch_size=8)", Severity.INFO), ("0, 1, 2", "DataLoader([], batch_size=8)",
+                                                                 Severity.ERROR),
+    ("1, 0, 2", "[]", Severity.WARNING)])
+def test_a_loader_parameter_filled_by_a_file_that_star_imports_the_function(tmp_path, order, passed, expected):
+    write(tmp_path, {"model.py": HANDED_MODEL.format(data="x"), "train.py": STARRED_TRAIN.format(order=order),
+                     "main.py": STARRED_MAIN.format(passed=passed)})
+    [finding] = mha001(tmp_path)
+    assert finding.severity == expected, finding.message
+    if expected == Severity.WARNING:
+        assert_unknown_warning(finding, "an item of `loader`")
+    else:
+        assert "`DataLoader([], batch_size=8)` at main.py:4" in " | ".join(finding.evidence)
+        assert f"`x.permute({order})` at train.py:6" in " | ".join(finding.evidence)

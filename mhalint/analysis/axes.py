@@ -93,6 +93,10 @@ def transpose(shape: Shape, first: int, second: int) -> Shape | None:
 
 
 def permute(shape: Shape, order: list[int]) -> Shape | None:
+    """A permutation names every axis: a last axis standing for several (OPEN) becomes the unknown axes the order
+    counts (a default collate's (B, ...) permuted by `(1, 0, 2)` is (?, B, ?))."""
+    if shape and shape[-1] is OPEN and len(order) >= len(shape) - 1:
+        shape = shape[:-1] + unknown(len(order) - len(shape) + 1)
     indices = [_index(d, len(shape)) for d in order]
     if len(order) != len(shape) or None in indices or len(set(indices)) != len(indices):
         return None

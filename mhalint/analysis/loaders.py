@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mhalint.analysis.calls import callers, project_function, returned
+from mhalint.analysis.calls import returned
+from mhalint.analysis.sites import function_called, function_callers
 from mhalint.context import ModuleContext, Scope
 from mhalint.lazy import cst
 
@@ -66,10 +67,11 @@ def _built(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Loader | None:
 
 
 def _passed(ctx: ModuleContext, name: str, function: Scope, depth: int) -> Loader | None:
-    """`def train(model, loader): for x, y in loader: ...` called as `train(model, DataLoader(...))`: the loader
-    every call of the function passes (the first one's, to cite), or None if any caller passes something else or
-    none calls it."""
-    found = [loader(ctx, site.arguments.get(name), site.scope, depth + 1) for site in callers(ctx, function)]
+    """`def train(model, loader): for x, y in loader: ...` called as `train(model, DataLoader(...))`, in this file
+    or one that imports it: the loader every call of the function passes (the first one's, to cite), or None if
+    any caller passes something else or none calls it."""
+    found = [loader(site.ctx, site.site.arguments.get(name), site.site.scope, depth + 1)
+             for site in function_callers(ctx, function)]
     return found[0] if found and all(found) and len({one.collate for one in found}) == 1 else None
 
 
@@ -86,25 +88,3 @@ def _returned(ctx: ModuleContext, call: cst.Call, scope: Scope, index: int | Non
                   and not isinstance(value.elements[index], cst.StarredElement) else None for value in values]
     found = [loader(home, value, function, depth + 1) for value in values]
     return found[0] if found and all(found) and len({one.collate for one in found}) == 1 else None
-
-
-def function_called(ctx: ModuleContext, call: cst.Call, scope: Scope) -> tuple[ModuleContext, Scope] | None:
-    """(its file, the function) for a call of a project function: this file's (`project_function`), or a module
-    function imported by name from another file of the run (`from utils.data import load_dataset`)."""
-    function = project_function(ctx, call, scope)
-    if function is not None:
-        return ctx, function
-    project = ctx.project if ctx.project is not None else ctx.names  # another file's context has no project
-    func = call.func
-    if project is None or not isinstance(func, cst.Name):
-        return None
-    bindings = ctx.bindings(func.value, scope)
-    if len(bindings) != 1 or bindings[0].kind != "import":
-        return None
-    found = project.imported_function(ctx.path, func.value)
-    other = project.context(found[0], ctx.limits) if found is not None else None
-    function = other.functions.get(found[1]) if other is not None else None
-    if function is None:
-        return None
-    ctx.read_project = True  # the answer depends on another file (the cache records it)
-    return other, function

@@ -12,7 +12,9 @@ import os
 from dataclasses import dataclass
 
 from mhalint.analysis import dataflow
-from mhalint.analysis.calls import PROJECT_PREFIX, Arguments, CallSite, arguments_for, callers, running_calls
+from mhalint.analysis.calls import (PROJECT_PREFIX, Arguments, CallSite, arguments_for, callers, project_function,
+                                    running_calls)
+from mhalint.analysis.vocabulary import RETURNS_MODULE
 from mhalint.context import ModuleContext, Scope
 from mhalint.lazy import cst
 
@@ -46,6 +48,28 @@ def project_callers(ctx: ModuleContext, function: Scope) -> list[Site]:
         local = [Site(ctx, site, place(ctx, site.call)) for site in callers(ctx, function)]
         memo[function] = local + _through_partials(ctx, function) + elsewhere(ctx, function)
     return memo[function]
+
+
+def function_callers(ctx: ModuleContext, function: Scope) -> list[Site]:
+    """Where the run calls a module function: this module's callers, then those of the files that import it by
+    name or with `from module import *` (`train(model, loader)` in main.py). Asked only where a parameter's
+    value is a loader: a module function's other callers are not read for every parameter."""
+    memo = ctx.memo.setdefault("function_callers", {})
+    if function in memo:
+        return memo[function]
+    found = [Site(ctx, site, place(ctx, site.call)) for site in callers(ctx, function)]
+    project = ctx.project if ctx.project is not None else ctx.names
+    if project is not None and function.parent is ctx.root and function.kind == "function":
+        ctx.read_project = True
+        for importer in (*project.importers(ctx.path, function.name), *project.importers(ctx.path, "*")):
+            other = project.context(importer.path, ctx.limits)
+            name = function.name if importer.local == "*" else importer.local
+            found += [Site(other, CallSite(call, scope, arguments_for(call, function)), place(other, call))
+                      for call, scope in (other.calls_named(name) if other is not None else ())
+                      if isinstance(call.func, cst.Name)
+                      and all(binding.kind == "import" for binding in other.bindings(name, scope))]
+    memo[function] = found
+    return found
 
 
 def _through_partials(ctx: ModuleContext, function: Scope) -> list[Site]:
@@ -101,6 +125,65 @@ def _calls_of(other: ModuleContext, local: str, forward: bool) -> list[tuple[cst
     built = tuple(call for call, _ in named)
     return [(call, scope) for call, scope, chain in running_calls(other, built)
             if chain and isinstance(chain[0].call.func, cst.Name) and chain[0].call.func.value == local]
+
+
+def function_called(ctx: ModuleContext, call: cst.Call, scope: Scope) -> tuple[ModuleContext, Scope] | None:
+    """(its file, the function) for a call of a project function: this file's (`project_function`), or a module
+    function imported by name from another file of the run (`from utils.data import load_dataset`)."""
+    function = project_function(ctx, call, scope)
+    if function is not None:
+        return ctx, function
+    project = ctx.project if ctx.project is not None else ctx.names  # another file's context has no project
+    func = call.func
+    if project is None or not isinstance(func, cst.Name):
+        return None
+    bindings = ctx.bindings(func.value, scope)
+    if len(bindings) != 1 or bindings[0].kind != "import":
+        return None
+    found = project.imported_function(ctx.path, func.value)
+    other = project.context(found[0], ctx.limits) if found is not None else None
+    function = other.functions.get(found[1]) if other is not None else None
+    if function is None:
+        return None
+    ctx.read_project = True  # the answer depends on another file (the cache records it)
+    return other, function
+
+
+def handed_calls(ctx: ModuleContext, local: str) -> list[tuple[ModuleContext, cst.Call, Scope, cst.Call]]:
+    """`model = Model(...).to(device)` then `train(model, loader)`, where `train` is a project function of this
+    file or one it imports: the calls of that parameter in `train` (`model(x)`), which run the instance's
+    `forward`, each with the file it is in and the call that hands the instance over."""
+    found = []
+    for built, scope in ctx.calls_named(local):
+        if not isinstance(built.func, cst.Name):
+            continue
+        node, parent = built, ctx.parent(built)
+        while isinstance(parent, cst.Attribute) and parent.attr.value in RETURNS_MODULE \
+                and isinstance(ctx.parent(parent), cst.Call):  # `.to(device)`, `.cuda()`: the module itself
+            node = ctx.parent(parent)
+            parent = ctx.parent(node)
+        if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1
+                and isinstance(parent.targets[0].target, cst.Name)):
+            continue
+        name = parent.targets[0].target.value
+        for read in dataflow.loads(ctx, scope).get(name, []):
+            found += _runs_of_parameter(ctx, read, scope)
+    return found
+
+
+def _runs_of_parameter(ctx: ModuleContext, read: cst.Name, scope: Scope) -> list[tuple[ModuleContext, cst.Call,
+                                                                                           Scope, cst.Call]]:
+    """The calls of the parameter that `read`, an argument of a project function's call, fills."""
+    arg = ctx.parent(read)
+    call = ctx.parent(arg) if isinstance(arg, cst.Arg) and arg.value is read else None
+    callee = function_called(ctx, call, scope) if isinstance(call, cst.Call) else None
+    if callee is None:
+        return []
+    home, function = callee
+    names = [name for name, given in arguments_for(call, function).by_name.items() if given is arg]
+    return [(home, run, where, call) for name in names for run, where in home.calls_in(function)
+            if isinstance(run.func, cst.Name) and run.func.value == name
+            and all(binding.kind == "param" for binding in home.bindings(name, where))]
 
 
 def constructions(ctx: ModuleContext, klass: Scope, asking: ModuleContext) -> list[Site] | None:

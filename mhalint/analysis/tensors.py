@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from mhalint import torchapi
 from mhalint.analysis import agreement, axes, containers, dataflow, documented, flags, loaders, singletons, uses
 from mhalint.analysis.axes import OPEN, Axis, Evidence, Role, Shape, Strength
+from mhalint.analysis.sites import handed_calls
 from mhalint.analysis.stops import Shown, Stop
 from mhalint.analysis.names import role_of_size_name, roles_of_names
 from mhalint.analysis.calls import (arguments_for, call_target, callers, factories, instance, possible_callers,
@@ -727,6 +728,15 @@ class ShapeReader:
                 traced = reader.of(argument, scope, call, depth + 1) if argument is not None else None
                 if traced is not None:
                     found.append(traced)
+            for home, call, scope, handing in handed_calls(other, importer.local):  # `train(model, ...)`
+                argument = arguments_for(call, function).get(name)
+                called = called or argument is not None
+                there = reader if home is other else self._reader_in(home)
+                traced = there.of(argument, scope, call, depth + 1) if argument is not None else None
+                if traced is not None:
+                    does = f"runs the `{importer.local}` that {reader.file}:{other.line(handing)} hands to " \
+                           f"`{shorten(other.code(handing.func), 30)}`"
+                    found.append(traced.then(traced.shape, call, there, does))
         return found, called
 
     # ---- calls ----
@@ -877,7 +887,7 @@ class ShapeReader:
             return axes.transpose(shape, *dims) if dims is not None and len(dims) == 2 else None
         if method == "permute":
             order = dims if dims is not None and len(call.args) > 1 else self.integer_list(call, scope)
-            return axes.permute(shape, order) if order is not None and not open_ended else None
+            return axes.permute(shape, order) if order is not None else None  # the order gives the rank
         if method == "movedim":
             return axes.movedim(shape, *dims) if dims is not None and len(dims) == 2 else None
         if method == "flatten":
