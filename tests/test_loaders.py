@@ -200,19 +200,20 @@ HANDED_TRAIN = """\
 
 HANDED_MAIN = """\
     from model import Model
-    from train import train_model
+    from train import {imported}
 
     model = Model().to("cpu")
     train_model({passed}, [], [])
 """
 
 
+@pytest.mark.parametrize("imported", ["train_model", "*"])
 @pytest.mark.parametrize(("data", "passed", "expected"), [
     ("x", "model", Severity.ERROR), ("x.transpose(0, 1)", "model", Severity.INFO), ("x", "None", Severity.WARNING)])
 def test_an_instance_handed_to_a_function_of_another_file_runs_where_that_function_calls_it(tmp_path, data, passed,
-                                                                                           expected):
+                                                                                           expected, imported):
     write(tmp_path, {"model.py": HANDED_MODEL.format(data=data), "train.py": HANDED_TRAIN,
-                     "main.py": HANDED_MAIN.format(passed=passed)})
+                     "main.py": HANDED_MAIN.format(passed=passed, imported=imported)})
     [finding] = mha001(tmp_path)
     assert finding.severity == expected, finding.message
     evidence = " | ".join(finding.evidence)

@@ -129,7 +129,8 @@ def _calls_of(other: ModuleContext, local: str, forward: bool) -> list[tuple[cst
 
 def function_called(ctx: ModuleContext, call: cst.Call, scope: Scope) -> tuple[ModuleContext, Scope] | None:
     """(its file, the function) for a call of a project function: this file's (`project_function`), or a module
-    function imported by name from another file of the run (`from utils.data import load_dataset`)."""
+    function imported from another file of the run, by name (`from utils.data import load_dataset`) or with a
+    star import (`from utils import *`) of exactly one module that defines it."""
     function = project_function(ctx, call, scope)
     if function is not None:
         return ctx, function
@@ -138,15 +139,17 @@ def function_called(ctx: ModuleContext, call: cst.Call, scope: Scope) -> tuple[M
     if project is None or not isinstance(func, cst.Name):
         return None
     bindings = ctx.bindings(func.value, scope)
-    if len(bindings) != 1 or bindings[0].kind != "import":
+    if bindings and (len(bindings) != 1 or bindings[0].kind != "import"):
         return None
-    found = project.imported_function(ctx.path, func.value)
-    other = project.context(found[0], ctx.limits) if found is not None else None
-    function = other.functions.get(found[1]) if other is not None else None
-    if function is None:
+    found = [project.imported_function(ctx.path, func.value)] if bindings else [
+        (path, func.value) for path in (project.module_file(ctx.path, star) for star in ctx.project_stars) if path]
+    homes = [(project.context(path, ctx.limits), name) for path, name in filter(None, found)]
+    functions = [(other, other.functions[name]) for other, name in homes if other is not None and name in
+                 other.functions]
+    if len(functions) != 1:  # a star import's name must be defined by exactly one of the modules
         return None
     ctx.read_project = True  # the answer depends on another file (the cache records it)
-    return other, function
+    return functions[0]
 
 
 def handed_calls(ctx: ModuleContext, local: str) -> list[tuple[ModuleContext, cst.Call, Scope, cst.Call]]:
