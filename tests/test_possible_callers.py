@@ -69,3 +69,54 @@ def test_a_layer_no_call_may_run_stays_unknown(at_line_6):
     source = SOURCE.format(data="x").replace("self.encoder = nn.TransformerEncoder(layer, 2)", "self.encoder = layer")
     source = source.replace("return self.encoder(x)", "return x")
     assert_unknown_warning(at_line_6(source))
+
+
+STACKS = """\
+    import torch.nn as nn
+
+    class BlockA(nn.Module):
+        def __init__(self, d, h):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(d, h)
+
+        def forward(self, x):
+            return self.attn(x, x, x)[0]
+
+    class BlockB(nn.Module):
+        def __init__(self, d, h):
+            super().__init__()
+            self.lin = nn.Linear(d, d)
+
+        def forward(self, x):
+            return self.lin(x)
+
+    class Model(nn.Module):
+        def __init__(self, d, h, kind):
+            super().__init__()
+            if kind == "a":
+                self.blocks = nn.ModuleList([BlockA(d, h) for _ in range(2)])
+            else:
+                self.blocks = nn.ModuleList([BlockB(d, h) for _ in range(2)])
+
+        def forward(self, x):
+            {unpack}
+            x = {data}
+            for block in self.blocks:
+                x = block(x)
+            return x
+"""
+STACK_NOTE = "assuming `block` at line 31 runs `BlockA`, not BlockB"
+
+
+@pytest.mark.parametrize(("unpack", "data", "expected"), [
+    ("B, T, C = x.shape", "x.transpose(0, 1)", Severity.INFO), ("B, T, C = x.shape", "x", Severity.WARNING),
+    ("pass", "x", Severity.WARNING)])
+def test_a_loop_over_a_stack_of_one_class_or_another_runs_each_as_a_possibility(lint, unpack, data, expected):
+    [finding] = lint(STACKS.format(unpack=unpack, data=data), CODE, min_severity="info")
+    assert finding.severity == expected, finding.message
+    if unpack == "pass":
+        assert_unknown_warning(finding)
+    else:
+        assert STACK_NOTE in " | ".join(finding.evidence) and finding.fix is None
+        assert ("implicitly right for sequence-first" if expected == Severity.INFO else "gets batch-first data") \
+            in finding.message

@@ -799,6 +799,8 @@ def may_hold(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: 
         return [replace(b, condition=b.condition | branches.guards(ctx, b.call, b.scope)) for b in found]
     if isinstance(expr, cst.Name):
         bindings = dataflow.reaching(ctx, ctx.bindings(expr.value, scope), expr)
+        if len(bindings) == 1 and isinstance(bindings[0].node, cst.For):
+            return _stack_choices(ctx, bindings[0], depth)
     else:
         bindings = ctx.attribute_bindings(expr, scope)
     if not bindings or any((b.kind != "assign" or b.value is None) and b.kind != "param" for b in bindings):
@@ -837,6 +839,28 @@ def _may_pass(ctx: ModuleContext, binding: Binding, depth: int) -> list[Construc
             return []
         found += each
     return found
+
+
+def _stack_choices(ctx: ModuleContext, binding: Binding, depth: int) -> list[Construction]:
+    """`for block in self.blocks: x = block(x)` where `self.blocks` is a stack of one class on one branch and of
+    another on the other (`if kind == "a": self.blocks = nn.ModuleList([A() ...]) else: ... [B() ...]`): each
+    stack's layers, under the tests around its binding. Empty where every binding holds one class (`element`
+    reads that) or one cannot be read."""
+    source = containers.loop_source(ctx, binding)
+    if source is None or not source[2]:
+        return []
+    container, scope = source[0], source[1]
+    stacks = ctx.bindings(container.value, scope) if isinstance(container, cst.Name) else \
+        ctx.attribute_bindings(container, scope) or []
+    if len(stacks) < 2 or any(b.kind != "assign" or b.value is None for b in stacks):
+        return []
+    found = []
+    for stack in stacks:
+        built = element(ctx, stack.value, stack.scope, depth + 1)
+        if built is None:
+            return []
+        found.append(replace(built, condition=built.condition | branches.guards(ctx, stack.node, stack.scope)))
+    return found if len({built.api for built in found}) > 1 else []
 
 
 def _overridden(ctx: ModuleContext, binding: Binding, after: list[Binding]) -> branches.Condition:
