@@ -304,3 +304,32 @@ def test_a_loop_body_that_swaps_axes_every_round_is_unknown(lint):
     assert_unknown_warning(finding)
     assert finding.message.endswith("`B, T, C = x.shape` and `x.transpose(0, 1)` disagree on the data's layout")
     assert "`x.transpose(0, 1)` at line 32 shows sequence-first" in finding.evidence[-1]
+
+
+CLONE_METHOD = f"""\
+import copy
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, d=64, h=8, n=4):
+        super().__init__()
+        self.layers = self._get_clones({LAYER}, n)
+
+    def _get_clones(self, module, N):
+        return nn.ModuleList([copy.deepcopy(module) for i in range(N)])
+
+    def forward(self, x):
+        {{unpack}}
+        for layer in self.layers:
+            x = layer(x)
+        return x
+"""
+
+
+def test_a_clone_helper_method_is_read_through_its_return(lint):
+    (error,) = lint(CLONE_METHOD.format(unpack="B, T, C = x.shape"), CODE, "info")
+    assert_batch_first_error(error, "B, T, C = x.shape")
+    (info,) = lint(CLONE_METHOD.format(unpack="T, B, C = x.shape"), CODE, "info")
+    assert_sequence_first_info(info, "T, B, C = x.shape")
+    (unknown,) = lint(CLONE_METHOD.format(unpack="pass"), CODE, "info")
+    assert_unknown_warning(unknown)

@@ -1167,16 +1167,17 @@ def _here(ctx: ModuleContext, home: ModuleContext, built: Construction | None,
 
 
 def _through_function(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: int, env: Env, follow):
-    """Follow a call of a project function (`_get_clones(layer, n)`, defined here or imported from another file
-    of the run) into its `return`s, read in its file with the call's arguments bound to its parameters: the
-    modules of every return, or the one module they all agree on (the others its peers). From another file, only
-    what this file passes comes back (a module that function builds is not followed)."""
+    """Follow a call of a project function or method (`_get_clones(layer, n)`, `self._get_clones(layer, n)`,
+    defined here or imported from another file of the run) into its `return`s, read in its file with the call's
+    arguments bound to its parameters: the modules of every return, or the one module they all agree on (the
+    others its peers). From another file, only what this file passes comes back (a module that function builds
+    is not followed)."""
     found = _project_function(ctx, call, scope, depth, env)
     if found is None:
         return None
     home, function = found
     returns = returned(function)
-    arguments = bind(call, _signature(function, skip_self=False))
+    arguments = arguments_for(call, function)  # a method's `self` is not among its arguments
     bound = tuple((function, param, arg.value, scope, ctx) for param, arg in arguments.by_name.items())
     results = [follow(home, value, function, depth + 1, env + bound) for value in returns]
     if not results or None in results:
@@ -1201,6 +1202,9 @@ def _project_function(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: i
     if name is not None and name.startswith(PROJECT_PREFIX):
         function = ctx.functions.get(name[len(PROJECT_PREFIX):])
         return (ctx, function) if function is not None else None
+    method = project_function(ctx, call, scope) if isinstance(call.func, cst.Attribute) else None
+    if method is not None:  # `self._get_clones(layer, n)`
+        return ctx, method
     func = call.func
     bindings = ctx.bindings(func.value, scope) if isinstance(func, cst.Name) else []
     project = ctx.names  # the run's index, in another file read for this one too
