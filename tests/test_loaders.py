@@ -31,6 +31,7 @@ def one(lint):
         return found[0]
     return run
 
+
 MODEL = """\
     import torch.nn as nn
 
@@ -177,18 +178,6 @@ def test_a_collate_function_in_another_file_is_read_there(tmp_path):
     assert "`pad_sequence(ids)` at data.py:" in evidence and "what `collate` returns" in evidence
 
 
-HANDED_MODEL = """\
-    import torch.nn as nn
-
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.encoder = nn.TransformerEncoderLayer(64, 8)
-
-        def forward(self, x):
-            return self.encoder({data})
-"""
-
 HANDED_TRAIN = """\
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -212,7 +201,7 @@ HANDED_MAIN = """\
     ("x", "model", Severity.ERROR), ("x.transpose(0, 1)", "model", Severity.INFO), ("x", "None", Severity.WARNING)])
 def test_an_instance_handed_to_a_function_of_another_file_runs_where_that_function_calls_it(tmp_path, data, passed,
                                                                                            expected, imported):
-    write(tmp_path, {"model.py": HANDED_MODEL.format(data=data), "train.py": HANDED_TRAIN,
+    write(tmp_path, {"model.py": MODEL.format(data=data), "train.py": HANDED_TRAIN,
                      "main.py": HANDED_MAIN.format(passed=passed, imported=imported)})
     [finding] = mha001(tmp_path)
     assert finding.severity == expected, finding.message
@@ -246,7 +235,7 @@ STARRED_MAIN = """\
                                                                  Severity.ERROR),
     ("1, 0, 2", "[]", Severity.WARNING)])
 def test_a_loader_parameter_filled_by_a_file_that_star_imports_the_function(tmp_path, order, passed, expected):
-    write(tmp_path, {"model.py": HANDED_MODEL.format(data="x"), "train.py": STARRED_TRAIN.format(order=order),
+    write(tmp_path, {"model.py": MODEL.format(data="x"), "train.py": STARRED_TRAIN.format(order=order),
                      "main.py": STARRED_MAIN.format(passed=passed)})
     [finding] = mha001(tmp_path)
     assert finding.severity == expected, finding.message
