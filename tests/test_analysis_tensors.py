@@ -158,6 +158,15 @@ def test_a_factory_takes_the_roles_of_its_sizes():
     assert traced("def f(n, m):\n    sink(torch.zeros(n, m, 4))\n") is None
 
 
+@pytest.mark.parametrize(("made", "expected"), [
+    ("torch.Tensor(T, B, C)", (S, B, E)),  # the legacy constructor given sizes
+    ("torch.FloatTensor(T, B, C)", (S, B, E)),
+    ("torch.Tensor([T, B, C])", None),  # given data: a tensor of three numbers, not of that shape
+])
+def test_a_legacy_constructor_is_a_factory_only_when_given_sizes(made, expected):
+    assert roles(f"def f(x):\n    B, T, C = x.shape\n    sink({made})\n") == expected
+
+
 # ---- documented shapes -----------------------------------------------------------------------------------------
 def test_a_comment_below_an_assignment_that_names_the_variable():
     source = """

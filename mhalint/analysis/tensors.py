@@ -25,7 +25,8 @@ from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.finding import shorten
 from mhalint.lazy import cst
 from mhalint.analysis.values import resolve
-from mhalint.analysis.vocabulary import KEEPS_AXES, KEEPS_AXES_MODULES, NEW_FACTORIES, REORDER, SIZE_FACTORIES
+from mhalint.analysis.vocabulary import (KEEPS_AXES, KEEPS_AXES_MODULES, LEGACY_CONSTRUCTORS, NEW_FACTORIES, REORDER,
+                                         SIZE_FACTORIES)
 
 _MAX_DEPTH = 14  # operations and calls followed; a name's binding and an argument bound to a parameter are free
 
@@ -753,7 +754,8 @@ class ShapeReader:
             return self._stack(call, scope, use, depth)
         if name == "torch.einsum" and len(call.args) >= 2:
             return self._einsum(call, scope, use, depth)
-        if name in SIZE_FACTORIES or (isinstance(func, cst.Attribute) and func.attr.value in NEW_FACTORIES):
+        if name in SIZE_FACTORIES or (isinstance(func, cst.Attribute) and func.attr.value in NEW_FACTORIES) \
+                or name in LEGACY_CONSTRUCTORS and _given_sizes(call):
             return self._factory(call, scope, use, depth)
         if name in FIRST_ARG_KEEPS_AXES and call.args:
             return self.of(call.args[0].value, scope, use, depth + 1)
@@ -1485,6 +1487,14 @@ def _shape_of(value) -> str | None:
 def _target_names(target: cst.Tuple | cst.List) -> list[str]:
     """The names an unpacking binds, in order ("" where the target is not a plain name, as `x.y`)."""
     return [e.value.value if isinstance(e.value, cst.Name) else "" for e in target.elements]
+
+
+def _given_sizes(call: cst.Call) -> bool:
+    """A legacy constructor given sizes: several positional numbers or expressions, none a sequence of data
+    (`torch.Tensor(n, 1, d)`, not `torch.Tensor([1, 2])` or `torch.Tensor(values)`)."""
+    positional = [arg for arg in call.args if arg.keyword is None]
+    return len(positional) >= 2 and len(positional) == len(call.args) and not any(
+        arg.star or isinstance(arg.value, cst.List | cst.Tuple | cst.ListComp) for arg in positional)
 
 
 def _shape_of_expr(expr: cst.BaseExpression) -> cst.BaseExpression | None:

@@ -50,6 +50,8 @@ INT_DTYPES = re.compile(r"\btorch\.(long|int|int8|int16|int32|int64|uint8|short)
 # Factories whose positional arguments are all sizes, and `torch.full`, whose first argument is the size.
 SIZE_FACTORIES = frozenset(f"torch.{name}" for name in ("zeros", "ones", "empty", "randn", "rand"))
 FULL = "torch.full"
+# The legacy constructors: sizes when given several numbers (`torch.Tensor(n, 1, d)`), data when given a sequence.
+LEGACY_CONSTRUCTORS = frozenset(f"torch.{name}" for name in ("Tensor", "FloatTensor", "DoubleTensor", "HalfTensor"))
 NEW_FACTORIES = frozenset({"new_zeros", "new_ones", "new_full", "new_empty"})
 MATMUL = frozenset({"torch.matmul", "torch.bmm", "torch.einsum", "torch.baddbmm"})
 
