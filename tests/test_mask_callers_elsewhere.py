@@ -55,4 +55,5 @@ def test_a_mask_passed_in_another_file_is_read_beside_this_files_none(tmp_path, 
     findings = mha006(tmp_path, {"layers.py": LAYERS, "model.py": MODEL.format(sizes=sizes)})
     assert bool(findings) == found
     if found:
-        assert findings[0].severity >= Severity.WARNING and "`L, B, E = x.shape` at model.py:5" in " | ".join(findings[0].evidence)
+        evidence = " | ".join(findings[0].evidence)
+        assert findings[0].severity >= Severity.WARNING and "`L, B, E = x.shape` at model.py:5" in evidence

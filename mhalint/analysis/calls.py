@@ -1170,9 +1170,10 @@ def _through_function(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: i
     """Follow a call of a project function or method (`_get_clones(layer, n)`, `self._get_clones(layer, n)`,
     defined here or imported from another file of the run) into its `return`s, read in its file with the call's
     arguments bound to its parameters: the modules of every return, or the one module they all agree on (the
-    others its peers). From another file, only what this file passes comes back (a module that function builds
-    is not followed)."""
-    found = _project_function(ctx, call, scope, depth, env)
+    others its peers). From another file, only a container's members (a clone helper's), and only what this file
+    passes, come back (a module that function builds is not followed; nor is a function that gives one module,
+    `norm_layer(dim)`: that file is not parsed)."""
+    found = _project_function(ctx, call, scope, depth, env, imported=follow is _members)
     if found is None:
         return None
     home, function = found
@@ -1194,8 +1195,8 @@ def _through_function(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: i
     return replace(results[-1], peers=tuple(b for b in unique if b.call is not results[-1].call))
 
 
-def _project_function(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: int,
-                      env: Env) -> tuple[ModuleContext, Scope] | None:
+def _project_function(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: int, env: Env,
+                      imported: bool) -> tuple[ModuleContext, Scope] | None:
     """The module function a call runs and the context of its file: this module's, or one imported by name from
     another file of the run, which is parsed only where the call hands it a module this file builds."""
     name = ctx.qualified_name(call.func, scope)
@@ -1208,7 +1209,7 @@ def _project_function(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: i
     func = call.func
     bindings = ctx.bindings(func.value, scope) if isinstance(func, cst.Name) else []
     project = ctx.names  # the run's index, in another file read for this one too
-    if project is None or not bindings or any(b.kind != "import" for b in bindings) or not any(
+    if not imported or project is None or not bindings or any(b.kind != "import" for b in bindings) or not any(
             instance(ctx, arg.value, scope, depth + 1, env) is not None for arg in call.args if not arg.star):
         return None
     found = project.imported_function(ctx.path, func.value)
