@@ -258,7 +258,8 @@ class BatchFirstDefault(Rule):
                         api=api, data=seq.code, place=seq.place, built=setting.built)
         else:
             unpaired = why_uncalled(self.context, built.call) if not uses and not built.via_super else None
-            latent = unreached(self.context, built.scope, [use.scope for use in uses]) if uses else None
+            latent = unreached(self.context, built.scope, [use.scope for use in uses]) \
+                if uses or built.via_super else None  # a subclass: where its instances go
             if unpaired is not None and unpaired.never_run or latent is not None:  # it cannot mix samples
                 self.report(node, NEVER_RUN, severity=Severity.INFO,
                             evidence=[*setting.evidence, (latent or unpaired).sentence],

@@ -256,3 +256,49 @@ def test_a_module_whose_class_is_run_keeps_its_warning(tmp_path):
                      "data.py": "def load():\n    return None\n"})
     (finding,) = mha001(tmp_path)
     assert finding.severity == Severity.WARNING and "no run" not in finding.message, finding.message
+
+
+@pytest.mark.parametrize(("build", "helper", "missing"), [
+    pytest.param("self.spare = nn.MultiheadAttention(d, h)\n            print(size(self.spare))",
+                 "def size(module):\n        return sum(p.numel() for p in module.parameters())\n", "",
+                 id="a-helper-that-inspects-it"),
+    pytest.param("self.spare = nn.MultiheadAttention(d, h)\n            keep(self.spare)",
+                 "def keep(module):\n        KEPT.append(module)\n", "`self.spare` is passed to `keep` (line 14)",
+                 id="a-helper-that-hands-it-on"),
+    pytest.param("self.spare = nn.ModuleDict({'attn': nn.MultiheadAttention(d, h)})", "", "", id="module-dict"),
+])
+def test_what_a_helper_of_the_file_does_with_it_decides(tmp_path, build, helper, missing):
+    source = block(build).replace("    class Block", f"    {helper}\n    class Block")
+    write(tmp_path, {"pyproject.toml": "", "block.py": source, "train.py": "import torch\n"})
+    (finding,) = mha001(tmp_path)
+    if missing:
+        assert_unknown_warning(finding, missing)
+    else:
+        assert_never_run(finding, "self.spare")
+
+
+SUBCLASS = """\
+    import torch.nn as nn
+
+    class Attn(nn.MultiheadAttention):
+        def __init__(self):
+            super().__init__(64, 8)
+
+    {built}
+"""
+
+
+@pytest.mark.parametrize(("built", "never_run"), [
+    pytest.param("spare = Attn()\n    print(spare)", True, id="built-and-printed"),
+    pytest.param("", False, id="never-built"),
+])
+def test_a_subclass_whose_instances_nothing_runs_is_info(tmp_path, built, never_run):
+    write(tmp_path, {"pyproject.toml": "", "attn.py": SUBCLASS.replace("{built}", built),
+                     "train.py": "import torch\n"})
+    (finding,) = mha001(tmp_path)
+    if never_run:
+        assert finding.severity == Severity.INFO, finding.message
+        assert finding.message == ("nn.MultiheadAttention is built without batch_first: no run of the project "
+                                   "reaches it (`spare` is never called); called, it would read (L, N, E)")
+    else:
+        assert_unknown_warning(finding, "no call of it is found in this file")

@@ -107,13 +107,14 @@ def _goes(ctx: ModuleContext, node: cst.CSTNode, built: cst.Call, depth: int) ->
 
 
 def _outermost(ctx: ModuleContext, node: cst.CSTNode) -> tuple[cst.CSTNode, cst.CSTNode | None]:
-    """The expression whose value holds `node`'s: through `a if c else b`, a list or tuple literal's element, a
+    """The expression whose value holds `node`'s: through `a if c else b`, a list's, tuple's or dict's element, a
     comprehension's element (`[Layer() for _ in range(n)]`) and a list repeated or joined (`[Layer()] * n`)."""
     parent = ctx.parent(node)
     while True:
         if isinstance(parent, cst.IfExp):
             node, parent = parent, ctx.parent(parent)
-        elif isinstance(parent, cst.Element) and isinstance(ctx.parent(parent), cst.List | cst.Tuple):
+        elif isinstance(parent, cst.Element) and isinstance(ctx.parent(parent), cst.List | cst.Tuple) \
+                or isinstance(parent, cst.DictElement) and parent.value is node:
             node = ctx.parent(parent)
             parent = ctx.parent(node)
         elif isinstance(parent, cst.ListComp | cst.GeneratorExp) and parent.elt is node \
@@ -131,16 +132,31 @@ def _holds(ctx: ModuleContext, call: cst.CSTNode, arg: cst.Arg) -> bool:
     called = containers.called_name(ctx, call.func, ctx.root)
     if called in containers.HOLDERS or called == containers.SEQUENTIAL:
         return True  # `nn.Sequential(*layers)` too
+    uses = _parameter_uses(ctx, call, arg)
+    return uses is not None and len(returned(ctx.functions[call.func.value])) == 1 \
+        and all(_into_return(ctx, use) for use in uses)
+
+
+def _parameter_uses(ctx: ModuleContext, call: cst.Call, arg: cst.Arg) -> list[cst.Name] | None:
+    """The reads of the parameter of a function of this module that `arg` of `call` fills; None when that
+    parameter cannot be named (`*args`, a keyword not in its signature, a parameter bound again)."""
     function = ctx.functions.get(call.func.value) if isinstance(call.func, cst.Name) and not arg.star else None
-    if function is None or len(returned(function)) != 1:
-        return False
+    if function is None:
+        return None
     params = function.node.params
     names = [param.name.value for param in (*params.posonly_params, *params.params)]
     position = next(index for index, given in enumerate(call.args) if given is arg)
-    if any(given.keyword is not None or given.star for given in call.args[:position]):
-        return False
+    if arg.keyword is not None or any(given.keyword is not None or given.star for given in call.args[:position]):
+        return None
     bindings = function.bindings.get(names[position], ()) if position < len(names) else ()
-    return len(bindings) == 1 and all(_into_return(ctx, use) for use in dataflow.uses(ctx, bindings[0]))
+    return list(dataflow.uses(ctx, bindings[0])) if len(bindings) == 1 else None
+
+
+def _inspected(ctx: ModuleContext, call: cst.CSTNode, arg: cst.Arg, built: cst.Call) -> bool:
+    """Whether `call` runs a function of this module that only inspects the parameter `arg` fills (every read of
+    it only inspects it, as `print` or `.parameters()` do)."""
+    uses = _parameter_uses(ctx, call, arg) if isinstance(call, cst.Call) else None
+    return uses is not None and all(_use(ctx, use, built) is None for use in uses)
 
 
 def _into_return(ctx: ModuleContext, node: cst.CSTNode) -> bool:
@@ -183,6 +199,8 @@ def _stored(ctx: ModuleContext, built: cst.Call, shown: str, loads: list[cst.CST
             if fate is not None:
                 held = held or fate
                 continue
+        if isinstance(parent, cst.Arg) and _inspected(ctx, ctx.parent(parent), parent, built):
+            continue  # `count_parameters(attn)`
         use = _use(ctx, load, built)
         if use is not None:
             return Unpaired(f"`{shown}` {use[0]} (line {ctx.line(use[1])})",
