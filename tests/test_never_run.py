@@ -122,12 +122,21 @@ SCRIPT = """\
     for name, weight in attn.named_parameters():
         print(name, weight.shape)
 """
+MAIN = "if __name__ == '__main__':\n" + SCRIPT.replace("    ", "        ")
 
 
 def test_a_script_s_module_only_printed_is_info(tmp_path):
-    write(tmp_path, {"pyproject.toml": "", "tour.py": SCRIPT, "other.py": "import torch\n"})
+    write(tmp_path, {"pyproject.toml": "", "tour.py": MAIN, "other.py": "import torch\n"})
     (finding,) = mha001(tmp_path)
     assert_never_run(finding, "attn")
+
+
+def test_a_module_level_module_code_outside_the_project_may_import_stays_a_warning(tmp_path):
+    write(tmp_path, {"pyproject.toml": "", "tour.py": SCRIPT, "other.py": "import torch\n"})
+    (finding,) = mha001(tmp_path)
+    assert_unknown_warning(finding, "`attn` is never called in the project")
+    assert "`attn` is only built and inspected: nothing in the project calls it, though code outside it may " \
+           "import it" in finding.evidence
 
 
 @pytest.mark.parametrize("other", ["import tour\ntour.attn(1, 2, 3)\n", "from tour import attn\n"])
@@ -289,7 +298,8 @@ SUBCLASS = """\
 
 
 @pytest.mark.parametrize(("built", "never_run"), [
-    pytest.param("spare = Attn()\n    print(spare)", True, id="built-and-printed"),
+    pytest.param("if __name__ == '__main__':\n        spare = Attn()\n        print(spare)", True,
+                 id="built-and-printed"),
     pytest.param("", False, id="never-built"),
 ])
 def test_a_subclass_whose_instances_nothing_runs_is_info(tmp_path, built, never_run):

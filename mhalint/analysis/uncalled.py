@@ -98,7 +98,8 @@ def _goes(ctx: ModuleContext, node: cst.CSTNode, built: cst.Call, depth: int) ->
             binding = _binding(ctx, target.value, node)
             loads = list(dataflow.uses(ctx, binding)) if binding is not None else None
             return _stored(ctx, built, target.value, loads, depth, module_level=binding is not None
-                           and binding.scope is ctx.root)
+                           and binding.scope is ctx.root, exported=binding is not None
+                           and binding.scope is ctx.root and not _under_main(ctx, parent))
         if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
             name = target.attr.value
             return _stored(ctx, built, f"{target.value.value}.{name}", _attribute_loads(ctx, name), depth,
@@ -183,10 +184,11 @@ def _handed(ctx: ModuleContext, call: cst.Call, arg: cst.Arg) -> Unpaired:
 
 
 def _stored(ctx: ModuleContext, built: cst.Call, shown: str, loads: list[cst.CSTNode] | None, depth: int,
-            word: str = "", module_level: bool = False) -> Unpaired | None:
+            word: str = "", module_level: bool = False, exported: bool = False) -> Unpaired | None:
     """A module stored in a name or attribute: never called when every read only inspects it or puts it into a
     holder stored where nothing calls it; else the first read that hands it on or calls it in a way not paired
-    with it."""
+    with it. Never run only when code outside the project cannot import it either (`exported`: a module-level
+    name outside `if __name__ == "__main__":`)."""
     if loads is None:
         return None
     held = None
@@ -211,12 +213,23 @@ def _stored(ctx: ModuleContext, built: cst.Call, shown: str, loads: list[cst.CST
                         f"`{shown}` is never called as such, but line {named} may reach it by name (a string, "
                         f"`getattr`, a loop over the children): no call of it is found through that")
     where = _nowhere_else(ctx, shown.rpartition(".")[2], word, module_level)
-    never_run = where == "the project"
+    never_run = where == "the project" and not exported
     if held is not None and never_run:
         return held
+    outside = ", though code outside it may import it" if where == "the project" and exported else ""
     return Unpaired(f"`{shown}` is never called in {where}",
-                    f"`{shown}` is only built" + (" and inspected" if loads else "") + f": nothing in {where} calls it",
-                    never_run, shown)
+                    f"`{shown}` is only built" + (" and inspected" if loads else "") + f": nothing in {where} calls it"
+                    + outside, never_run, shown)
+
+
+def _under_main(ctx: ModuleContext, node: cst.CSTNode) -> bool:
+    """Whether `node` is in an `if __name__ == "__main__":` block (bound only when the file runs as a script)."""
+    while node is not None:
+        if isinstance(node, cst.If) and isinstance(node.test, cst.Comparison) \
+                and "__main__" in ctx.code(node.test) and "__name__" in ctx.code(node.test):
+            return True
+        node = ctx.parent(node)
+    return False
 
 
 def _nowhere_else(ctx: ModuleContext, name: str, word: str, module_level: bool) -> str:
