@@ -23,7 +23,6 @@ from mhalint.context import Scope
 from mhalint.lazy import cst
 from mhalint.analysis.vocabulary import KEEPS_AXES, REGROUP, REORDER
 
-_OPERATORS = (cst.Add, cst.Subtract, cst.Multiply)
 _PARAMETERS = {"torch.nn.Parameter", "torch.nn.parameter.Parameter"}
 _THROUGH = KEEPS_AXES | REORDER | REGROUP | {"unsqueeze", "squeeze"}  # methods followed back to the table
 _MAX_NAMES = 4  # `pos = self.pe[:, :n]` then `x + pos`: names followed to the table
@@ -34,7 +33,7 @@ def spread(reader, expr: cst.BinaryOperation, scope: Scope, use: cst.CSTNode, de
     one: the data's roles, each axis its own trace leaves unknown filled from the table (its axis of size one: the
     batch; an axis sliced to the data's length there: the sequence). None where no operand is such a table, the
     data's trace already shows the layout, or the two disagree."""
-    if not isinstance(expr.operator, _OPERATORS):
+    if not isinstance(expr.operator, cst.Add | cst.Subtract | cst.Multiply):
         return None
     for data, shared in ((expr.left, expr.right), (expr.right, expr.left)):
         found = _table(reader.ctx, shared, scope, use)
