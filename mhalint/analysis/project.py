@@ -7,8 +7,9 @@ passes the staged ones) sees the same callers as a run over all of them; only th
 The index is built on first need, in one pass over each file's bytes, which are not kept: a regular expression
 collects the `from ... import Name` lines (relative imports resolved against the file's package; packages, src layouts and
 script directories all give dotted names). A file that imports the class asked about is parsed with libcst for the
-readers to follow its calls, once while it is asked about: the trees are kept within a budget of lines, and one an
-analysis still holds is reused. Nothing is imported or executed. What the index
+readers to follow its calls, when its text may call or use the class (`may_call`, `may_read`), once while it is
+asked about: the trees are kept within a budget of lines, one an analysis still holds is reused, and the file's own
+check builds on it (`tree`). Nothing is imported or executed. What the index
 keeps of each file can be remembered between runs (`ImportMemory`, the findings cache), keyed by the file's size,
 modification time and module name, so that a one-file run does not read the whole project again.
 """
