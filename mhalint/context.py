@@ -52,6 +52,7 @@ class Scope:
     attributes: dict[str, list[Binding]] = field(default_factory=dict, repr=False)
     methods: dict[str, Scope] = field(default_factory=dict, repr=False)
     bases: tuple[cst.BaseExpression, ...] = field(default=(), repr=False)
+    returns: list[cst.BaseExpression] | None = field(default=None, repr=False)  # function scopes: calls.returned's
 
     def bind(self, binding: Binding) -> None:
         bindings = self.bindings.setdefault(binding.name, [])

@@ -252,3 +252,18 @@ def test_a_transformer_whose_encoder_may_be_a_custom_one_says_so(lint):
     assert_unknown_warning(finding, "`model` gives its `.encoder` away (line 5)")
     (finding,) = lint(source.replace("model.encoder", "model.encoder(x)").replace("build()", "build(x)"), CODE, "info")
     assert_unknown_warning(finding, "`model` calls an `.encoder` that may be its `custom_encoder` (line 5)")
+
+
+def test_a_functions_returned_values_are_read_once_and_leave_out_nested_functions():
+    """`calls.returned` walks a function's body once and keeps the answer on its scope: the analyses ask it of the
+    same function at every call they follow into it."""
+    from mhalint.analysis.calls import returned
+    from mhalint.context import ModuleContext
+    from mhalint.lazy import cst
+
+    source = "def build(x):\n    def inner():\n        return 0\n    if x:\n        return x + 1\n    return\n"
+    ctx = ModuleContext(cst.parse_module(source), "snippet.py", source)
+    function = ctx.functions["build"]
+    values = returned(function)
+    assert [ctx.code(value) for value in values] == ["x + 1"]
+    assert returned(function) is values

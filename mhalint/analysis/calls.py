@@ -1222,8 +1222,11 @@ def _project_function(ctx: ModuleContext, call: cst.Call, scope: Scope, depth: i
 
 
 def returned(function: Scope) -> list[cst.BaseExpression]:
-    """The values a function returns (not counting functions nested in it)."""
-    return [node.value for node in own_nodes(function.node, (cst.Return,)) if node.value is not None]
+    """The values a function returns (not counting functions nested in it). Kept on the scope: the analyses ask
+    it of the same functions again and again (a walk over the body each time was 4% of a cold run)."""
+    if function.returns is None:
+        function.returns = [node.value for node in own_nodes(function.node, (cst.Return,)) if node.value is not None]
+    return function.returns
 
 
 def element(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int = 0,
