@@ -109,3 +109,18 @@ def test_a_query_of_features_only_takes_the_layout_of_a_batch_first_key(lint):
 def test_a_query_of_features_only_beside_an_unknown_key_stays_unknown(lint):
     found = lint(FEATURES_ONLY.format(memory="src"), "MHA001", min_severity="info")
     assert [f.severity for f in found] == [Severity.WARNING], [f.message for f in found]
+
+
+def test_a_query_whose_batch_axis_the_key_confirms_takes_the_keys_layout(lint):
+    """`c` reads as channels, so the query (c, bz, d_model) shows no layout by itself; its batch axis is the key's."""
+    source = FEATURES_ONLY.format(memory="src.flatten(2).permute(2, 0, 1)").replace(
+        "torch.zeros(rows, cols, d_model)", "torch.zeros(c, bz, d_model)")
+    found = lint(source, "MHA001", min_severity="info")
+    assert [f.severity for f in found] == [Severity.INFO], [f.message for f in found]
+
+
+def test_a_key_that_would_move_the_querys_batch_axis_decides_nothing(lint):
+    source = FEATURES_ONLY.format(memory="src.flatten(2).transpose(1, 2)").replace(
+        "torch.zeros(rows, cols, d_model)", "torch.zeros(c, bz, d_model)")
+    found = lint(source, "MHA001", min_severity="info")
+    assert [f.severity for f in found] == [Severity.WARNING], [f.message for f in found]

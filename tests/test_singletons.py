@@ -207,3 +207,37 @@ def test_a_tensor_whose_first_axis_is_the_batch_gives_the_error(lint):
 ])
 def test_an_axis_of_size_one_on_one_side_only_decides_nothing(lint, query, key):
     assert_unknown_warning(mha001(lint, set_attention(query, key, "memory" if key == "memory" else key)))
+
+
+PARAMETER_QUERIES = """\
+import torch
+import torch.nn as nn
+
+
+class ModeDecoder(nn.Module):
+    def __init__(self, weights, num_modes=6, d_model=64):
+        super().__init__()
+        self.modes = nn.Parameter({table}, requires_grad=True)
+        self.attn = nn.MultiheadAttention(d_model, 8)
+
+    def forward(self, src):
+        bs, c, h, w = src.shape
+        query = self.modes.repeat({repeat})
+        return self.attn(query, query, query)[0]
+"""
+
+
+@pytest.mark.parametrize("table", ["torch.Tensor(num_modes, 1, d_model)", "torch.zeros(num_modes, 1, d_model)"])
+def test_a_parameter_repeated_over_axis_1_by_the_batch_size_is_sequence_first(lint, table):
+    finding = mha001(lint, PARAMETER_QUERIES.format(table=table, repeat="1, bs, 1"))
+    assert_sequence_first_info(finding, "bs, c, h, w = src.shape")
+
+
+def test_a_parameter_repeated_over_axis_0_by_the_batch_size_is_batch_first(lint):
+    finding = mha001(lint, PARAMETER_QUERIES.format(table="torch.Tensor(1, num_modes, d_model)", repeat="bs, 1, 1"))
+    assert_batch_first_error(finding, "bs, c, h, w = src.shape")
+
+
+@pytest.mark.parametrize("table", ["weights", "torch.Tensor([[0.0] * 64] * 6).unsqueeze(1)"])
+def test_a_parameter_of_unknown_sizes_stays_unknown(lint, table):
+    assert_unknown_warning(mha001(lint, PARAMETER_QUERIES.format(table=table, repeat="1, bs, 1")))

@@ -34,7 +34,8 @@ FIRST_ARG_KEEPS_AXES = {
     "torch.zeros_like", "torch.ones_like", "torch.empty_like", "torch.randn_like", "torch.relu", "torch.tanh",
     "torch.sigmoid", "torch.nn.functional.dropout", "torch.nn.functional.layer_norm", "torch.nn.functional.relu",
     "torch.nn.functional.gelu", "torch.nn.functional.silu", "torch.nn.functional.normalize", "torch.isnan",
-    "torch.isinf", "torch.isfinite", "torch.logical_not", "torch.abs", "torch.exp",
+    "torch.isinf", "torch.isfinite", "torch.logical_not", "torch.abs", "torch.exp", "torch.nn.Parameter",
+    "torch.nn.parameter.Parameter",
 }
 # torch's function forms of the shape methods: `torch.transpose(x, 0, 1)` is `x.transpose(0, 1)`.
 FUNCTION_FORMS = {f"torch.{method}": method for method in (
@@ -376,8 +377,10 @@ class ShapeReader:
                 if traced is not None and back is not None and len({_kind(traced), _kind(back)} - {None}) > 1:
                     self.conflict(traced, back)
                     traced = back = None
-                elif _undecided(traced) and back is None and output and all(stop.kind != "conflict" for stop in stops):
-                    traced = self._sharing_batch(query, call, scope) or traced
+                elif (traced is None or _kind(traced) is None) and back is None and output \
+                        and all(stop.kind != "conflict" for stop in stops):
+                    shared = self._sharing_batch(query, call, scope)
+                    traced = shared if shared is not None and _fits(traced, shared) else traced
                 if traced is not None and _kind(traced) is None and back is not None and _kind(back) is not None:
                     traced = None  # the output's uses show what the query's roles leave open
                 found = (traced or back, tuple(self._stops) or (() if traced or back else stops))
@@ -1443,10 +1446,13 @@ def _picks(expr: cst.Subscript) -> list[int] | None:
     return picks or None
 
 
-def _undecided(traced: Traced | None) -> bool:
-    """No layout, and nothing known about the two axes that would show one (a query whose trace found only its
-    features): the arguments that share its batch may tell."""
-    return traced is None or (_kind(traced) is None and not any(axis.known for axis in traced.shape[:2]))
+def _fits(query: Traced | None, partner: Traced) -> bool:
+    """Does the layout of an argument that shares the query's batch leave the query's own known roles where they
+    are (its batch axis at the partner's, a sequence elsewhere)? A query whose trace found only its features (or
+    nothing) takes it."""
+    batch = 0 if _kind(partner) == axes.BATCH_FIRST else 1
+    return query is None or all(not axis.known or (axis.role is not Role.BATCH or position == batch) and (
+        axis.role is not Role.SEQUENCE or position != batch) for position, axis in enumerate(query.shape[:2]))
 
 
 def _keeps_axes(expr: cst.Subscript) -> bool:
