@@ -23,7 +23,12 @@ from mhalint.lazy import cst
 class Site:
     ctx: ModuleContext  # the file the call is in
     site: CallSite
-    place: str  # `line 12` in this file, `train.py:12` in another
+
+    @property
+    def place(self) -> str:
+        """`line 12` in this file, `train.py:12` in another: worked out only where evidence names the call, since
+        the first position asked of a file costs a pass over all of it."""
+        return place(self.ctx, self.site.call)
 
 
 def place(ctx: ModuleContext, node: cst.CSTNode) -> str:
@@ -45,7 +50,7 @@ def project_callers(ctx: ModuleContext, function: Scope) -> list[Site]:
     """Where the run calls `function`: this module's callers, then the other files' (in the project's order)."""
     memo = ctx.memo.setdefault("project_callers", {})
     if function not in memo:
-        local = [Site(ctx, site, place(ctx, site.call)) for site in callers(ctx, function)]
+        local = [Site(ctx, site) for site in callers(ctx, function)]
         memo[function] = local + _through_partials(ctx, function) + elsewhere(ctx, function)
     return memo[function]
 
@@ -57,14 +62,14 @@ def function_callers(ctx: ModuleContext, function: Scope) -> list[Site]:
     memo = ctx.memo.setdefault("function_callers", {})
     if function in memo:
         return memo[function]
-    found = [Site(ctx, site, place(ctx, site.call)) for site in callers(ctx, function)]
+    found = [Site(ctx, site) for site in callers(ctx, function)]
     project = ctx.project if ctx.project is not None else ctx.names
     if project is not None and function.parent is ctx.root and function.kind == "function":
         ctx.read_project = True
         for importer in (*project.importers(ctx.path, function.name), *project.importers(ctx.path, "*")):
             other = project.context(importer.path, ctx.limits)
             name = function.name if importer.local == "*" else importer.local
-            found += [Site(other, CallSite(call, scope, arguments_for(call, function)), place(other, call))
+            found += [Site(other, CallSite(call, scope, arguments_for(call, function)))
                       for call, scope in (other.calls_named(name) if other is not None else ())
                       if isinstance(call.func, cst.Name)
                       and all(binding.kind == "import" for binding in other.bindings(name, scope))]
@@ -93,7 +98,7 @@ def _through_partials(ctx: ModuleContext, function: Scope) -> list[Site]:
                 bindings = ctx.bindings(name, where)
                 if isinstance(call.func, cst.Name) and len(bindings) == 1 and bindings[0].value is made:
                     arguments = arguments_for(call, function, tuple(made.args[1:]))
-                    found.append(Site(ctx, CallSite(call, where, arguments), place(ctx, call)))
+                    found.append(Site(ctx, CallSite(call, where, arguments)))
     return found
 
 
@@ -105,6 +110,9 @@ def elsewhere(ctx: ModuleContext, function: Scope) -> list[Site]:
                                                                                                   "forward"):
         return []
     ctx.read_project = True  # the values found depend on other files (the cache records it)
+    memo = ctx.memo.setdefault("elsewhere", {})
+    if function in memo:  # asked for each parameter of the class, and again by each analysis
+        return memo[function]
     found = []
     for importer in project.importers(ctx.path, klass.name):
         other = project.context(importer.path, ctx.limits) if project.may_call(importer.path, importer.local) \
@@ -112,7 +120,8 @@ def elsewhere(ctx: ModuleContext, function: Scope) -> list[Site]:
         if other is None:
             continue
         for call, scope in _calls_of(other, importer.local, function.name == "forward"):
-            found.append(Site(other, CallSite(call, scope, arguments_for(call, function)), place(other, call)))
+            found.append(Site(other, CallSite(call, scope, arguments_for(call, function))))
+    memo[function] = found
     return found
 
 
@@ -215,7 +224,7 @@ def constructions(ctx: ModuleContext, klass: Scope, asking: ModuleContext) -> li
                for load in dataflow.loads(there, there.root).get(local, [])):
             found = None
             break
-        found += [Site(there, CallSite(call, scope, Arguments({}, True)), place(there, call))
+        found += [Site(there, CallSite(call, scope, Arguments({}, True)))
                   for call, scope in there.calls_named(local) if id(call) in built]
     memo[klass] = found
     return found
