@@ -4,7 +4,6 @@ and handed to the stack) and run in a third. The layer's data comes from the sta
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from mhalint.budget import Limits
 from mhalint.engine import Checker
 from mhalint.finding import Severity
 from mhalint.rule import load_rules
+from test_loaders import write
 
 HELPERS = """\
     import copy
@@ -64,14 +64,6 @@ MODEL = """\
             feats = self.backbone(images)
             return self.encoder({data})
 """
-
-
-def write(root: Path, files: dict[str, str]) -> None:
-    (root / "pyproject.toml").write_text("")
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
 
 
 def mha001(paths: list[Path]):
