@@ -72,7 +72,7 @@ def _passed(ctx: ModuleContext, name: str, function: Scope, depth: int) -> Loade
     any caller passes something else or none calls it."""
     found = [loader(site.ctx, site.site.arguments.get(name), site.site.scope, depth + 1)
              for site in function_callers(ctx, function)]
-    return found[0] if found and all(found) and len({one.collate for one in found}) == 1 else None
+    return _agreed(found)
 
 
 def _returned(ctx: ModuleContext, call: cst.Call, scope: Scope, index: int | None, depth: int) -> Loader | None:
@@ -87,4 +87,9 @@ def _returned(ctx: ModuleContext, call: cst.Call, scope: Scope, index: int | Non
         values = [value.elements[index].value if isinstance(value, cst.Tuple) and index < len(value.elements)
                   and not isinstance(value.elements[index], cst.StarredElement) else None for value in values]
     found = [loader(home, value, function, depth + 1) for value in values]
+    return _agreed(found)
+
+
+def _agreed(found: list[Loader | None]) -> Loader | None:
+    """The first loader (to cite) where every path found one and all batch the same way; else None."""
     return found[0] if found and all(found) and len({one.collate for one in found}) == 1 else None

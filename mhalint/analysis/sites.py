@@ -70,9 +70,7 @@ def function_callers(ctx: ModuleContext, function: Scope) -> list[Site]:
             other = project.context(importer.path, ctx.limits)
             name = function.name if importer.local == "*" else importer.local
             found += [Site(other, CallSite(call, scope, arguments_for(call, function)))
-                      for call, scope in (other.calls_named(name) if other is not None else ())
-                      if isinstance(call.func, cst.Name)
-                      and all(binding.kind == "import" for binding in other.bindings(name, scope))]
+                      for call, scope in (_calls_of(other, name, False) if other is not None else ())]
     memo[function] = found
     return found
 

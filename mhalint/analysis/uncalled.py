@@ -130,12 +130,17 @@ def _holds(ctx: ModuleContext, call: cst.CSTNode, arg: cst.Arg) -> bool:
     function that puts its parameter only into such holders on the way to its one `return` (`_get_clones`)."""
     if not isinstance(call, cst.Call) or arg.star == "**" or arg.keyword is not None:
         return False
-    called = containers.called_name(ctx, call.func, ctx.root)
-    if called in containers.HOLDERS or called == containers.SEQUENTIAL:
+    if _holder(ctx, call):
         return True  # `nn.Sequential(*layers)` too
     uses = _parameter_uses(ctx, call, arg)
     return uses is not None and len(returned(ctx.functions[call.func.value])) == 1 \
         and all(_into_return(ctx, use) for use in uses)
+
+
+def _holder(ctx: ModuleContext, call: cst.Call) -> bool:
+    """A call of torch's containers, `copy.deepcopy`, `list(...)` or `nn.Sequential`: it holds what it is given."""
+    called = containers.called_name(ctx, call.func, ctx.root)
+    return called in containers.HOLDERS or called == containers.SEQUENTIAL
 
 
 def _parameter_uses(ctx: ModuleContext, call: cst.Call, arg: cst.Arg) -> list[cst.Name] | None:
@@ -165,8 +170,7 @@ def _into_return(ctx: ModuleContext, node: cst.CSTNode) -> bool:
     parent = ctx.parent(node)
     while not isinstance(parent, cst.Return):
         if isinstance(parent, cst.Call):
-            if node is parent.func or containers.called_name(ctx, parent.func, ctx.root) not in \
-                    (*containers.HOLDERS, containers.SEQUENTIAL):
+            if node is parent.func or not _holder(ctx, parent):
                 return False
         elif not isinstance(parent, cst.Arg | cst.List | cst.Tuple | cst.Element | cst.ListComp | cst.GeneratorExp
                             | cst.CompFor | cst.BinaryOperation):
