@@ -77,6 +77,7 @@ class Trial:
     stderr: str
     exit_cpu: float  # seconds of CPU spent by mhalint and its workers from the signal to the exit
     survivors: list[int]  # processes of its process group still alive after it exited
+    finished_after: float | None = None  # seconds from up to its exit, when it exited before its signal
 
 
 def _interrupt(root: Path, args: list[str], signum: int, moment: float, *, group: bool, out: Path) -> Trial:
@@ -89,7 +90,14 @@ def _interrupt(root: Path, args: list[str], signum: int, moment: float, *, group
             env=_environment(), start_new_session=True)
     try:
         _wait_until_up(process)
-        time.sleep(moment)
+        up = time.monotonic()
+        try:
+            process.wait(timeout=moment)
+        except subprocess.TimeoutExpired:
+            pass
+        else:  # it finished its work first: nothing to signal, and its duration tells the next moments
+            return Trial(process.returncode, stdout.read_text(), stderr.read_text(), 0.0,
+                         _group_members(process.pid), time.monotonic() - up)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         spent = _group_cpu(process.pid)
         (os.killpg if group else os.kill)(process.pid, signum)
@@ -193,10 +201,10 @@ def _assert_the_cache_serves_what_no_cache_finds(root: Path, baseline: str) -> f
 def _random_moments(signum: int, interrupted_message: str, exit_code: int, tmp_path: Path) -> None:
     """TRIALS runs, each sent `signum` at a random moment: the first COLD_TRIALS with --no-cache or a cache
     without entries, the others with a warm cache and TOUCHED_PER_WARM_TRIAL files edited, which are parsed
-    again (libcst is imported, workers are forked). The moments are drawn within the first half of such a run as
-    measured here (at most 3 s), so that the signals land while mhalint is running; the other helpers' load on
-    a shared machine can still make a run faster than the one measured, and the few that finish before their
-    signal only have to have given the whole output."""
+    again (libcst is imported, workers are forked). The moments are drawn within the first half of the shortest
+    such run seen so far (at most 3 s), so that the signals land while mhalint is running: a run that finishes
+    before its signal (the machine's other load can make a run faster than the one measured first) only has to
+    have given the whole output, and its duration narrows the moments of the runs after it."""
     root = tmp_path / "tree"
     attention = _generate(root)
     started = time.monotonic()
@@ -206,23 +214,25 @@ def _random_moments(signum: int, interrupted_message: str, exit_code: int, tmp_p
     rng = random.Random(1600 + signum)
     out = tmp_path / "out"
     out.mkdir()
-    warm_seconds = None
+    shortest = {True: cold_seconds, False: None}  # of a cold and of a warm run, so far
     finished_first = []
     for number in range(TRIALS):
         cold = number < COLD_TRIALS
-        if not cold and warm_seconds is None:
-            warm_seconds = _assert_the_cache_serves_what_no_cache_finds(root, baseline.stdout)
+        if shortest[cold] is None:
+            shortest[cold] = _assert_the_cache_serves_what_no_cache_finds(root, baseline.stdout)
         if not cold:
             for path in rng.sample(attention, TOUCHED_PER_WARM_TRIAL):
                 with open(path, "a") as source:
                     source.write(f"# trial {number}\n")
         args = ["--no-cache"] if cold and number % 3 == 0 else []
-        moment = rng.random() * min(3.0, 0.5 * (cold_seconds if cold else warm_seconds))
+        moment = rng.random() * min(3.0, 0.5 * shortest[cold])
         group = number % 2 == 0
         before = _snapshot(root)
         trial = _interrupt(root, args, signum, moment, group=group, out=out)
         target = "group" if group else "process"
         where = f"trial {number} ({' '.join(args) or 'cache'}, {moment:.3f} s, to the {target})"
+        if trial.finished_after is not None:
+            shortest[cold] = min(shortest[cold], trial.finished_after)
         if trial.stdout == baseline.stdout:  # it had finished its work when the signal came
             finished_first.append(where)
         else:
