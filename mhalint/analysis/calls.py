@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
+from typing import Iterator
 
 from mhalint import torchapi
 from mhalint.analysis import containers
@@ -833,7 +834,10 @@ def _may_pass(ctx: ModuleContext, binding: Binding, depth: int) -> list[Construc
     """The modules a parameter may hold: what every caller passes, in this file or, for an `__init__` this file
     never calls, in the files that build its class (each as this file sees it)."""
     found = []
-    for argument, scope, home, _ in _passed(ctx, binding, ()) or ():
+    for passed in _passed(ctx, binding, ()):
+        if passed is None:
+            return []
+        argument, scope, home, _ = passed
         each = [_here(ctx, home, built) for built in may_hold(home, argument, scope, depth + 1)]
         if not each or None in each:
             return []
@@ -1116,35 +1120,39 @@ def _agreed(ctx: ModuleContext, bindings: list[Binding], depth: int, env: Env) -
 def _parameter(ctx: ModuleContext, binding: Binding, depth: int, env: Env) -> Construction | None:
     """A parameter is what the call being followed passes, or else what every caller in the module passes (in
     the files that build the class, where this one does not)."""
-    arguments = _passed(ctx, binding, env)
-    found = [_here(ctx, home, instance(home, argument, caller_scope, depth + 1, env), followed)
-             for argument, caller_scope, home, followed in arguments or ()]
-    if not found or any(f is None or f.api != found[0].api for f in found):
-        return None
-    return found[-1]
+    found = None
+    for passed in _passed(ctx, binding, env):
+        if passed is None:
+            return None
+        argument, caller_scope, home, followed = passed
+        built = _here(ctx, home, instance(home, argument, caller_scope, depth + 1, env), followed)
+        if built is None or (found is not None and built.api != found.api):
+            return None
+        found = built
+    return found
 
 
-def _passed(ctx: ModuleContext, binding: Binding, env: Env) -> list[tuple[cst.BaseExpression, Scope,
-                                                                          ModuleContext, bool]] | None:
+def _passed(ctx: ModuleContext, binding: Binding, env: Env) -> Iterator[tuple[cst.BaseExpression, Scope,
+                                                                              ModuleContext, bool] | None]:
     """What a parameter gets, each with the context it is read in and whether it is the argument of the call
     being followed (whose modules are the follower's): that argument, or else every caller's in the module, or,
     for an `__init__` this module never calls, in the files that import its class (`Stack(cfg, Block(...), 6)`
-    there). None when a caller passes nothing for it."""
+    there). None for a caller that passes nothing for it, and then no more. One caller at a time: a reader whose
+    answer one caller decides (nothing, or another class) reads no further file."""
     for callee, name, argument, caller_scope, home in reversed(env):
         if callee is binding.scope and name == binding.name:
-            return [(argument, caller_scope, home, True)]
+            yield argument, caller_scope, home, True
+            return
     sites = [(site.call, site.scope, site.arguments, ctx) for site in callers(ctx, binding.scope)]
     if not sites and binding.scope.name == "__init__":
-        from mhalint.analysis.sites import elsewhere  # sites reads this module's callers: imported when asked
-        sites = [(site.site.call, site.site.scope, site.site.arguments, site.ctx)
-                 for site in elsewhere(ctx, binding.scope)]
-    arguments = []
+        from mhalint.analysis.sites import each_elsewhere  # sites reads this module's callers: imported when asked
+        sites = ((site.site.call, site.site.scope, site.site.arguments, site.ctx)
+                 for site in each_elsewhere(ctx, binding.scope))
     for _, scope, bound, home in sites:
         argument = bound.get(binding.name)
+        yield None if argument is None else (argument, scope, home, False)
         if argument is None:
-            return None
-        arguments.append((argument, scope, home, False))
-    return arguments
+            return
 
 
 def _here(ctx: ModuleContext, home: ModuleContext, built: Construction | None,
@@ -1369,9 +1377,7 @@ def _named_members(ctx: ModuleContext, expr: cst.Name | cst.Attribute, scope: Sc
         found = []
         for binding in bindings:
             if binding.kind == "param":
-                passed = _passed(ctx, binding, env)
-                found += [_all_here(ctx, home, _members(home, argument, caller, depth + 1, env), followed)
-                          for argument, caller, home, followed in passed or ()] if passed else [None]
+                found += _members_passed(ctx, binding, depth, env)
             elif binding.kind == "assign" and binding.value is not None:
                 found.append(_members(ctx, binding.value, binding.scope, depth + 1, env))
             elif not (isinstance(binding.node, cst.AugAssign) and isinstance(binding.node.operator, cst.AddAssign)):
@@ -1382,6 +1388,20 @@ def _named_members(ctx: ModuleContext, expr: cst.Name | cst.Attribute, scope: Sc
         return _joined(found)
     finally:
         active.discard(id(bindings))
+
+
+def _members_passed(ctx: ModuleContext, binding: Binding, depth: int, env: Env) -> list[list[Construction] | None]:
+    """The members of the container each caller passes for a parameter, up to the first that is not known
+    (None: then the whole is not); [None] when no caller passes one."""
+    parts = []
+    for passed in _passed(ctx, binding, env):
+        if passed is None:
+            return [None]
+        argument, caller, home, followed = passed
+        parts.append(_all_here(ctx, home, _members(home, argument, caller, depth + 1, env), followed))
+        if parts[-1] is None:
+            break
+    return parts or [None]
 
 
 def _all_here(ctx: ModuleContext, home: ModuleContext, built: list[Construction] | None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Iterator
 
 from mhalint.analysis import dataflow
 from mhalint.analysis.calls import (PROJECT_PREFIX, Arguments, CallSite, arguments_for, callers, project_function,
@@ -102,25 +103,28 @@ def _through_partials(ctx: ModuleContext, function: Scope) -> list[Site]:
 
 def elsewhere(ctx: ModuleContext, function: Scope) -> list[Site]:
     """`Block(...)` (its `__init__`) or a call of a `Block` instance (its `forward`) in a file that imports it."""
+    return list(each_elsewhere(ctx, function))
+
+
+def each_elsewhere(ctx: ModuleContext, function: Scope) -> Iterator[Site]:
+    """elsewhere's sites, one importing file at a time (each file's memoised): a reader whose answer the first
+    files decide parses no more of them."""
     klass = function.enclosing_class
     project = ctx.project
     if project is None or klass is None or klass.parent is not ctx.root or function.name not in ("__init__",
                                                                                                   "forward"):
-        return []
+        return
     ctx.read_project = True  # the values found depend on other files (the cache records it)
-    memo = ctx.memo.setdefault("elsewhere", {})
-    if function in memo:  # asked for each parameter of the class, and again by each analysis
-        return memo[function]
-    found = []
+    memo = ctx.memo.setdefault("elsewhere", {})  # asked for each parameter of the class, and by each analysis
     for importer in project.importers(ctx.path, klass.name):
-        other = project.context(importer.path, ctx.limits) if project.may_call(importer.path, importer.local) \
-            else None
-        if other is None:
-            continue
-        for call, scope in _calls_of(other, importer.local, function.name == "forward"):
-            found.append(Site(other, CallSite(call, scope, arguments_for(call, function))))
-    memo[function] = found
-    return found
+        key = (function, importer.path, importer.local)
+        if key not in memo:
+            other = project.context(importer.path, ctx.limits) if project.may_call(importer.path, importer.local) \
+                else None
+            memo[key] = [] if other is None else [
+                Site(other, CallSite(call, scope, arguments_for(call, function)))
+                for call, scope in _calls_of(other, importer.local, function.name == "forward")]
+        yield from memo[key]
 
 
 def _calls_of(other: ModuleContext, local: str, forward: bool) -> list[tuple[cst.Call, object]]:
