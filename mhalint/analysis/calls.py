@@ -377,6 +377,9 @@ def inherited(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> Con
     return submodule(ctx, owners[0], expr.attr.value)
 
 
+_SUBMODULE_NAMES = frozenset(name for held in torchapi.SUBMODULES.values() for name in held)
+
+
 def submodule(ctx: ModuleContext, owner: Construction, attribute: str) -> Construction | None:
     """The module a torch module holds as `attribute` (`layer.self_attn`, `transformer.encoder`): built by the
     owner from its own arguments (a construction of the submodule's API on the owner's call), or the module its
@@ -1034,6 +1037,8 @@ def _instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth:
             return replace(stored[-1], peers=tuple(stored[:-1]))
         return element(ctx, expr.value, scope, depth + 1, env)
     if isinstance(expr, cst.Attribute):  # `self.transformer.encoder`, `layer.self_attn`
+        if expr.attr.value not in _SUBMODULE_NAMES:
+            return None  # `x.view`: no owner holds a module by that name, whatever `x` is
         owner = instance(ctx, expr.value, scope, depth + 1, env)
         return submodule(ctx, owner, expr.attr.value) if owner is not None else None
     return None

@@ -362,16 +362,19 @@ class Project:
         return None
 
     def _may_bind_torch(self, path: str, name: str) -> bool:
-        """Whether `name` in `path` may stand for something of torch's: a name the file imports (a re-export, a
-        star import) or assigns (`MHA = nn.MultiheadAttention`). A name it only defines with `class` or `def` is
-        its own, so the file is not parsed to ask (a large file that imports an attention class and defines many
-        others would be parsed for each of them)."""
+        """Whether `name` in `path` may stand for something of torch's: a name the file imports (a re-export), or
+        assigns another name (`MHA = nn.MultiheadAttention`), or one a star import may bring in where the file
+        does not bind it itself. A name it only defines with `class` or `def` is its own, and so is one it assigns
+        a call or any other expression (`ALL_ATTENTION_FUNCTIONS = AttentionInterface()`): the file is not parsed
+        to ask (a large file that imports an attention class and defines many others would be parsed for each)."""
         key = (path, name)
         if key not in self._binds_torch:
             self._imported  # the entries of every file
-            raw = self._bytes(path)
-            self._binds_torch[key] = any(local in (name, "*") for _, _, local in self._entries.get(path, ())) or (
-                raw is not None and _assigns(raw, name.encode()))
+            raw = self._bytes(path) or b""
+            locals_ = {local for _, _, local in self._entries.get(path, ())}
+            written = name.encode()
+            self._binds_torch[key] = name in locals_ or _aliases(raw, written) or (
+                "*" in locals_ and not _assigns(raw, written) and not _defines(raw, written))
         return self._binds_torch[key]
 
     def may_derive_attention(self, path: str, name: str, depth: int = 0) -> bool:
@@ -685,6 +688,23 @@ def _assigns(raw: bytes, name: bytes) -> bool:
     """Whether a statement of the file assigns `name` (`MHA = ...`, `A, MHA = ...`, `MHA: type = ...`)."""
     return re.search(rb"^[ \t]*(?:[\w.]+[ \t]*,[ \t]*)*%s[ \t]*(?:,[ \t]*[\w.]+[ \t]*)*(?::[^=\n]*)?=(?!=)"
                      % re.escape(name), raw, re.MULTILINE) is not None
+
+
+def _aliases(raw: bytes, name: bytes) -> bool:
+    """Whether a statement of the file may make `name` another name for something (what `qualified_name` follows):
+    `MHA = nn.MultiheadAttention`, `MHA: type = (...`, a value continued on the next line, or a tuple's element
+    (`A, MHA = ...`). Not `MHA = build()` nor `MHA = a if c else b`."""
+    escaped = re.escape(name)
+    alias = rb"^[ \t]*%s[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*(?:[(\\]|[A-Za-z_][\w.]*[ \t]*(?:#[^\n]*)?\\?$)" % escaped
+    unpacked = rb"^[ \t]*(?:[\w.]+[ \t]*,[ \t]*)+%s\b|^[ \t]*%s[ \t]*," % (escaped, escaped)
+    return re.search(alias, raw, re.MULTILINE) is not None or (
+        re.search(unpacked, raw, re.MULTILINE) is not None and _assigns(raw, name))
+
+
+def _defines(raw: bytes, name: bytes) -> bool:
+    """Whether a top-level `class` or `def` statement (at the start of a line) binds `name`: then a star import
+    never decides what the name stands for in the module."""
+    return re.search(rb"^(?:class|def|async[ \t]+def)[ \t]+%s\b" % re.escape(name), raw, re.MULTILINE) is not None
 
 
 def project_root(path: str, known: dict[str, str | None] | None = None) -> str | None:
