@@ -576,3 +576,21 @@ def test_the_caller_in_the_same_example_folder_is_found_where_each_has_its_own_s
     assert [(Path(f.path).parent.parent.name, f.severity) for f in found] == [("classify", severity),
                                                                              ("translate", severity)]
     assert all("`" + unpack + " = x.shape` at ../main.py:4" in " | ".join(f.evidence) for f in found)
+
+
+def test_a_word_is_mentioned_by_the_files_other_than_the_one_asking(tmp_path):
+    """What `mentions` keeps of a word serves every file that asks: the one word holds for the others' homes."""
+    write(tmp_path, {"a.py": "def forward_multi(x): ...\n", "b.py": "import os\n", "c.py": "forward_multiple = 1\n"})
+    project = Project([str(p) for p in sorted(tmp_path.glob("*.py"))])
+    assert not project.mentions("forward_multi", str(tmp_path / "a.py"))  # only its own file, and not c.py's word
+    assert project.mentions("forward_multi", str(tmp_path / "b.py"))
+
+
+def test_what_a_name_stands_for_is_read_again_after_its_file_changes(tmp_path):
+    """A file's text decides what `mentions` and the alias questions answer: a change of it is seen."""
+    write(tmp_path, {"a.py": "import os\n", "b.py": "import os\n"})
+    project = Project([str(p) for p in sorted(tmp_path.glob("*.py"))])
+    assert not project.mentions("forward_multi", str(tmp_path / "a.py"))
+    (tmp_path / "b.py").write_text("forward_multi = 1\n")
+    project.changed(str(tmp_path / "b.py"))
+    assert project.mentions("forward_multi", str(tmp_path / "a.py"))

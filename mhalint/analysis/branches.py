@@ -94,10 +94,10 @@ def _method_guards(ctx: ModuleContext, method: Scope) -> Condition:
                             and call.func.value.value == scope.self_name and ctx.class_of(scope) is klass
                             for call, scope in calls):
         return frozenset()
-    if ctx.names is None or ctx.names.mentions(method.name, ctx.path):  # the project's index (any file's)
+    held = frozenset.intersection(*(guards(ctx, call, scope) | method_guards(ctx, scope) for call, scope in calls))
+    if not held or ctx.names is None or ctx.names.mentions(method.name, ctx.path):  # the project's files' text
         return frozenset()
-    held = [guards(ctx, call, scope) | method_guards(ctx, scope) for call, scope in calls]
-    return frozenset.intersection(*held)
+    return held
 
 
 def _guards(ctx: ModuleContext, node: cst.CSTNode, scope: Scope) -> list[Fact]:

@@ -81,7 +81,7 @@ class Project:
         self._derives: dict[tuple[str, str], bool] = {}  # may_derive_attention's answers
         self._module_names: dict[str, str] = {}
         self._packages: dict[str, bool] = {}  # folder -> holds an __init__.py
-        self._mentioned: dict[str, bool] = {}  # mentions' answers
+        self._mentioned: dict[str, list[str]] = {}  # mentions': the first two files holding each word
         self._said: dict[tuple[str, str, bool], bool] = {}  # may_call's and may_read's answers
 
     @property
@@ -204,6 +204,9 @@ class Project:
         self._attention.pop(path, None)
         self._reaches.clear()
         self._said.clear()
+        self._mentioned.clear()  # read from every file's text, as the two below
+        self._binds_torch.clear()
+        self._derives.clear()
         exists = self._bytes(path) is not None
         if exists != (path in self.paths) and path.endswith(".py"):
             self.paths = [other for other in self.paths if other != path] + ([path] if exists else [])
@@ -257,13 +260,14 @@ class Project:
     def mentions(self, word: str, home: str) -> bool:
         """Whether a file of the project other than `home` holds `word` as a whole word anywhere in its text (a
         call of an attribute by that name is then possible there; `attn` inside `self_attn` is another name).
-        Memoised per word: asked only of modules no call runs."""
+        Memoised per word (the first two files that hold it): each question reads the whole project."""
         if word not in self._mentioned:
-            needle, home = word.encode(), os.path.abspath(home)
+            needle = word.encode()
             whole = re.compile(rb"(?<![\w])" + re.escape(needle) + rb"(?![\w])")
-            self._mentioned[word] = any(needle in text and whole.search(text) is not None
-                                        for text in (self._bytes(path) or b"" for path in self.paths if path != home))
-        return self._mentioned[word]
+            holding = (path for path in self.paths
+                       if needle in (text := self._bytes(path) or b"") and whole.search(text) is not None)
+            self._mentioned[word] = [path for path, _ in zip(holding, range(2))]
+        return any(path != os.path.abspath(home) for path in self._mentioned[word])
 
     def imported_class(self, home: str, local: str) -> tuple[str, str] | None:
         """(the file that defines it, its name there) for a class that `home` imports as `local`, when exactly
