@@ -181,6 +181,14 @@ class ModuleContext:
     def line(self, node: cst.CSTNode) -> int:
         return self.position(node).start.line
 
+    def end_line(self, node: cst.CSTNode) -> int:
+        """The line a node's code ends on. A class or function ends where its body's last statement does (unless
+        comment lines close its block): the position of the whole definition would generate all its code."""
+        while isinstance(node, cst.FunctionDef | cst.ClassDef) and isinstance(node.body, cst.IndentedBlock) \
+                and not node.body.footer:
+            node = node.body.body[-1]
+        return self.position(node).end.line
+
     def code(self, node: cst.CSTNode) -> str:
         """The source text of an expression, on one line, for messages."""
         text = self._positions_of_module().text(node)  # sliced from the source: no code generation of its own

@@ -661,7 +661,7 @@ class ShapeReader:
             return None
         rebound = [self.ctx.line(other.node) for other in binding.scope.bindings.get(name, ()) if other is not binding]
         lines = self.ctx.source_lines()
-        last = min(rebound, default=self.ctx.position(function).end.line)
+        last = min(rebound, default=self.ctx.end_line(function))
         for at in range(self.ctx.line(function), min(last, len(lines)) + 1):
             if "#" in lines[at - 1] and name in lines[at - 1] and (lines[at - 1].lstrip().startswith("#") or at < last):
                 about = _about(name, self.ctx.comment(at) or "")
