@@ -51,9 +51,20 @@ def project_callers(ctx: ModuleContext, function: Scope) -> list[Site]:
     """Where the run calls `function`: this module's callers, then the other files' (in the project's order)."""
     memo = ctx.memo.setdefault("project_callers", {})
     if function not in memo:
-        local = [Site(ctx, site) for site in callers(ctx, function)]
-        memo[function] = local + _through_partials(ctx, function) + elsewhere(ctx, function)
+        memo[function] = list(each_project_caller(ctx, function))
     return memo[function]
+
+
+def each_project_caller(ctx: ModuleContext, function: Scope) -> Iterator[Site]:
+    """project_callers' sites one at a time: a reader that is done at a caller it cannot read parses no further
+    file."""
+    known = ctx.memo.get("project_callers", {}).get(function)
+    if known is not None:
+        yield from known
+        return
+    yield from (Site(ctx, site) for site in callers(ctx, function))
+    yield from _through_partials(ctx, function)
+    yield from each_elsewhere(ctx, function)
 
 
 def function_callers(ctx: ModuleContext, function: Scope) -> list[Site]:

@@ -8,13 +8,14 @@ that disagree, a command-line flag), `reaches` lists each with the call or setti
 
 from __future__ import annotations
 
+import itertools
 import operator
 from dataclasses import dataclass
 
 from mhalint import torchapi
 from mhalint.analysis import configs
 from mhalint.analysis.calls import Construction
-from mhalint.analysis.sites import place, project_callers
+from mhalint.analysis.sites import each_project_caller, place, project_callers
 from mhalint.analysis.tuples import unpacked
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
@@ -314,23 +315,22 @@ def _parameter_values(ctx: ModuleContext, name: str, binding: Binding, depth: in
     if default is not None:
         default = Value(default.value, (f"`{name}` defaults to {default.value!r} in `{binding.scope.name}()` at "
                                         f"{place(ctx, binding.node)}",) + default.trail)
-    sites = project_callers(ctx, binding.scope) if depth < _MAX_DEPTH - 2 else []
-    if not sites:
+    sites = each_project_caller(ctx, binding.scope) if depth < _MAX_DEPTH - 2 else iter(())
+    first = next(sites, None)
+    if first is None:
         return [Reach(default)] if default is not None else None
     found: list[Reach] = []
-    for each in sites:
+    for each in itertools.chain((first,), sites):  # up to the first caller whose value is unknown
         site, there = each.site, each.ctx
         argument = site.arguments.get(name)
-        call = f"`{there.code(site.call.func)}(...)` at {each.place}"
-        if argument is None:
-            if not site.arguments.absent(name) or default is None:
-                return None
-            found.append(Reach(default).within(f"{call} leaves `{name}` at its default", each.place))
-            continue
-        values = reaches(there, argument, site.scope, depth + 1)
+        if argument is None and (not site.arguments.absent(name) or default is None):
+            return None
+        values = [Reach(default)] if argument is None else reaches(there, argument, site.scope, depth + 1)
         if values is None:
             return None
-        found.extend(reach.within(f"{call} passes {name}={there.code(argument)}", each.place) for reach in values)
+        call = f"`{there.code(site.call.func)}(...)` at {each.place}"
+        does = f"leaves `{name}` at its default" if argument is None else f"passes {name}={there.code(argument)}"
+        found.extend(reach.within(f"{call} {does}", each.place) for reach in values)
     return found
 
 
