@@ -179,6 +179,10 @@ class ModuleContext:
         return self.memo["lines"]
 
     def line(self, node: cst.CSTNode) -> int:
+        if isinstance(node, cst.FunctionDef | cst.ClassDef):  # its position would generate all its code
+            line = self._positions_of_module().definition_line(node)
+            if line is not None:
+                return line
         return self.position(node).start.line
 
     def end_line(self, node: cst.CSTNode) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
@@ -113,6 +114,7 @@ def _state(module: cst.Module) -> _OffsetState:
 
 
 _MISMATCH = object()  # a statement whose generated code is not the source at its offset
+_DEFINITION = re.compile(r"[ \t\f]*(?:async[ \t\f]+def|def|class)\b")
 
 
 class Positions:
@@ -159,6 +161,17 @@ class Positions:
                 found = self._spans[node]
             span = self._known[node] = Span(self._point(found[0]), self._point(found[1]))
         return span
+
+    def definition_line(self, node: cst.ClassDef | cst.FunctionDef) -> int | None:
+        """The line of an undecorated class's or function's `class`/`def` keyword (its position's start), read off
+        the statement starts without generating its code; None when they do not show it."""
+        if node.decorators:
+            return None
+        next(self._around(node), None)  # learns the starts of the blocks around it
+        if node not in self._starts:
+            return None
+        line = self._starts[node] + len(node.leading_lines)
+        return line if _DEFINITION.match(self._code, self._line_starts[line - 1]) else None
 
     def text(self, node: cst.CSTNode) -> str | None:
         """The source text of a node of the module (its `code_for_node`, as the source writes it), or None when it

@@ -134,9 +134,10 @@ def test_trees_that_do_not_pair_up_give_no_starts():
 
 
 @pytest.mark.parametrize("name", sorted(SOURCES))
-def test_the_end_line_of_every_statement_is_that_of_its_whole_position(name):
-    """`end_line` reads a definition's end off its body's last statement (or its own position where comment
-    lines close the block): the same line as the definition's whole generated position."""
+def test_the_lines_of_every_statement_are_those_of_its_whole_position(name):
+    """`line` reads an undecorated definition's first line off the statement starts, `end_line` its end off its
+    body's last statement (or its own position where comment lines close the block): the lines of the
+    definition's whole generated position."""
     source = SOURCES[name]
     module = cst.parse_module(source)
     syntax = ast.parse(source)
@@ -144,16 +145,19 @@ def test_the_end_line_of_every_statement_is_that_of_its_whole_position(name):
     statements = []
     walk(module, lambda node: statements.append(node) or True, lambda node: None)
     statements = [node for node in statements if isinstance(node, cst.BaseStatement)]
-    ends = [context.end_line(node) for node in statements]  # before any whole definition is generated
-    whole = ModuleContext(module, "x.py", source)
-    assert ends == [whole.position(node).end.line for node in statements]
+    lines = [(context.line(node), context.end_line(node)) for node in statements]  # before any whole definition
+    whole = ModuleContext(module, "x.py", source)                                    # is generated
+    assert lines == [(whole.position(node).start.line, whole.position(node).end.line) for node in statements]
 
 
-def test_the_end_line_of_a_method_generates_only_its_last_statement():
+def test_the_lines_of_a_definition_generate_at_most_its_last_statement():
     source = SOURCES["nested classes and functions"]
     module = cst.parse_module(source)
     syntax = ast.parse(source)
     context = ModuleContext(module, "x.py", source, first_lines(syntax), body_lines=body_lines(syntax))
     method = module.body[0].body.body[1]  # A.f, ending with `return g()` on line 12
     assert context.end_line(method) == 12
+    assert set(context._positions._placed) == {method.body.body[-1]}
+    inner = module.body[0].body.body[2]
+    assert context.line(inner) == 14  # `class Inner:`, undecorated: read off the starts, nothing generated
     assert set(context._positions._placed) == {method.body.body[-1]}
