@@ -410,7 +410,7 @@ class Project:
             return True
         if "." in text:
             return text.split(".", 1)[0] not in ("nn", "torch")
-        if re.search(rb"^[ \t]*class[ \t]+%s\b" % re.escape(base), raw, re.MULTILINE):
+        if _on_a_line(rb"^[ \t]*class[ \t]+%s\b" % re.escape(base), raw, base):
             return self.may_derive_attention(path, text, depth + 1)
         self._imported  # the entries of every file
         entries = self._entries.get(path, ())
@@ -690,8 +690,8 @@ def _read_with_status(path: str) -> tuple[bytes | None, os.stat_result | None]:
 
 def _assigns(raw: bytes, name: bytes) -> bool:
     """Whether a statement of the file assigns `name` (`MHA = ...`, `A, MHA = ...`, `MHA: type = ...`)."""
-    return re.search(rb"^[ \t]*(?:[\w.]+[ \t]*,[ \t]*)*%s[ \t]*(?:,[ \t]*[\w.]+[ \t]*)*(?::[^=\n]*)?=(?!=)"
-                     % re.escape(name), raw, re.MULTILINE) is not None
+    return _on_a_line(rb"^[ \t]*(?:[\w.]+[ \t]*,[ \t]*)*%s[ \t]*(?:,[ \t]*[\w.]+[ \t]*)*(?::[^=\n]*)?=(?!=)"
+                      % re.escape(name), raw, name)
 
 
 def _aliases(raw: bytes, name: bytes) -> bool:
@@ -701,14 +701,19 @@ def _aliases(raw: bytes, name: bytes) -> bool:
     escaped = re.escape(name)
     alias = rb"^[ \t]*%s[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*(?:[(\\]|[A-Za-z_][\w.]*[ \t]*(?:#[^\n]*)?\\?$)" % escaped
     unpacked = rb"^[ \t]*(?:[\w.]+[ \t]*,[ \t]*)+%s\b|^[ \t]*%s[ \t]*," % (escaped, escaped)
-    return re.search(alias, raw, re.MULTILINE) is not None or (
-        re.search(unpacked, raw, re.MULTILINE) is not None and _assigns(raw, name))
+    return _on_a_line(alias, raw, name) or (_on_a_line(unpacked, raw, name) and _assigns(raw, name))
 
 
 def _defines(raw: bytes, name: bytes) -> bool:
     """Whether a top-level `class` or `def` statement (at the start of a line) binds `name`: then a star import
     never decides what the name stands for in the module."""
-    return re.search(rb"^(?:class|def|async[ \t]+def)[ \t]+%s\b" % re.escape(name), raw, re.MULTILINE) is not None
+    return _on_a_line(rb"^(?:class|def|async[ \t]+def)[ \t]+%s\b" % re.escape(name), raw, name)
+
+
+def _on_a_line(pattern: bytes, raw: bytes, name: bytes) -> bool:
+    """Whether a line that holds `name` matches `pattern` (anchored at `^`): the regex reads those lines only, not
+    every byte of a large file."""
+    return re.search(pattern, b"\n".join(_lines_with(raw, (name,))), re.MULTILINE) is not None
 
 
 def project_root(path: str, known: dict[str, str | None] | None = None) -> str | None:
