@@ -124,7 +124,12 @@ def construction(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Constructi
     """The module a call constructs: a torch attention module (also an instance of a project subclass of one
     whose arguments reach torch's constructor as written, and `super().__init__(...)` in a subclass that takes
     its own), or a class defined in this module (api `<module>.Name`), so that its instances can be followed.
-    None when the called name may hold several classes (`constructions` gives each)."""
+    None when the called name may hold several classes (`constructions` gives each). Memoised: rules ask it of
+    every call."""
+    return ctx.settled("construction", (call, scope), lambda: _construction(ctx, call, scope))
+
+
+def _construction(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Construction | None:
     if class_choices(ctx, call.func, scope):
         return None
     name = ctx.qualified_name(call.func, scope)
