@@ -554,11 +554,12 @@ def _inner(ctx: ModuleContext, built: Construction) -> Construction | None:
         return _first_module(ctx, built)
     if built.api.startswith("torch."):
         return None
+    if built.api.startswith(PROJECT_PREFIX):  # whether its forward moves axes is read first: it is cheaper
+        return None if _moves_axes(ctx, ctx.classes.get(built.api[len(PROJECT_PREFIX):])) else \
+            _first_module(ctx, built)
     inner = _first_module(ctx, built)
     if inner is None:
         return None
-    if built.api.startswith(PROJECT_PREFIX):
-        return None if _moves_axes(ctx, ctx.classes.get(built.api[len(PROJECT_PREFIX):])) else inner
     imported = imported_class(ctx, built)  # read only now: it may parse another file
     if imported is not None:
         return None if _moves_axes(*imported) else inner
