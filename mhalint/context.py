@@ -213,15 +213,16 @@ class ModuleContext:
     def _dotted(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> str | None:
         if depth > 8:
             return None
-        if isinstance(expr, cst.Attribute):
+        kind = type(expr)  # Attribute and Name are concrete: compared by type (libcst's isinstance is slower)
+        if kind is cst.Attribute:
             base = self._dotted(expr.value, scope, depth + 1)
-            if base is None and isinstance(expr.value, cst.Name) and expr.value.value == scope.self_name:
+            if base is None and type(expr.value) is cst.Name and expr.value.value == scope.self_name:
                 found = self.attribute_bindings(expr, scope)  # `attn_cls = nn.MultiheadAttention` in the class
                 if found and len(found) == 1 and found[0].kind == "assign" \
                         and isinstance(found[0].value, (cst.Name, cst.Attribute)):
                     return self._dotted(found[0].value, found[0].scope, depth + 1)
             return f"{base}.{expr.attr.value}" if base else None
-        if not isinstance(expr, cst.Name):
+        if kind is not cst.Name:
             return None
         name = expr.value
         for binding in self._lookup(name, scope):

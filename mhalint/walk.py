@@ -55,15 +55,16 @@ _IS_NODE = _NodeTypes()
 
 
 def own_nodes(root: cst.CSTNode, kinds: tuple[type, ...]) -> list[cst.CSTNode]:
-    """The nodes of the given kinds inside `root`, not looking into functions, classes or lambdas nested in it
-    (what belongs to `root`'s own body)."""
+    """The nodes of the given kinds (concrete node classes, compared by type: `isinstance` goes through ABCMeta)
+    inside `root`, not looking into functions, classes or lambdas nested in it (what belongs to `root`'s own body)."""
     found: list[cst.CSTNode] = []
     nested = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 
     def enter(node: cst.CSTNode) -> bool:
-        if isinstance(node, kinds):
+        kind = type(node)
+        if kind in kinds:
             found.append(node)
-        return node is root or not isinstance(node, nested)
+        return node is root or kind not in nested
 
     walk(root, enter, _nothing)
     return found

@@ -134,17 +134,20 @@ def loads(ctx: ModuleContext, scope: Scope) -> dict[str, list[cst.Name]]:
         return memo[scope]
     found: dict[str, list[cst.Name]] = {}
     shadowing: list[set[str]] = []  # the names each nested function or lambda around the read binds
+    # concrete node classes, compared by type: faster than isinstance, which goes through libcst's ABCMeta
+    nested, name = (cst.FunctionDef, cst.Lambda, cst.ClassDef), cst.Name
 
     def enter(node: cst.CSTNode) -> bool:
-        if node is not scope.node and isinstance(node, cst.FunctionDef | cst.Lambda | cst.ClassDef):
+        kind = type(node)
+        if kind is name:
+            if not is_store(ctx, node) and not any(node.value in names for names in shadowing):
+                found.setdefault(node.value, []).append(node)
+        elif kind in nested and node is not scope.node:
             shadowing.append(_bound_in(ctx, node))
-        elif isinstance(node, cst.Name) and not is_store(ctx, node) \
-                and not any(node.value in names for names in shadowing):
-            found.setdefault(node.value, []).append(node)
         return True
 
     def leave(node: cst.CSTNode) -> None:
-        if node is not scope.node and isinstance(node, cst.FunctionDef | cst.Lambda | cst.ClassDef):
+        if type(node) in nested and node is not scope.node:
             shadowing.pop()
 
     walk(scope.node, enter, leave)
@@ -164,18 +167,19 @@ def is_store(ctx: ModuleContext, node: cst.CSTNode) -> bool:
     """Is this name or attribute being bound (an assignment target, a parameter, a keyword's name) rather than
     read?"""
     parent = ctx.parent(node)
-    if isinstance(parent, cst.Attribute) and parent.attr is node:
-        return True
-    if isinstance(parent, cst.Arg) and parent.keyword is node:
-        return True
-    if isinstance(parent, cst.Param | cst.FunctionDef | cst.ClassDef | cst.ImportAlias | cst.AsName):
+    kind = type(parent)  # the node classes below are concrete: compared by type (libcst's isinstance is slower)
+    if kind is cst.Attribute:
+        return parent.attr is node
+    if kind is cst.Arg:
+        return parent.keyword is node
+    if kind in (cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportAlias, cst.AsName):
         return True
     current = node
-    while isinstance(parent, cst.Tuple | cst.List | cst.Element | cst.StarredElement):
+    while kind in (cst.Tuple, cst.List, cst.Element, cst.StarredElement):
         current, parent = parent, ctx.parent(parent)
-    return isinstance(parent, cst.AssignTarget | cst.AugAssign) or (
-        isinstance(parent, cst.AnnAssign) and parent.target is current) or (
-        isinstance(parent, cst.For | cst.CompFor) and parent.target is current)
+        kind = type(parent)
+    return kind is cst.AssignTarget or kind is cst.AugAssign or (
+        kind in (cst.AnnAssign, cst.For, cst.CompFor) and parent.target is current)
 
 
 def apart(ctx: ModuleContext, first: cst.CSTNode, second: cst.CSTNode) -> bool:
