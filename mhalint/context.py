@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping, TypeVar
 
 from mhalint import torchapi
@@ -66,13 +67,14 @@ class Scope:
             return self.parent
         return None
 
-    @property
+    @cached_property
     def self_name(self) -> str | None:
-        """The name of `self` (the first parameter) of the method this scope is, or is nested in."""
+        """The name of `self` (the first parameter) of the method this scope is, or is nested in (kept: every
+        `self.x` read asks it)."""
         method: Scope | None = self
         while method is not None and method.enclosing_class is None:
             method = method.parent
-        if method is None or not isinstance(method.node, cst.FunctionDef):
+        if method is None or type(method.node) is not cst.FunctionDef:
             return None
         params = method.node.params.params or method.node.params.posonly_params
         return params[0].name.value if params else None
@@ -389,7 +391,7 @@ class ModuleContext:
     def attribute_bindings(self, expr: cst.BaseExpression, scope: Scope) -> list[Binding] | None:
         """The bindings of `self.x` (assignments in any method, register_buffer, the class body) when `expr` is
         `self.x` in a method (or a function nested in one); None for any other expression."""
-        if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
+        if not (type(expr) is cst.Attribute and type(expr.value) is cst.Name  # by type: faster than ABC isinstance
                 and expr.value.value == scope.self_name):
             return None
         klass = self.class_of(scope)
