@@ -31,6 +31,7 @@ from mhalint.scan import Scanned, scan
 from mhalint.schema import NUMBERS, pool_size
 from mhalint.rule import Rule, runtime_only
 from mhalint.source import decode
+from mhalint.trusted_parse import unvalidated_nodes
 
 if TYPE_CHECKING:
     from mhalint.cache import Cache
@@ -347,7 +348,7 @@ class Checker:
         limits.check_tree(text, "libcst")
         try:
             with _recursion_limit(_RECURSION_LIMIT):  # safe here: this thread has a large stack
-                with _unvalidated_nodes():
+                with unvalidated_nodes():
                     kept = self.project.tree(path, text) if self.project is not None and reuse is None else None
                     module = reuse.parse(text, statement_lines) if reuse is not None else \
                         kept if kept is not None else cst.parse_module(text)
@@ -514,33 +515,6 @@ def _collector_paused():
     finally:
         if enabled:
             gc.enable()
-
-
-@contextlib.contextmanager
-def _unvalidated_nodes():
-    """libcst checks every node it builds (a third of a parse); nodes built by its own parser from source CPython
-    has just accepted need no check (libcst says as much in a PERF note in CSTNode.__post_init__). Nodes built
-    anywhere else, fixes included, are still checked: the check is put back as soon as the parse ends, even when
-    another thread's parse overlapped this one."""
-    node_class = cst.CSTNode
-    current = node_class.__dict__.get("__post_init__")
-    if current is None:  # a libcst that validates elsewhere: nothing to skip
-        yield
-        return
-    if current is not _skip_validation:
-        _VALIDATION["post_init"] = current
-    node_class.__post_init__ = _skip_validation
-    try:
-        yield
-    finally:
-        node_class.__post_init__ = _VALIDATION["post_init"]
-
-
-def _skip_validation(node) -> None:
-    return None
-
-
-_VALIDATION: dict = {}  # libcst's own CSTNode.__post_init__, kept while it is swapped out
 
 
 @contextlib.contextmanager

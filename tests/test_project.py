@@ -594,3 +594,19 @@ def test_what_a_name_stands_for_is_read_again_after_its_file_changes(tmp_path):
     (tmp_path / "b.py").write_text("forward_multi = 1\n")
     project.changed(str(tmp_path / "b.py"))
     assert project.mentions("forward_multi", str(tmp_path / "a.py"))
+
+
+def test_another_file_is_read_as_the_checked_one_is_cpython_first(tmp_path):
+    """Another file of the project goes through CPython's parser before libcst's: nesting CPython refuses (which
+    could overflow libcst's native stack) is not read, and a file it accepts gets its statement lines, so a
+    position there generates one statement, not the module."""
+    from mhalint.budget import Limits
+
+    write(tmp_path, {"deep.py": "x = " + "(" * 300 + "1" + ")" * 300 + "\n",
+                     "model.py": "import torch\n\n\nclass Block:\n    def __init__(self, n):\n        self.n = n\n"})
+    project = Project([str(p) for p in sorted(tmp_path.glob("*.py"))])
+    assert project.context(str(tmp_path / "deep.py"), Limits(None)) is None
+    context = project.context(str(tmp_path / "model.py"), Limits(None))
+    init = context.classes["Block"].methods["__init__"].node
+    assert context.line(init.body.body[0]) == 6
+    assert not context._positions._whole

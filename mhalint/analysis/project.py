@@ -16,6 +16,7 @@ modification time and module name, so that a one-file run does not read the whol
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import sys
@@ -770,17 +771,28 @@ def project_files(paths: Iterable[str], walked: Iterable[str] = (), **discovery)
 
 
 def _parse(path: str, raw: bytes | None, limits: Limits, project: Project):
+    """Another file's context, parsed as the file being checked is: CPython's parser first (it refuses nesting
+    that would overflow libcst's native stack, and its statement lines spare positions a pass over the whole
+    module), then libcst's without its node checks."""
     from mhalint.context import ModuleContext
     from mhalint.lazy import cst
+    from mhalint.positions import body_lines, first_lines
+    from mhalint.trusted_parse import unvalidated_nodes
 
     if raw is None:
         return None
     try:
         text, _ = decode(raw)
-        if not limits.allows_tree(text, "libcst"):
+        if "\0" in text or not limits.allows_tree(text, "libcst"):
             return None
-        context = ModuleContext(cst.parse_module(text), path, text, names=project)  # names only
+        syntax = ast.parse(text, filename=path)
+        statement_lines, bodies = first_lines(syntax), body_lines(syntax)
+        del syntax
+        with unvalidated_nodes():
+            module = cst.parse_module(text)
+        context = ModuleContext(module, path, text, statement_lines, names=project, body_lines=bodies)  # names only
         context.other_file = True
         return context
-    except (UnicodeDecodeError, LookupError, SyntaxError, cst.ParserSyntaxError, RecursionError, ValueError):
+    except (UnicodeDecodeError, LookupError, SyntaxError, cst.ParserSyntaxError, RecursionError, MemoryError,
+            ValueError):
         return None
