@@ -659,9 +659,10 @@ class ShapeReader:
         function = binding.scope.node
         if not isinstance(function, cst.FunctionDef):
             return None
-        rebound = [self.ctx.line(other.node) for other in binding.scope.bindings.get(name, ()) if other is not binding]
+        # the scope's bindings are in source order: the first other one is the first rebinding
+        rebound = next((other for other in binding.scope.bindings.get(name, ()) if other is not binding), None)
         lines = self.ctx.source_lines()
-        last = min(rebound, default=self.ctx.end_line(function))
+        last = self.ctx.line(rebound.node) if rebound is not None else self.ctx.end_line(function)
         for at in range(self.ctx.line(function), min(last, len(lines)) + 1):
             if "#" in lines[at - 1] and name in lines[at - 1] and (lines[at - 1].lstrip().startswith("#") or at < last):
                 about = _about(name, self.ctx.comment(at) or "")
