@@ -75,7 +75,7 @@ def function_callers(ctx: ModuleContext, function: Scope) -> list[Site]:
     if function in memo:
         return memo[function]
     found = [Site(ctx, site) for site in callers(ctx, function)]
-    project = ctx.project if ctx.project is not None else ctx.names
+    project = ctx.names  # the project, also in another file of it that an analysis reads
     if project is not None and function.parent is ctx.root and function.kind == "function":
         ctx.read_project = True
         for importer in (*project.importers(ctx.path, function.name), *project.importers(ctx.path, "*")):
@@ -156,7 +156,7 @@ def function_called(ctx: ModuleContext, call: cst.Call, scope: Scope) -> tuple[M
     function = project_function(ctx, call, scope)
     if function is not None:
         return ctx, function
-    project = ctx.project if ctx.project is not None else ctx.names  # another file's context has no project
+    project = ctx.names  # the project, also in another file of it that an analysis reads
     func = call.func
     if project is None or not isinstance(func, cst.Name):
         return None
@@ -246,9 +246,9 @@ def constructions(ctx: ModuleContext, klass: Scope, asking: ModuleContext) -> li
 def _harmless(ctx: ModuleContext, load: cst.Name) -> bool:
     """A read of a class name that builds nothing elsewhere: an annotation, a base class, `isinstance`'s second
     argument, or an attribute of the class that is not called (`Config.batch_first`)."""
-    node, parent = load, ctx.parent(load)
+    parent = ctx.parent(load)
     while isinstance(parent, cst.Subscript | cst.SubscriptElement | cst.Index | cst.BinaryOperation):
-        node, parent = parent, ctx.parent(parent)
+        parent = ctx.parent(parent)
     if isinstance(parent, cst.Annotation):
         return True
     if isinstance(parent, cst.Attribute):  # `Config.x` reads; `Config.from_dict(d)` may build one

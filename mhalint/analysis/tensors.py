@@ -1271,7 +1271,7 @@ class ShapeReader:
         """A reader of another file of the run, whose stops are this question's."""
         if ctx is self.ctx:
             return self
-        project = self.ctx.project if self.ctx.project is not None else self.ctx.names
+        project = self.ctx.names  # the project, also in another file of it that an analysis reads
         reader = ShapeReader(ctx, project.display(ctx.path, self.ctx.path))
         reader._stops = self._stops
         return reader
