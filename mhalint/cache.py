@@ -9,7 +9,8 @@ moved file still hits). Findings that depended on other files of the project als
 (`project_fingerprint`: every project file's path, size and modification time), and hold only while it is unchanged.
 The document also keeps the project index's entries (mhalint.analysis.project): for each file of the project, its
 size, modification time, dotted module name and the classes it imports, so that a run given one file of a large
-project does not read every other file again; an entry is used only while all three are unchanged.
+project does not read every other file again; an entry is used only while all three are unchanged. The index is
+a JSON text inside the document, decoded only when a run asks it (a warm run, which reads no file, does not).
 The engine stores an entry only for bytes whose status did not change while they were read, and the index drops
 the entries of files that no longer exist whenever it is written.
 The cache is safe to delete at any time (`mhalint clean`, or `rm -r .mhalint_cache`): the next run is slower, never
@@ -71,8 +72,8 @@ from mhalint.finding import Finding
 
 CACHE_DIR_NAME = ".mhalint_cache"
 FORMAT_NAME = "mhalint-findings-cache"
-FORMAT_VERSION = 5  # 1: the pickle before the JSON cache (never read); 2: no project dependency; 3: no index;
-# 4: the index kept imported classes only, not functions
+FORMAT_VERSION = 6  # 1: the pickle before the JSON cache (never read); 2: no project dependency; 3: no index;
+# 4: the index kept imported classes only, not functions; 5: the index as JSON inside the document, not a string
 MAX_INDEX_BYTES = 256 * 2**20  # an index past this is not read (a 6,600-file tree takes about 1 MB)
 MAX_FINDINGS_PER_FILE = 100_000
 MAX_IMPORTS_PER_FILE = 100_000
@@ -122,7 +123,10 @@ class Cache:
         self._codes = {rule.code for rule in rules}.union(ENGINE_CODES)  # what an entry's findings may be
         self.index_path = directory / f"findings-{self.key}.json"
         self._dirty = False  # set when the index must be (re)written: new entries, or bad content read
-        self._imports: dict[str, _Imports] = {}
+        self._imports: dict[str, _Imports] | None = {}  # None until `_index` decodes `_imports_text`
+        # the project index as the file holds it, a JSON text inside the document: a run that asks nothing of it (a
+        # warm one) neither decodes nor encodes its entries (7 MB for 6,000 files)
+        self._imports_text = "{}"
         self._entries: dict[str, _Entry] = self._load()
         self._seen: set[str] = set()  # the entries this run asked about: their files existed
 
@@ -169,16 +173,27 @@ class Cache:
     def recall_imports(self, path: str, status: os.stat_result, module: str) -> tuple | None:
         """The project index's entries for a file (mhalint.analysis.project.ImportMemory), if its size,
         modification time and module name are those remembered."""
-        entry = self._imports.get(path)
+        entry = self._index().get(path)
         self._seen.add(path)
         if entry is None or entry[0] != status.st_size or entry[1] != status.st_mtime_ns or entry[2] != module:
             return None
         return entry[3]
 
     def keep_imports(self, path: str, status: os.stat_result, module: str, imports: tuple) -> None:
-        self._imports[path] = (status.st_size, status.st_mtime_ns, module, imports)
+        self._index()[path] = (status.st_size, status.st_mtime_ns, module, imports)
         self._seen.add(path)
         self._dirty = True
+
+    def _index(self) -> dict[str, _Imports]:
+        """The project index, decoded when first asked for; its bad entries are dropped (and rewritten)."""
+        if self._imports is None:
+            try:
+                document = json.loads(self._imports_text)
+            except (ValueError, RecursionError):
+                document = None
+            self._imports = _index_entries(document) if type(document) is dict else {}
+            self._dirty |= type(document) is not dict or len(self._imports) != len(document)
+        return self._imports
 
     def _key(self, path: str) -> str:
         key = os.path.abspath(path)
@@ -188,7 +203,7 @@ class Cache:
     def _forget_missing(self) -> None:
         """Drop the entries of files that no longer exist (deleted, renamed), so the index does not grow with
         them; the files this run asked about are known to exist and need no look."""
-        for table in (self._entries, self._imports):
+        for table in (self._entries, self._imports) if self._imports is not None else (self._entries,):
             missing = [path for path in table if path not in self._seen and not os.path.exists(path)]
             for path in missing:
                 del table[path]
@@ -239,8 +254,10 @@ class Cache:
         return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "key": self.key,
                 "entries": {path: [*entry[:_DIGEST + 1], entry[_DATA], entry[_PROJECT]]
                             for path, entry in self._entries.items()},
-                "imports": {path: [size, mtime_ns, module, [list(item) for item in imports]]
-                            for path, (size, mtime_ns, module, imports) in self._imports.items()}}
+                "imports": self._imports_text if self._imports is None else json.dumps(
+                    {path: [size, mtime_ns, module, [list(item) for item in imports]]
+                     for path, (size, mtime_ns, module, imports) in self._imports.items()},
+                    ensure_ascii=True, separators=(",", ":"))}
 
     def _load(self) -> dict[str, _Entry]:
         """The valid entries of the index; an index missing is no cache, one damaged or foreign is no cache and
@@ -263,11 +280,10 @@ class Cache:
         if type(document) is not dict or document.get("format") != FORMAT_NAME or \
                 type(document.get("version")) is not int or document["version"] != FORMAT_VERSION or \
                 document.get("key") != self.key or type(document.get("entries")) is not dict or \
-                type(document.get("imports")) is not dict:
+                type(document.get("imports")) is not str:
             self._dirty = True
             return {}
-        self._imports = _index_entries(document["imports"])
-        self._dirty |= len(self._imports) != len(document["imports"])
+        self._imports, self._imports_text = None, document["imports"]
         entries: dict[str, _Entry] = {}
         for path, value in document["entries"].items():
             # Inline (this runs once per file of the project on every run): what save writes, [size, mtime_ns,

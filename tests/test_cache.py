@@ -483,6 +483,7 @@ MALFORMED = {
     "a foreign format": _whole(_top("format", "ruff")),
     "another configuration's key": _whole(_top("key", "0" * 24)),
     "entries as a list": _whole(lambda d: json.dumps({**d, "entries": list(d["entries"].items())}).encode()),
+    "the project index as an object": _whole(lambda d: json.dumps({**d, "imports": json.loads(d["imports"])}).encode()),
     "no entries": _whole(lambda d: json.dumps({k: v for k, v in d.items() if k != "entries"}).encode()),
     "size as text": _edit_entry(_without_finding, lambda e, p: e[p].__setitem__(0, str(e[p][0]))),
     "size negative": _edit_entry(_without_finding, _set(0, -1)),
@@ -543,6 +544,29 @@ def test_a_malformed_index_gives_correct_findings_and_is_rewritten_valid(mutate,
     read.clear()
     assert dicts(Checker(rules).check_paths([small], cache=reloaded)) == uncached
     assert [p for p in read if str(small) in p] == []
+
+
+def test_a_run_that_asks_nothing_of_the_project_index_keeps_its_text_undecoded(tmp_path: Path):
+    """The project index is a JSON text inside the document: a warm run neither decodes nor re-encodes it, and
+    a run that does ask gets its valid entries (a bad text is no index, rewritten)."""
+    rules = list(load_rules().values())
+    (tmp_path / "model.py").write_text("import torch\nfrom layers import Block\n")
+    status = (tmp_path / "model.py").stat()
+    path = str(tmp_path / "model.py")
+    cache = Cache(tmp_path / "cache", rules)
+    cache.keep_imports(path, status, "model", (("Block", "layers", "Block"),))
+    cache.save()
+    warm = Cache(tmp_path / "cache", rules)
+    warm.store(path, Cache.digest(b""), status, [])
+    warm.save()
+    assert warm._imports is None  # never decoded
+    asked = Cache(tmp_path / "cache", rules)
+    assert asked.recall_imports(path, status, "model") == (("Block", "layers", "Block"),)
+    document = json.loads(asked.index_path.read_bytes())
+    document["imports"] = "[not json"
+    asked.index_path.write_bytes(json.dumps(document).encode())
+    spoiled = Cache(tmp_path / "cache", rules)
+    assert spoiled.recall_imports(path, status, "model") is None and spoiled._dirty
 
 
 def test_an_unchanged_run_does_not_rewrite_the_index(small: Path, tmp_path: Path):
