@@ -269,14 +269,16 @@ def _reached_by_name(ctx: ModuleContext, word: str) -> int | None:
     attribute's name in a string (`getattr(self, "attn")`, `self._modules["attn"]`), a child taken by a computed
     name or called in a loop over the children, or a variable through `globals()`/`eval`; None when there is
     none."""
+    memo = ctx.memo.setdefault("children_reached", {})
     if not word:
-        source = ctx.source()
-        found = _BUILT_NAMES.search(source)
-        return source.count("\n", 0, found.start()) + 1 if found else None
+        if "built names" not in memo:  # asked for every variable: the source is searched once
+            source = ctx.source()
+            found = _BUILT_NAMES.search(source)
+            memo["built names"] = source.count("\n", 0, found.start()) + 1 if found else None
+        return memo["built names"]
     named = _in_strings(ctx, word)
     if named is not None:
         return named
-    memo = ctx.memo.setdefault("children_reached", {})
     if "line" not in memo:
         memo["line"] = _calls_children(ctx)
     return memo["line"]
@@ -308,19 +310,20 @@ def _calls_children(ctx: ModuleContext) -> int | None:
 def _in_strings(ctx: ModuleContext, word: str) -> int | None:
     """The line of the first string that holds `word` as a whole word, not counting docstrings and other strings
     that are a statement of their own (they name nothing at run time)."""
-    strings = ctx.memo.get("named_strings")
-    if strings is None:
-        strings = ctx.memo["named_strings"] = []
+    words = ctx.memo.get("named_strings")
+    if words is None:  # each word of the strings, with the first string that holds it: one pass for every question
+        words = ctx.memo["named_strings"] = {}
 
         def enter(node) -> bool:
             if isinstance(node, cst.SimpleString | cst.FormattedStringText) \
                     and not isinstance(ctx.parent(node), cst.Expr):
-                strings.append(node)
+                for each in re.findall(r"\w+", node.value):
+                    words.setdefault(each, node)
             return True
 
         walk(ctx.module, enter, lambda node: None)
-    whole = re.compile(rf"(?<![\w]){re.escape(word)}(?![\w])")
-    return next((ctx.line(node) for node in strings if whole.search(node.value)), None)
+    found = words.get(word)
+    return ctx.line(found) if found is not None else None
 
 
 def _use(ctx: ModuleContext, load: cst.CSTNode, built: cst.Call) -> tuple[str, cst.CSTNode] | None:
