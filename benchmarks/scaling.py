@@ -14,6 +14,8 @@ CPU time is what the exit status judges: on a shared machine the wall time also 
 
 Shapes (sites per unit of generated code):
   module body   `attnI = nn.MultiheadAttention(64, 8)` statements at module level (1)
+  pairs         the same, each followed by its call on one shared input, `outI, _ = attnI(x, x, x)` (2): one
+                tensor read by every call
   one line      the same statements on one line, separated by semicolons (1)
   classes       classes that build an nn.MultiheadAttention in __init__ from parameters, call it in forward,
                 and are instantiated at module level (2)
@@ -52,6 +54,11 @@ HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n
 
 def module_body(units: int) -> str:
     return HEADER + "".join(f"attn{i} = nn.MultiheadAttention(64, 8)\n" for i in range(units))
+
+
+def pairs(units: int) -> str:
+    return HEADER + "x = torch.randn(10, 4, 64)\n" + "".join(
+        f"attn{i} = nn.MultiheadAttention(64, 8)\nout{i}, _ = attn{i}(x, x, x)\n" for i in range(units))
 
 
 def one_line(units: int) -> str:
@@ -110,7 +117,7 @@ y = F.scaled_dot_product_attention(x, x, x, attn_mask=mask)
 ''' for _ in range(units))
 
 
-SHAPES = {"module body": (module_body, 1), "one line": (one_line, 1), "classes": (classes, 2),
+SHAPES = {"module body": (module_body, 1), "pairs": (pairs, 2), "one line": (one_line, 1), "classes": (classes, 2),
           "masks": (masks, 4), "rebound": (rebound, 3)}
 
 

@@ -502,7 +502,13 @@ class ShapeReader:
     def _consumed(self, name: str, binding: Binding) -> Traced | None:
         """A tensor this binding also gives torch by keyword as a key padding mask (itself, a slice that keeps its
         axes or a conversion) is (N, S): torch checks both sizes against the batch and the keys (docs/torch-facts.md,
-        `mha-kpm-transposed-N-not-L`)."""
+        `mha-kpm-transposed-N-not-L`). Read once per binding: each use of a tensor handed to N calls asks it."""
+        memo = self.ctx.memo.setdefault("consumed", {})
+        if (binding, self.file) not in memo:
+            memo[binding, self.file] = self._consumed_as_padding(binding)
+        return memo[binding, self.file]
+
+    def _consumed_as_padding(self, binding: Binding) -> Traced | None:
         for use in dataflow.uses(self.ctx, binding):
             carrier = _axes_carrier(self.ctx, use)
             arg = self.ctx.parent(carrier)
