@@ -359,6 +359,8 @@ class Checker:
                 rules.run(context.walk_indexed(rules.visited, rules.left))
                 result.read_project = context.read_project
                 context.release()
+                if self.project is not None and reuse is None:  # for the analyses of the files after it
+                    self.project.checked(path, text, module, statement_lines, bodies)
         except cst.ParserSyntaxError:
             return [_engine_finding(path, PARSE_ERROR, "Python accepts this file but libcst, the parser mhalint "
                                                        "uses, cannot parse it (syntax newer than the installed "

@@ -612,3 +612,21 @@ def test_another_file_is_read_as_the_checked_one_is_cpython_first(tmp_path):
     init = context.classes["Block"].methods["__init__"].node
     assert context.line(init.body.body[0]) == 6
     assert not context._positions._whole
+
+
+def test_a_checked_file_is_read_on_its_own_tree_only_while_its_text_is_the_same(tmp_path):
+    """The tree the run's check of a file left is used by a later analysis that reads the file, unless the file's
+    text is no longer the one checked: then it is parsed again."""
+    import libcst
+
+    from mhalint.budget import Limits
+
+    write(tmp_path, {"model.py": "class Block:\n    pass\n", "other.py": "class Head:\n    pass\n"})
+    project = Project([str(p) for p in sorted(tmp_path.glob("*.py"))])
+    for name in ("model.py", "other.py"):
+        text = (tmp_path / name).read_text()
+        project.checked(str(tmp_path / name), text, libcst.parse_module(text), [1], {})
+    kept = project._checked[str(tmp_path / "model.py")][1]
+    assert project.context(str(tmp_path / "model.py"), Limits(None)).module is kept
+    (tmp_path / "other.py").write_text("class Tail:\n    pass\n")
+    assert set(project.context(str(tmp_path / "other.py"), Limits(None)).classes) == {"Tail"}

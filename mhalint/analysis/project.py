@@ -30,6 +30,7 @@ from mhalint.source import decode, regular_only
 
 _MAX_CONTEXTS = 4  # libcst trees always kept per process, whatever their size
 _MAX_LINES = 20_000  # more are kept while their sources hold no more lines than this (about 9 KB of memory a line)
+_MAX_CHECKED_LINES = 3_000  # the trees of the files just checked, kept for the analyses of the next ones
 _IMPORT_STEPS = 4  # how far may_name_attention follows imports
 _BASE_STEPS = 8  # how far may_derive_attention follows bases (further: it may)
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")  # what makes a folder a project's root
@@ -69,6 +70,7 @@ class Project:
         self._overlay = overlay if overlay is not None else {}
         self._contexts: dict[str, object] = {}  # the trees kept, least recently used first
         self._alive: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # every tree still held anywhere
+        self._checked: dict[str, tuple] = {}  # path -> (text, tree, statement lines, body lines), the latest last
         self._resolved: dict[str, str | None | tuple[None, frozenset[str]]] = {}
         self._classes_imported: dict[str, dict[str, tuple[str | None, str]]] = {}
         self._entries: dict[str, tuple[tuple[str, str, str], ...]] = {}  # each file's imported classes, as read
@@ -202,6 +204,7 @@ class Project:
         path = os.path.abspath(path)
         self._contexts.pop(path, None)
         self._alive.pop(path, None)
+        self._checked.pop(path, None)
         self._attention.pop(path, None)
         self._reaches.clear()
         self._said.clear()
@@ -479,7 +482,7 @@ class Project:
         self.reads.add(path)
         context = self._contexts.pop(path) if path in self._contexts else self._alive.get(path, _UNREAD)
         if context is _UNREAD:
-            context = _parse(path, self._bytes(path), limits, self)
+            context = _parse(path, self._bytes(path), limits, self, self._checked.pop(path, None))
             if context is not None:
                 self._alive[path] = context
         self._contexts[path] = context  # the most recently used last
@@ -488,6 +491,17 @@ class Project:
         if context is not None:
             context.limits = limits  # what the analyses do in it counts against the file being checked
         return context
+
+    def checked(self, path: str, text: str, module, statement_lines: list[int], bodies: dict[int, list[int]]) -> None:
+        """A file the run has just checked, with its tree: an analysis of a later file that reads this one builds
+        its context on the tree instead of parsing the file again. The latest are kept, up to _MAX_CHECKED_LINES
+        lines of source."""
+        path = os.path.abspath(path)
+        self._checked.pop(path, None)
+        self._checked[path] = (text, module, statement_lines, bodies)
+        lines = sum(kept[0].count("\n") for kept in self._checked.values())
+        while lines > _MAX_CHECKED_LINES:
+            lines -= self._checked.pop(next(iter(self._checked)))[0].count("\n")
 
     def tree(self, path: str, text: str):
         """The libcst tree of `path` when the project holds one parsed from `text` (an analysis of another file
@@ -770,10 +784,11 @@ def project_files(paths: Iterable[str], walked: Iterable[str] = (), **discovery)
     return [str(path) for path in discover(roots, extensions=(".py",), **discovery).files] if roots else []
 
 
-def _parse(path: str, raw: bytes | None, limits: Limits, project: Project):
+def _parse(path: str, raw: bytes | None, limits: Limits, project: Project, checked: tuple | None = None):
     """Another file's context, parsed as the file being checked is: CPython's parser first (it refuses nesting
     that would overflow libcst's native stack, and its statement lines spare positions a pass over the whole
-    module), then libcst's without its node checks."""
+    module), then libcst's without its node checks; or built on the tree of its own check earlier in the run
+    (`checked`), when its text is the same."""
     from mhalint.context import ModuleContext
     from mhalint.lazy import cst
     from mhalint.positions import body_lines, first_lines
@@ -783,13 +798,16 @@ def _parse(path: str, raw: bytes | None, limits: Limits, project: Project):
         return None
     try:
         text, _ = decode(raw)
-        if "\0" in text or not limits.allows_tree(text, "libcst"):
-            return None
-        syntax = ast.parse(text, filename=path)
-        statement_lines, bodies = first_lines(syntax), body_lines(syntax)
-        del syntax
-        with unvalidated_nodes():
-            module = cst.parse_module(text)
+        if checked is not None and checked[0] == text:
+            module, statement_lines, bodies = checked[1:]
+        else:
+            if "\0" in text or not limits.allows_tree(text, "libcst"):
+                return None
+            syntax = ast.parse(text, filename=path)
+            statement_lines, bodies = first_lines(syntax), body_lines(syntax)
+            del syntax
+            with unvalidated_nodes():
+                module = cst.parse_module(text)
         context = ModuleContext(module, path, text, statement_lines, names=project, body_lines=bodies)  # names only
         context.other_file = True
         return context
