@@ -71,6 +71,8 @@ class Config:
     def ignored_in(self, path: str) -> tuple[str, ...]:
         """The codes per-file-ignores switches off for `path` (matched relative to the config's directory, and by
         file name, as ruff does)."""
+        if not self.per_file_ignores:  # asked for every finding: no path is resolved when nothing is ignored
+            return ()
         try:
             relative = Path(path).resolve().relative_to(self.root.resolve()).as_posix()
         except (ValueError, OSError, RuntimeError):  # outside the root, or a symlink loop

@@ -106,21 +106,26 @@ def _guards(ctx: ModuleContext, node: cst.CSTNode, scope: Scope) -> list[Fact]:
     while parent is not None and not isinstance(child, cst.FunctionDef | cst.ClassDef | cst.Lambda):
         if isinstance(parent, cst.If | cst.IfExp) and child is not parent.test:
             found += facts(ctx, parent.test, scope, holds=child is parent.body)
-        elif isinstance(parent, cst.IndentedBlock | cst.Module) and any(s is child for s in parent.body):
-            found += _after_exits(ctx, parent.body, child, scope)
+        elif isinstance(parent, cst.IndentedBlock | cst.Module):
+            found += _after_exits(ctx, parent, scope).get(id(child), ())
         child, parent = parent, ctx.parent(parent)
     return found
 
 
-def _after_exits(ctx: ModuleContext, body, statement, scope: Scope) -> list[Fact]:
-    """`if T: return ...` earlier in the block: the statements after it run only where T fails."""
-    found = []
-    for before in body:
-        if before is statement:
-            break
-        if isinstance(before, cst.If) and _exits(before.body):
-            found += facts(ctx, before.test, scope, holds=False)
-    return found
+def _after_exits(ctx: ModuleContext, block: cst.IndentedBlock | cst.Module, scope: Scope) -> dict[int, list[Fact]]:
+    """`if T: return ...` earlier in the block: the statements after it run only where T fails. For each
+    statement of the block (by id), the facts of the exiting tests before it: read once per block (a question per
+    statement read all those before it, which made a module of N statements quadratic)."""
+    memo = ctx.memo.setdefault("after_exits", {})
+    key = (block, scope)
+    if key not in memo:
+        table, found = {}, []
+        for statement in block.body:
+            table[id(statement)] = found
+            if isinstance(statement, cst.If) and _exits(statement.body):
+                found = found + facts(ctx, statement.test, scope, holds=False)
+        memo[key] = table
+    return memo[key]
 
 
 def _exits(suite: cst.BaseSuite) -> bool:
