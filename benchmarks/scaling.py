@@ -1,16 +1,18 @@
-"""How the time to check one file grows with the attention sites in it (issue 16, item 5b).
+"""How the time and memory to check one file grow with the attention sites in it (issues 16 and 37).
 
 A generated or vendored file with thousands of attention sites must not take quadratic time. For each shape of
 generated code below, one file of N attention sites (constructions and calls) is written for every N in
 `--sizes` (default 1k, 2k, 4k, 8k) and checked as `mhalint check --no-cache FILE` checks it: an in-process
 `Checker.check_paths` with every rule and no cache, but without the file budget, so that the analysis itself is
-timed and never cut short as MHA903. Each size is checked `--repeat` times (the fastest counts). The script
-prints the wall and CPU seconds and the findings per size (they must grow with N: a shape that stopped being
-analysed would look fast), then fits the exponent k of t = c * N^k per shape (least squares of log t on log N),
-for wall and for CPU time. Before all that, it times the second largest file of the first shape with the real
-command line in a subprocess (wall time, peak RSS, with the default budget).
+timed and never cut short as MHA903. Each size is checked `--repeat` times (the fastest counts), and once more
+in a forked child whose peak resident memory, less that of a child that checks nothing, is the check's memory.
+The script prints the wall and CPU seconds, the memory and the findings per size (they must grow with N: a shape
+that stopped being analysed would look fast), then fits the exponent k of t = c * N^k per shape (least squares
+of log t on log N), for wall and CPU time and for memory. Before all that, it times the second largest file of
+the first shape with the real command line in a subprocess (wall time, peak RSS, with the default budget).
 
-CPU time is what the exit status judges: on a shared machine the wall time also measures the neighbours.
+CPU time and memory are what the exit status judges: on a shared machine the wall time also measures the
+neighbours.
 
 Shapes (sites per unit of generated code):
   module body   `attnI = nn.MultiheadAttention(64, 8)` statements at module level (1)
@@ -24,8 +26,8 @@ Shapes (sites per unit of generated code):
   rebound       one name bound again and again at module level to an nn.MultiheadAttention that is then called,
                 with a shape unpacking and an SDPA call each time (3): a name with N bindings and N reads
 
-Exit status: 1 when a fitted CPU exponent exceeds `--max-exponent` (default 1.2), a size reports no findings or
-the command line fails; else 0. The script imports mhalint and its rules, never torch.
+Exit status: 1 when a fitted CPU or memory exponent exceeds `--max-exponent` (default 1.2), a size reports no
+findings or the command line fails; else 0. The script imports mhalint and its rules, never torch.
 
 Usage:
     python benchmarks/scaling.py [--sizes 1000,2000,4000,8000] [--shapes masks,classes] [--repeat 1]
@@ -153,6 +155,24 @@ def check_in_process(checker: Checker, path: Path, repeat: int) -> tuple[float, 
     return best_wall, best_cpu, len(result.findings)
 
 
+def memory_in_child(checker: Checker, path: Path | None) -> float:
+    """The peak resident memory (MB) of a forked child that checks `path` (nothing when None): the child starts
+    with this process's pages, so a child that checks nothing gives the baseline to subtract."""
+    pid = os.fork()
+    if pid == 0:  # the child: check, and leave without running the parent's clean-up
+        code = 0
+        try:
+            if path is not None:
+                checker.check_paths([path], cache=None, jobs=1)
+        except BaseException:
+            code = 1
+        os._exit(code)
+    _, status, usage = os.wait4(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{path}: the check in a forked child failed")
+    return usage.ru_maxrss / 1024
+
+
 def check_in_subprocess(path: Path) -> tuple[float, float, int]:
     """Wall seconds, peak RSS (MB) and exit status of the real command line on one file."""
     start = time.perf_counter()
@@ -177,7 +197,7 @@ def main() -> int:
         parser.error(f"unknown shape {unknown[0]!r}" if unknown else "give at least two sizes")
     checker = Checker(list(load_rules().values()), unused_noqa=True, budget=None)
     failures: list[str] = []
-    exponents: dict[str, tuple[float, float]] = {}
+    exponents: dict[str, tuple[float, float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="mhalint-scaling-") as directory:
         # first, while this process is small: a child's ru_maxrss counts the image it was forked from
         sites = sizes[-2]
@@ -191,27 +211,37 @@ def main() -> int:
         warm_up = Path(directory) / "warm_up.py"  # libcst is imported on the first parse: not in a timing
         warm_up.write_text(generated("masks", 20))
         check_in_process(checker, warm_up, 1)
-        say(f"{'shape':<12} {'sites':>6} {'lines':>7} {'wall s':>8} {'CPU s':>8} {'findings':>8}")
+        # memory first, in children forked while this process is small: one forked after the timed checks would
+        # start with their freed heap, and fill it without growing
+        baseline = memory_in_child(checker, None)
+        grown: dict[tuple[str, int], float] = {}
         for shape in shapes:
-            walls, cpus = [], []
             for sites in sizes:
                 path = Path(directory) / f"{shape.replace(' ', '_')}_{sites}.py"
                 path.write_text(generated(shape, sites))
+                grown[shape, sites] = max(memory_in_child(checker, path) - baseline, 0.1)
+        say(f"{'shape':<12} {'sites':>6} {'lines':>7} {'wall s':>8} {'CPU s':>8} {'MB':>7} {'findings':>8}")
+        for shape in shapes:
+            walls, cpus, memory = [], [], []
+            for sites in sizes:
+                path = Path(directory) / f"{shape.replace(' ', '_')}_{sites}.py"
                 wall, cpu, found = check_in_process(checker, path, options.repeat)
                 walls.append(wall)
                 cpus.append(cpu)
+                memory.append(grown[shape, sites])
                 lines = path.read_text().count("\n")
-                say(f"{shape:<12} {sites:>6} {lines:>7} {wall:>8.2f} {cpu:>8.2f} {found:>8}")
+                say(f"{shape:<12} {sites:>6} {lines:>7} {wall:>8.2f} {cpu:>8.2f} {memory[-1]:>7.1f} {found:>8}")
                 if found == 0:
                     failures.append(f"{shape} with {sites} sites gave no findings: it was not analysed")
                 path.unlink()
-            exponents[shape] = (exponent(sizes, walls), exponent(sizes, cpus))
+            exponents[shape] = (exponent(sizes, walls), exponent(sizes, cpus), exponent(sizes, memory))
         say("")
-        for shape, (wall_k, cpu_k) in exponents.items():
-            verdict = "ok" if cpu_k <= options.max_exponent else f"OVER {options.max_exponent}"
-            say(f"fitted exponent {shape:<12} CPU {cpu_k:5.2f} ({verdict}), wall {wall_k:5.2f}")
-            if cpu_k > options.max_exponent:
-                failures.append(f"{shape}: CPU time grows as N^{cpu_k:.2f}")
+        for shape, (wall_k, cpu_k, memory_k) in exponents.items():
+            verdict = "ok" if max(cpu_k, memory_k) <= options.max_exponent else f"OVER {options.max_exponent}"
+            say(f"fitted exponent {shape:<12} CPU {cpu_k:5.2f}, memory {memory_k:5.2f} ({verdict}), wall {wall_k:5.2f}")
+            for what, k in (("CPU time", cpu_k), ("memory", memory_k)):
+                if k > options.max_exponent:
+                    failures.append(f"{shape}: {what} grows as N^{k:.2f}")
     say(f"\n{command_line}")
     for failure in failures:
         say(f"FAILED: {failure}")
