@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import threading
 
 STACK_BYTES = 256 * 2**20
@@ -55,6 +56,7 @@ def _ensure_thread() -> None:
 
 
 def _serve(requests: queue.SimpleQueue) -> None:
+    _leave_signals_to_the_main_thread()
     while True:
         request = requests.get()
         if request is None:
@@ -65,6 +67,15 @@ def _serve(requests: queue.SimpleQueue) -> None:
         except BaseException as error:  # re-raised in the caller's thread
             outcome.error = error
         outcome.done.set()
+
+
+def _leave_signals_to_the_main_thread() -> None:
+    """Block Ctrl-C and SIGTERM in this thread. The kernel hands a signal sent to the process to any thread that
+    does not block it; Python runs the handler in the main thread, which waits for this one in a lock acquire that
+    only a signal delivered to it interrupts. Delivered here, the signal left that wait asleep: the run went on,
+    or hung when this thread could not finish (once in a few hundred CI runs of tests/test_interrupts.py)."""
+    if hasattr(signal, "pthread_sigmask"):  # not on Windows, where signals reach the main thread only
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 class _Outcome:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 
@@ -64,3 +65,12 @@ def test_a_forked_child_starts_its_own_thread():
     os.close(write)
     _, status = os.waitpid(pid, 0)
     assert os.read(read, 16) == b"ok" and os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signal masks")
+def test_the_check_thread_leaves_ctrl_c_and_sigterm_to_the_main_thread():
+    """A signal sent to the process goes to a thread that does not block it; the main thread, waiting for the check
+    thread, is woken only by one delivered to it: the check thread blocks both, and the main thread neither."""
+    blocked_there = deep_stack.run(signal.pthread_sigmask, signal.SIG_BLOCK, [])
+    assert {signal.SIGINT, signal.SIGTERM} <= blocked_there
+    assert not {signal.SIGINT, signal.SIGTERM} & signal.pthread_sigmask(signal.SIG_BLOCK, [])
