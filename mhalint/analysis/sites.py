@@ -112,14 +112,10 @@ def _through_partials(ctx: ModuleContext, function: Scope) -> list[Site]:
     return found
 
 
-def elsewhere(ctx: ModuleContext, function: Scope) -> list[Site]:
-    """`Block(...)` (its `__init__`) or a call of a `Block` instance (its `forward`) in a file that imports it."""
-    return list(each_elsewhere(ctx, function))
-
-
 def each_elsewhere(ctx: ModuleContext, function: Scope) -> Iterator[Site]:
-    """elsewhere's sites, one importing file at a time (each file's memoised): a reader whose answer the first
-    files decide parses no more of them."""
+    """`Block(...)` (its `__init__`) or a call of a `Block` instance (its `forward`) in a file that imports it,
+    one importing file at a time (each file's memoised): a reader whose answer the first files decide parses no
+    more of them."""
     klass = function.enclosing_class
     project = ctx.project
     if project is None or klass is None or klass.parent is not ctx.root or function.name not in ("__init__",
