@@ -378,11 +378,11 @@ class Project:
         key = (path, name)
         if key not in self._binds_torch:
             self._imported  # the entries of every file
-            raw = self._bytes(path) or b""
             locals_ = {local for _, _, local in self._entries.get(path, ())}
             written = name.encode()
-            self._binds_torch[key] = name in locals_ or _aliases(raw, written) or (
-                "*" in locals_ and not _assigns(raw, written) and not _defines(raw, written))
+            lines = _naming(self._bytes(path) or b"", written)
+            self._binds_torch[key] = name in locals_ or _aliases(lines, written) or (
+                "*" in locals_ and not _assigns(lines, written) and not _defines(lines, written))
         return self._binds_torch[key]
 
     def may_derive_attention(self, path: str, name: str, depth: int = 0) -> bool:
@@ -414,7 +414,8 @@ class Project:
             return True
         if "." in text:
             return text.split(".", 1)[0] not in ("nn", "torch")
-        if _on_a_line(rb"^[ \t]*class[ \t]+%s\b" % re.escape(base), raw, base):
+        lines = _naming(raw, base)
+        if re.search(rb"^[ \t]*class[ \t]+%s\b" % re.escape(base), lines, re.MULTILINE):
             return self.may_derive_attention(path, text, depth + 1)
         self._imported  # the entries of every file
         entries = self._entries.get(path, ())
@@ -423,7 +424,7 @@ class Project:
             return any(_ATTENTION_WORD.fullmatch(name.encode())
                        or (source := self._resolve(written, path)) is not None
                        and self.may_derive_attention(source, name, depth + 1) for written, name in imported)
-        return _assigns(raw, base) or any(local == "*" for _, _, local in entries)
+        return _assigns(lines, base) or any(local == "*" for _, _, local in entries)
 
     def may_name_attention(self, path: str) -> bool:
         """Whether a file names torch's attention classes, or imports classes from a file of the run that may (a
@@ -703,32 +704,33 @@ def _read_with_status(path: str) -> tuple[bytes | None, os.stat_result | None]:
         return None, None
 
 
-def _assigns(raw: bytes, name: bytes) -> bool:
-    """Whether a statement of the file assigns `name` (`MHA = ...`, `A, MHA = ...`, `MHA: type = ...`)."""
-    return _on_a_line(rb"^[ \t]*(?:[\w.]+[ \t]*,[ \t]*)*%s[ \t]*(?:,[ \t]*[\w.]+[ \t]*)*(?::[^=\n]*)?=(?!=)"
-                      % re.escape(name), raw, name)
+def _naming(raw: bytes, name: bytes) -> bytes:
+    """The lines of a file that hold `name`, joined: what the line-anchored questions below read, found once per
+    name instead of each question's regex reading every byte of a large file."""
+    return b"\n".join(_lines_with(raw, (name,)))
 
 
-def _aliases(raw: bytes, name: bytes) -> bool:
-    """Whether a statement of the file may make `name` another name for something (what `qualified_name` follows):
-    `MHA = nn.MultiheadAttention`, `MHA: type = (...`, a value continued on the next line, or a tuple's element
-    (`A, MHA = ...`). Not `MHA = build()` nor `MHA = a if c else b`."""
+def _assigns(lines: bytes, name: bytes) -> bool:
+    """Whether a statement assigns `name` (`MHA = ...`, `A, MHA = ...`, `MHA: type = ...`), in `_naming`'s lines."""
+    return re.search(rb"^[ \t]*(?:[\w.]+[ \t]*,[ \t]*)*%s[ \t]*(?:,[ \t]*[\w.]+[ \t]*)*(?::[^=\n]*)?=(?!=)"
+                     % re.escape(name), lines, re.MULTILINE) is not None
+
+
+def _aliases(lines: bytes, name: bytes) -> bool:
+    """Whether a statement may make `name` another name for something (what `qualified_name` follows), in
+    `_naming`'s lines: `MHA = nn.MultiheadAttention`, `MHA: type = (...`, a value continued on the next line, or a
+    tuple's element (`A, MHA = ...`). Not `MHA = build()` nor `MHA = a if c else b`."""
     escaped = re.escape(name)
     alias = rb"^[ \t]*%s[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*(?:[(\\]|[A-Za-z_][\w.]*[ \t]*(?:#[^\n]*)?\\?$)" % escaped
     unpacked = rb"^[ \t]*(?:[\w.]+[ \t]*,[ \t]*)+%s\b|^[ \t]*%s[ \t]*," % (escaped, escaped)
-    return _on_a_line(alias, raw, name) or (_on_a_line(unpacked, raw, name) and _assigns(raw, name))
+    return re.search(alias, lines, re.MULTILINE) is not None or (
+        re.search(unpacked, lines, re.MULTILINE) is not None and _assigns(lines, name))
 
 
-def _defines(raw: bytes, name: bytes) -> bool:
-    """Whether a top-level `class` or `def` statement (at the start of a line) binds `name`: then a star import
-    never decides what the name stands for in the module."""
-    return _on_a_line(rb"^(?:class|def|async[ \t]+def)[ \t]+%s\b" % re.escape(name), raw, name)
-
-
-def _on_a_line(pattern: bytes, raw: bytes, name: bytes) -> bool:
-    """Whether a line that holds `name` matches `pattern` (anchored at `^`): the regex reads those lines only, not
-    every byte of a large file."""
-    return re.search(pattern, b"\n".join(_lines_with(raw, (name,))), re.MULTILINE) is not None
+def _defines(lines: bytes, name: bytes) -> bool:
+    """Whether a top-level `class` or `def` statement (at the start of a line) binds `name`, in `_naming`'s lines:
+    then a star import never decides what the name stands for in the module."""
+    return re.search(rb"^(?:class|def|async[ \t]+def)[ \t]+%s\b" % re.escape(name), lines, re.MULTILINE) is not None
 
 
 def project_root(path: str, known: dict[str, str | None] | None = None) -> str | None:
