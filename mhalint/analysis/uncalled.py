@@ -229,8 +229,8 @@ def _stored(ctx: ModuleContext, built: cst.Call, shown: str, loads: list[cst.CST
 def _under_main(ctx: ModuleContext, node: cst.CSTNode) -> bool:
     """Whether `node` is in an `if __name__ == "__main__":` block (bound only when the file runs as a script)."""
     while node is not None:
-        if isinstance(node, cst.If) and isinstance(node.test, cst.Comparison) \
-                and "__main__" in ctx.code(node.test) and "__name__" in ctx.code(node.test):
+        test = ctx.code(node.test) if isinstance(node, cst.If) and isinstance(node.test, cst.Comparison) else ""
+        if "__main__" in test and "__name__" in test:
             return True
         node = ctx.parent(node)
     return False
