@@ -189,13 +189,18 @@ class Model(nn.Module):
 """
 
 
-def test_a_stack_of_project_blocks_is_followed_into_their_forward(lint):
-    (error,) = lint(BLOCKS.format(unpack="B, T, C = x.shape"), CODE, "info")
+def _each_layout(lint, template: str) -> None:
+    """The stack's input unpacked batch first (an error), sequence first (info) or not at all (a warning)."""
+    (error,) = lint(template.format(unpack="B, T, C = x.shape"), CODE, "info")
     assert_batch_first_error(error, "B, T, C = x.shape")
-    (info,) = lint(BLOCKS.format(unpack="T, B, C = x.shape"), CODE, "info")
+    (info,) = lint(template.format(unpack="T, B, C = x.shape"), CODE, "info")
     assert_sequence_first_info(info, "T, B, C = x.shape")
-    (unknown,) = lint(BLOCKS.format(unpack="pass"), CODE, "info")
+    (unknown,) = lint(template.format(unpack="pass"), CODE, "info")
     assert_unknown_warning(unknown)
+
+
+def test_a_stack_of_project_blocks_is_followed_into_their_forward(lint):
+    _each_layout(lint, BLOCKS)
 
 
 def _module_calls(source: str) -> dict[int, list[int]]:
@@ -327,9 +332,4 @@ class Model(nn.Module):
 
 
 def test_a_clone_helper_method_is_read_through_its_return(lint):
-    (error,) = lint(CLONE_METHOD.format(unpack="B, T, C = x.shape"), CODE, "info")
-    assert_batch_first_error(error, "B, T, C = x.shape")
-    (info,) = lint(CLONE_METHOD.format(unpack="T, B, C = x.shape"), CODE, "info")
-    assert_sequence_first_info(info, "T, B, C = x.shape")
-    (unknown,) = lint(CLONE_METHOD.format(unpack="pass"), CODE, "info")
-    assert_unknown_warning(unknown)
+    _each_layout(lint, CLONE_METHOD)
