@@ -32,6 +32,12 @@ def unvalidated_nodes():
         node_class.__post_init__ = _VALIDATION["post_init"]
 
 
+class BodyParseError(BaseException):
+    """libcst refused a function body parsed on its own (mhalint.lazy_bodies), after the rest of the file: the
+    check must start again with whole parses, where the file's parse fails as it would have at first. A
+    BaseException, so that the containment of a rule's errors (MHA902) does not take it for a bug of the rule."""
+
+
 def _skip_validation(node) -> None:
     return None
 

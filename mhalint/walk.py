@@ -27,19 +27,73 @@ def _code_fields(node_type: type) -> tuple[str, ...]:
 
 
 def walk(node: cst.CSTNode, enter: Callable[[cst.CSTNode], bool], leave: Callable[[cst.CSTNode], None]) -> None:
-    """Call `enter` on each node (its children are skipped when it returns False), then `leave`."""
+    """Call `enter` on each node (its children are skipped when it returns False), then `leave`. The function
+    bodies under `node` not parsed yet (mhalint.lazy_bodies) are parsed first: `enter` and `leave` see each node
+    as it stays."""
+    if _HOLDERS[type(node)]:
+        _parse_pending(node)
+    _walk(node, enter, leave, _code_fields)
+
+
+def walk_parsed(node: cst.CSTNode, enter: Callable[[cst.CSTNode], bool], leave: Callable[[cst.CSTNode], None],
+                pending: Callable[[cst.CSTNode], None]) -> None:
+    """`walk`, leaving out the function bodies not parsed yet: `pending(function)` is called where such a body
+    would be walked (an index of what is parsed so far keeps its place)."""
+    _walk(node, enter, leave, _parsed_fields, pending)
+
+
+def _walk(node: cst.CSTNode, enter: Callable[[cst.CSTNode], bool], leave: Callable[[cst.CSTNode], None],
+          fields: Callable[[type], tuple[str | None, ...]], pending: Callable[[cst.CSTNode], None] | None = None) -> None:
     if not enter(node):
         return
-    for name in _code_fields(type(node)):
+    for name in fields(type(node)):
+        if name is None:
+            pending(node)
+            continue
         value = getattr(node, name)
         value_type = type(value)
         if value_type is tuple or value_type is list:
             for item in value:
                 if _IS_NODE[type(item)]:
-                    walk(item, enter, leave)
+                    _walk(item, enter, leave, fields, pending)
         elif _IS_NODE[value_type]:
-            walk(value, enter, leave)
+            _walk(value, enter, leave, fields, pending)
     leave(node)
+
+
+def _parse_pending(node: cst.CSTNode) -> None:
+    """Parse the pending bodies in a module, a class or a pending function itself: the only places they are."""
+    statements = node.body if type(node) is cst.Module else node.body.body \
+        if type(node) is cst.ClassDef and type(node.body) is cst.IndentedBlock else (node,)
+    for statement in statements:
+        if type(statement) is cst.ClassDef and type(node) is cst.Module:
+            _parse_pending(statement)
+        elif getattr(type(statement), "body_pending", False):
+            statement.body  # noqa: B018 -- reading it parses it
+
+
+class _Holders(dict):
+    """node type -> whether a pending body may lie in a node of it (filled as types are met)."""
+
+    def __missing__(self, node_type: type) -> bool:
+        self[node_type] = holds = node_type is cst.Module or node_type is cst.ClassDef or getattr(
+            node_type, "body_pending", False)
+        return holds
+
+
+_HOLDERS = _Holders()
+_PARSED_FIELDS: dict[type, tuple[str | None, ...]] = {}
+
+
+def _parsed_fields(node_type: type) -> tuple[str | None, ...]:
+    """The code fields, with None in place of a body not parsed yet."""
+    names = _PARSED_FIELDS.get(node_type)
+    if names is None:
+        names = _code_fields(node_type)
+        if getattr(node_type, "body_pending", False):  # mhalint.lazy_bodies.LazyFunctionDef
+            names = tuple(None if name == "body" else name for name in names)
+        _PARSED_FIELDS[node_type] = names
+    return names
 
 
 class _NodeTypes(dict):
