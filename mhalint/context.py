@@ -22,6 +22,8 @@ from mhalint.walk import walk
 
 if TYPE_CHECKING:
     from mhalint.analysis.project import Project
+    from mhalint.lazy_bodies import Shell
+    from mhalint.pending_scopes import PartialIndex
     from mhalint.positions import Positions
 
 T = TypeVar("T")
@@ -74,7 +76,7 @@ class Scope:
         method: Scope | None = self
         while method is not None and method.enclosing_class is None:
             method = method.parent
-        if method is None or type(method.node) is not cst.FunctionDef:
+        if method is None or not isinstance(method.node, cst.FunctionDef):
             return None
         params = method.node.params.params or method.node.params.posonly_params
         return params[0].name.value if params else None
@@ -86,14 +88,17 @@ class ModuleContext:
     def __init__(self, module: cst.Module, path: str, source: str | None = None,
                  statement_lines: list[int] | None = None, project: Project | None = None,
                  limits: Limits | None = None, generated: dict | None = None,
-                 body_lines: dict[int, list[int]] | None = None, names: Project | None = None):
+                 body_lines: dict[int, list[int]] | None = None, names: Project | None = None,
+                 shell: Shell | None = None):
         """`source` is the text `module` was parsed from and `statement_lines` the first line of each top-level
         statement in CPython's tree of it (mhalint.positions.first_lines), when the caller has them: they spare
         generating the module's code again for lines and positions. `project` holds the run's other files.
         `limits` is the file's budget: the analyses call `limits.check()` in their loops (mhalint.budget).
         `generated`: top-level statements' generated code kept from an earlier version of the text (Positions).
         `body_lines`: the first lines of the statements in classes' and functions' bodies, likewise
-        (mhalint.positions.body_lines): positions inside a method then generate the method, not its class."""
+        (mhalint.positions.body_lines): positions inside a method then generate the method, not its class.
+        `shell`: `module` has function bodies still to parse (mhalint.lazy_bodies); the context then asks for them
+        only as its questions need them (mhalint.pending_scopes)."""
         self.module = module
         self.project = project
         # where imported names are looked up (`_from_project`, base classes): the project, also for another file
@@ -122,6 +127,16 @@ class ModuleContext:
         self._assignments: list[tuple[cst.Assign | cst.AugAssign, Scope]] | None = None
         self.memo: dict[str, dict] = {}  # per-module caches of the analyses (e.g. callers of a function)
         self.pending_reads = 0  # reads of an answer still being computed (a cycle): see `settled`
+        self._shell = shell if shell is not None and shell.unparsed() else None
+        self._partial: PartialIndex | None = None  # the index of what is parsed so far, while bodies are pending
+        # while bodies are pending: name -> the names bound to it (`B = Block`, `self.cls = Block`), kept to find
+        # the calls that may go through an alias without parsing every body
+        self.aliases: dict[str, set[str]] = {}
+        if self._shell is not None:
+            from mhalint.pending_scopes import SCOPE_TYPES  # only a context with pending bodies loads it
+
+            self.scope_types = SCOPE_TYPES
+            self._shell.listeners.append(self._body_parsed)
         _ScopeBuilder(self).body(module.body, self.root)
 
     def release(self) -> None:
@@ -129,6 +144,8 @@ class ModuleContext:
         readers, which point back at the context. Those cycles would keep the file's whole tree alive until a
         pass of the cyclic collector walked it (8% of a cold run, benchmarks/profile.py); broken, the tree is
         freed as soon as the check lets go of it. The context answers nothing afterwards."""
+        if self._shell is not None:
+            self._shell.listeners.remove(self._body_parsed)
         for scope in self.scopes.values():
             scope.__dict__.clear()
         self.__dict__.clear()
@@ -169,8 +186,72 @@ class ModuleContext:
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The node `node` sits in (built by `walk_indexed`, or for the whole module on first use)."""
         if "parents" not in self.memo:
-            self._index_tree()
+            if self._shell is not None:
+                self.memo["parents"] = self._partial_index().parents
+            else:
+                self._index_tree()
         return self.memo["parents"].get(node)
+
+    # ---- bodies parsed on demand (mhalint.lazy_bodies, mhalint.pending_scopes) ----
+    @property
+    def partial(self) -> bool:
+        """Some function bodies are not parsed yet."""
+        return self._shell is not None
+
+    def _partial_index(self) -> PartialIndex:
+        if self._partial is None:
+            from mhalint.pending_scopes import PartialIndex
+
+            self._partial = PartialIndex(self.module, self.scopes, self.root, lambda: self.limits.check())
+        return self._partial
+
+    def _body_parsed(self, function: cst.FunctionDef) -> None:
+        """A pending body has just been parsed: its names join its scope, its `self.x` its class, its nodes the
+        index, as a whole parse would have had them."""
+        scope = self.scopes.get(function)
+        if scope is None:
+            return
+        scope.bindings = dict(dict.items(scope.bindings))  # the parameters; reads need no parse any more
+        _ScopeBuilder(self).suite(function.body, scope)
+        klass = scope.enclosing_class
+        if klass is not None and hasattr(klass.attributes, "settle"):
+            klass.attributes.settle()
+        if self._partial is not None:
+            self._partial.parsed(function)
+
+    def parse_holding(self, word: str) -> None:
+        """Parse the pending bodies that have `word` in them: those that may name what a question is about."""
+        for function in self._shell.holding(word) if self._shell is not None else ():
+            function.body  # noqa: B018 -- reading it parses it
+
+    def parsed(self) -> PartialIndex:
+        """The index of what is parsed so far (while bodies are pending): its calls by name and its assignments,
+        in source order, for a question whose bodies `parse_holding` has parsed."""
+        return self._partial_index()
+
+    def calls_through_aliases(self, name: str) -> list[tuple[cst.Call, Scope]]:
+        """While bodies are pending: the calls written with `name`, or with a name an alias chain binds to it, as
+        the called name or attribute (`Block(...)`, `B(...)` after `B = Block`, `self.cls(...)` after
+        `self.cls = Block`), in source order; the bodies that may hold such an alias or call are parsed first.
+        Every call whose callee resolves to `name` through bindings (ModuleContext.qualified_name) is among them."""
+        words, frontier = {name}, [name]
+        while frontier:
+            word = frontier.pop()
+            self.parse_holding(word)
+            for alias in self.aliases.get(word, ()):
+                if alias not in words:
+                    words.add(alias)
+                    frontier.append(alias)
+        return self._partial_index().calls_named_any(words)
+
+    def parse_all(self) -> None:
+        """A question about the whole module: every body is parsed, and the context indexes it as it would a
+        module parsed whole."""
+        if self._shell is not None:
+            self._shell.parse_all()
+            self._shell.listeners.remove(self._body_parsed)
+            self._shell = self._partial = None
+            self.memo.pop("parents", None)
 
     def source_lines(self) -> list[str]:
         """The module's source split into lines, keeping each line's ending."""
@@ -300,6 +381,7 @@ class ModuleContext:
     def calls(self) -> list[tuple[cst.Call, Scope]]:
         """Every call in the module with the scope it is in (built by `walk_indexed`, or on first use)."""
         if self._calls is None:
+            self.parse_all()
             self._index_tree()
         return self._calls
 
@@ -308,6 +390,7 @@ class ModuleContext:
         `walk_indexed`, or on first use): an analysis that looks for some of them filters these instead of walking
         the module again."""
         if self._assignments is None:
+            self.parse_all()
             self._index_tree()
         return self._assignments
 
@@ -365,11 +448,17 @@ class ModuleContext:
 
     def calls_in(self, scope: Scope) -> list[tuple[cst.Call, Scope]]:
         """The calls whose scope is `scope` (not those of functions nested in it), in source order."""
+        if self._shell is not None:
+            scope.node.body if isinstance(scope.node, cst.FunctionDef) else None  # parses a pending body
+            return self._partial_index().calls_in(scope)
         return self._call_index()[0].get(scope, [])
 
     def calls_named(self, name: str) -> list[tuple[cst.Call, Scope]]:
         """The calls written `name(...)` or `<anything>.name(...)`, in source order: every call that may run a
         function or method called `name` is among them."""
+        if self._shell is not None:
+            self.parse_holding(name)  # the only pending bodies that may hold such a call
+            return self._partial_index().calls_named(name)
         return self._call_index()[1].get(name, [])
 
     def _call_index(self) -> tuple[dict[Scope, list], dict[str, list]]:
@@ -421,6 +510,20 @@ class ModuleContext:
                 return scope
             scope = scope.parent
         return None
+
+
+def _alias_words(value: cst.BaseExpression, index: int | None) -> set[str]:
+    """The names an assigned value may be an alias of, as qualified names follow them: a name, `self.x`, or the
+    element of a tuple the target unpacks (any element when that is not known)."""
+    if isinstance(value, cst.Name):
+        return {value.value}
+    if isinstance(value, cst.Attribute):
+        return {value.attr.value}
+    if isinstance(value, cst.Tuple | cst.List):
+        elements = [element.value for element in value.elements]
+        chosen = elements[index:index + 1] if index is not None and index < len(elements) else elements
+        return {word for element in chosen for word in _alias_words(element, None)}
+    return set()
 
 
 class _ScopeBuilder:
@@ -514,6 +617,10 @@ class _ScopeBuilder:
 
     def target(self, target: cst.BaseExpression, value, scope: Scope, node, kind: str = "assign",
                index: int | None = None) -> None:
+        if self.ctx._shell is not None and value is not None and isinstance(target, cst.Name | cst.Attribute):
+            bound = target.value if isinstance(target, cst.Name) else target.attr.value
+            for word in _alias_words(value, index):
+                self.ctx.aliases.setdefault(word, set()).add(bound)
         if isinstance(target, cst.Name):
             scope.bind(Binding(target.value, value, scope, node, kind=kind if index is None else "unpack",
                                index=index))
@@ -534,6 +641,11 @@ class _ScopeBuilder:
     def function(self, node: cst.FunctionDef, scope: Scope) -> None:
         scope.bind(Binding(node.name.value, None, scope, node, kind="def"))
         inner = Scope("function", node, scope, name=node.name.value)
+        pending = self.ctx._shell is not None and getattr(type(node), "body_pending", False)
+        if pending:
+            from mhalint.pending_scopes import PendingBindings
+
+            inner.bindings = PendingBindings(inner)  # read, they parse the body (ModuleContext._body_parsed)
         self.ctx.scopes[node] = inner
         if scope.kind == "class":
             scope.methods[node.name.value] = inner
@@ -546,7 +658,8 @@ class _ScopeBuilder:
         for star in (parameters.star_arg, parameters.star_kwarg):
             if isinstance(star, cst.Param):
                 inner.bind(Binding(star.name.value, None, inner, star, kind="param"))
-        self.suite(node.body, inner)
+        if not pending:
+            self.suite(node.body, inner)
 
     def klass(self, node: cst.ClassDef, scope: Scope) -> None:
         scope.bind(Binding(node.name.value, None, scope, node, kind="def"))
@@ -558,3 +671,9 @@ class _ScopeBuilder:
         for name, bindings in inner.bindings.items():
             if name not in inner.methods:
                 inner.attributes.setdefault(name, [])[:0] = bindings
+        if self.ctx._shell is not None and isinstance(node.body, cst.IndentedBlock):
+            methods = [self.ctx.scopes[statement] for statement in node.body.body if isinstance(statement, cst.FunctionDef)]
+            if any(getattr(type(method.node), "body_pending", False) for method in methods):
+                from mhalint.pending_scopes import PendingAttributes
+
+                inner.attributes = PendingAttributes(inner.attributes, self.ctx._shell, methods)

@@ -116,4 +116,4 @@ def test_the_index_walk_keeps_every_assignment_with_its_scope_for_the_container_
     assert [(ctx.code(node).split(" ")[0], scope.kind) for node, scope in ctx.assignments()] == [
         ("c", "module"), ("c", "module"), ("d", "function"), ("d[\"k\"]", "function"), ("f", "function"),
         ("self.parts[0]", "function")]
-    assert [ctx.line(node) for node, _ in _stores(ctx)] == [2, 8, 10]
+    assert [ctx.line(node) for node, _ in _stores(ctx.assignments())] == [2, 8, 10]

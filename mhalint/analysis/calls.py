@@ -469,7 +469,10 @@ def _calls_of(ctx: ModuleContext, function: Scope, klass: Scope | None) -> list[
                 if not chain.may and any(api in (other.api, other.subclass) for built in chain
                                          for other in built.alternatives)]
     if klass is not None and function.name == "__init__":
-        candidates = _calls_by_qualified_name(ctx).get(PROJECT_PREFIX + klass.name, [])
+        api = PROJECT_PREFIX + klass.name
+        candidates = _calls_by_qualified_name(ctx).get(api, []) if not ctx.partial else [
+            (call, scope) for call, scope in ctx.calls_through_aliases(klass.name)
+            if _qualified_call(ctx, call, scope) == api]
     else:
         candidates = ctx.calls_named(function.name)
     return [(call, scope) for call, scope in candidates if _calls(ctx, call, scope, function, klass)]
@@ -483,16 +486,21 @@ def _calls_by_qualified_name(ctx: ModuleContext) -> dict[str, list[tuple[cst.Cal
     if memo is None:
         memo = ctx.memo["calls_by_qualified_name"] = {}
         for call, scope in ctx.calls():
-            root = call.func
-            while isinstance(root, cst.Attribute):
-                root = root.value
-            bindings = ctx.bindings(root.value, scope) if isinstance(root, cst.Name) else []
-            if bindings and all(binding.kind == "import" for binding in bindings):
-                continue
-            name = ctx.qualified_name(call.func, scope)
+            name = _qualified_call(ctx, call, scope)
             if name is not None:
                 memo.setdefault(name, []).append((call, scope))
     return memo
+
+
+def _qualified_call(ctx: ModuleContext, call: cst.Call, scope: Scope) -> str | None:
+    """The qualified name of what a call calls, unless it calls through an imported name."""
+    root = call.func
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    bindings = ctx.bindings(root.value, scope) if isinstance(root, cst.Name) else []
+    if bindings and all(binding.kind == "import" for binding in bindings):
+        return None
+    return ctx.qualified_name(call.func, scope)
 
 
 def _signature(function: Scope, skip_self: bool) -> torchapi.Signature:

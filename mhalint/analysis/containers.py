@@ -95,9 +95,23 @@ def pairs(expr: cst.BaseExpression) -> list[tuple[cst.BaseExpression | None, cst
 
 def additions(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> list[Added]:
     """What the code adds to the container a name (in `scope`) or `self.x` (in any method of the class) holds:
-    `c.append(v)`, `c.insert(i, v)`, `c.extend(vs)`, `c += vs`, `c[k] = v`. Indexed once per module."""
+    `c.append(v)`, `c.insert(i, v)`, `c.extend(vs)`, `c += vs`, `c[k] = v`. Indexed once per module; while
+    function bodies are pending, once per container, after the bodies that name it are parsed (every addition
+    writes the container's name)."""
     key = _owner(ctx, expr, scope)
-    return _index(ctx).get(key, []) if key is not None else []
+    if key is None:
+        return []
+    if not ctx.partial:
+        index = ctx.memo.get("container_additions")
+        if index is None:
+            index = ctx.memo["container_additions"] = _additions(ctx, ctx.calls_named, _stores(ctx.assignments()))
+        return index.get(key, [])
+    memo = ctx.memo.setdefault("container_additions_of", {})
+    if key not in memo:
+        ctx.parse_holding(key[1].removeprefix("self."))
+        parsed = ctx.parsed()
+        memo[key] = _additions(ctx, parsed.calls_named, _stores(parsed.assignments())).get(key, [])
+    return memo[key]
 
 
 def _owner(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope):
@@ -111,13 +125,11 @@ def _owner(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope):
     return None
 
 
-def _index(ctx: ModuleContext) -> dict:
-    index = ctx.memo.get("container_additions")
-    if index is not None:
-        return index
-    index = ctx.memo["container_additions"] = {}
+def _additions(ctx: ModuleContext, calls_named, stores: list[tuple[cst.CSTNode, Scope]]) -> dict:
+    """The additions to each container, among the calls `calls_named` gives and the `stores`."""
+    index: dict = {}
     for method in (*_ADD_ONE, *_ADD_MANY):
-        for call, scope in ctx.calls_named(method):
+        for call, scope in calls_named(method):
             func = call.func
             if not isinstance(func, cst.Attribute) or any(arg.star or arg.keyword for arg in call.args):
                 continue
@@ -127,7 +139,7 @@ def _index(ctx: ModuleContext) -> dict:
             owner = _owner(ctx, func.value, scope)
             if owner is not None:
                 index.setdefault(owner, []).append(Added(call.args[position].value, scope, method in _ADD_MANY))
-    for statement, scope in _stores(ctx):
+    for statement, scope in stores:
         if isinstance(statement, cst.AugAssign) and isinstance(statement.operator, cst.AddAssign):
             owner = _owner(ctx, statement.target, scope)
             if owner is not None:
@@ -143,9 +155,9 @@ def _index(ctx: ModuleContext) -> dict:
     return index
 
 
-def _stores(ctx: ModuleContext) -> list[tuple[cst.CSTNode, Scope]]:
-    """The module's `c += ...` and `c[k] = ...` statements with their scopes, from the index's assignments."""
-    return [(statement, scope) for statement, scope in ctx.assignments() if isinstance(statement, cst.AugAssign)
+def _stores(assignments: list[tuple[cst.CSTNode, Scope]]) -> list[tuple[cst.CSTNode, Scope]]:
+    """The `c += ...` and `c[k] = ...` statements among assignments, with their scopes."""
+    return [(statement, scope) for statement, scope in assignments if isinstance(statement, cst.AugAssign)
             or any(isinstance(target.target, cst.Subscript) for target in statement.targets)]
 
 

@@ -1,0 +1,216 @@
+"""What a ModuleContext knows of a module whose function bodies are parsed on demand (mhalint.lazy_bodies).
+
+Each answer is the one a whole parse gives: a question about a pending function's names parses its body first,
+one about a class's `self.x` parses the methods that mention `x`, and the calls named `f` are found after the
+bodies that mention `f` are parsed. Each parsed body then joins the index in the place a walk of the whole
+module would have given it, so that lists come out in source order.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import TYPE_CHECKING, Callable
+
+from mhalint.lazy import cst
+from mhalint.lazy_bodies import LazyFunctionDef
+from mhalint.walk import walk, walk_parsed
+
+if TYPE_CHECKING:
+    from mhalint.context import Scope
+    from mhalint.lazy_bodies import Shell
+
+# imported only by a context with pending bodies, so libcst is loaded already
+SCOPE_TYPES = frozenset((cst.Module, cst.ClassDef, cst.FunctionDef, LazyFunctionDef))  # nodes opening a scope
+
+
+class PendingBindings(dict):
+    """A pending function's bindings: its parameters, until something reads them, which parses its body (the
+    context then gives the scope a plain dict of all its bindings)."""
+
+    __slots__ = ("scope",)
+
+    def __init__(self, scope: Scope):
+        super().__init__()
+        self.scope = scope
+
+    def _all(self) -> dict:
+        self.scope.node.body  # noqa: B018 -- reading it parses it
+        return self.scope.bindings
+
+    def get(self, key, default=None):
+        return self._all().get(key, default)
+
+    def __getitem__(self, key):
+        return self._all()[key]
+
+    def __contains__(self, key) -> bool:
+        return key in self._all()
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def keys(self):
+        return self._all().keys()
+
+    def values(self):
+        return self._all().values()
+
+    def items(self):
+        return self._all().items()
+
+
+class PendingAttributes(dict):
+    """A class's `self.x` bindings while some of its methods are pending: asking for `x` parses the methods whose
+    body has the word `x` first; asking for all of them parses every method. The bindings of each name stay in
+    source order: the class body's own, then each method's in the order the methods are written."""
+
+    __slots__ = ("shell", "methods", "order")
+
+    def __init__(self, attributes: dict, shell: Shell, methods: list[Scope]):
+        super().__init__(attributes)
+        self.shell = shell
+        self.methods = {method.node for method in methods}
+        self.order = {method: index for index, method in enumerate(methods)}
+
+    def _want(self, name) -> None:
+        for function in self.shell.holding(name) if isinstance(name, str) else ():
+            if function in self.methods:
+                function.body  # noqa: B018 -- reading it parses it
+
+    def _want_all(self) -> None:
+        for function in self.shell.unparsed():
+            if function in self.methods:
+                function.body  # noqa: B018
+
+    def settle(self) -> None:
+        """After a method's body joined the class: its bindings were added last; put them in source order."""
+        for bindings in dict.values(self):
+            bindings.sort(key=lambda binding: self.order.get(binding.scope, -1))
+
+    def get(self, key, default=None):
+        self._want(key)
+        return dict.get(self, key, default)
+
+    def __getitem__(self, key):
+        self._want(key)
+        return dict.__getitem__(self, key)
+
+    def __contains__(self, key) -> bool:
+        self._want(key)
+        return dict.__contains__(self, key)
+
+    def __iter__(self):
+        self._want_all()
+        return dict.__iter__(self)
+
+    def __len__(self) -> int:
+        self._want_all()
+        return dict.__len__(self)
+
+    def keys(self):
+        self._want_all()
+        return dict.keys(self)
+
+    def values(self):
+        self._want_all()
+        return dict.values(self)
+
+    def items(self):
+        self._want_all()
+        return dict.items(self)
+
+
+class PartialIndex:
+    """Parents, and calls by scope and by called name, of the parsed part of a module, in the order a walk of the
+    whole module lists them: each call has a key, and a pending body's calls get the key of its place."""
+
+    def __init__(self, module: cst.Module, scopes: dict, root: Scope, check: Callable[[], None]):
+        self.scopes = scopes
+        self.check = check
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self.by_scope: dict[Scope, list] = {}
+        self.by_name: dict[str, list] = {}
+        self._assignments: list = []  # (key, (statement, scope)) for `=` and augmented assignments
+        self.places: dict[cst.CSTNode, int] = {}  # pending function -> the key of its body's place
+        self._count = 0
+        self._index(module, root, None, None, lambda root, enter, leave: walk_parsed(root, enter, leave, self._pending))
+
+    def parsed(self, function: cst.FunctionDef) -> None:
+        """A pending body has just been parsed: index it in its place."""
+        place = self.places.pop(function, None)
+        if place is not None:
+            self._index(function.body, self.scopes[function], function, place, walk)
+
+    def _pending(self, function: cst.CSTNode) -> None:
+        self.places[function] = self._count
+        self._count += 1
+
+    def _index(self, root: cst.CSTNode, scope: Scope, parent: cst.CSTNode | None, place: int | None,
+               walker: Callable) -> None:
+        """Index `root`'s nodes, which lie in `scope` under `parent`: in walk order (`place` None), or at the
+        place of a body parsed later."""
+        stack, path, sequence = [scope], [parent] if parent is not None else [], 0
+
+        def enter(node: cst.CSTNode) -> bool:
+            nonlocal sequence
+            self.check()
+            if path:
+                self.parents[node] = path[-1]
+            path.append(node)
+            kind = type(node)
+            inner = self.scopes.get(node) if kind in SCOPE_TYPES else None
+            if inner is not None:
+                stack.append(inner)
+            elif kind is cst.Call or kind in _ASSIGNMENTS:
+                if place is None:
+                    key, self._count = (self._count, 0), self._count + 1
+                else:
+                    sequence += 1
+                    key = (place, sequence)
+                self._add(node, stack[-1], key)
+            return True
+
+        def leave(node: cst.CSTNode) -> None:
+            path.pop()
+            if type(node) in SCOPE_TYPES and node in self.scopes and len(stack) > 1:
+                stack.pop()
+
+        walker(root, enter, leave)
+
+    def _add(self, node: cst.CSTNode, scope: Scope, key: tuple[int, int]) -> None:
+        if type(node) in _ASSIGNMENTS:
+            _insert(self._assignments, key, (node, scope))
+            return
+        func = node.func
+        name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
+        _insert(self.by_scope.setdefault(scope, []), key, (node, scope))
+        if name is not None:
+            _insert(self.by_name.setdefault(name, []), key, (node, scope))
+
+    def assignments(self) -> list:
+        return [entry for _, entry in self._assignments]
+
+    def calls_in(self, scope: Scope) -> list:
+        return [entry for _, entry in self.by_scope.get(scope, ())]
+
+    def calls_named(self, name: str) -> list:
+        return [entry for _, entry in self.by_name.get(name, ())]
+
+    def calls_named_any(self, names: set[str]) -> list:
+        """The calls named by any of `names`, in source order."""
+        return [entry for _, entry in sorted((found for name in names for found in self.by_name.get(name, ())),
+                                             key=lambda found: found[0])]
+
+
+_ASSIGNMENTS = (cst.Assign, cst.AugAssign)
+
+
+def _insert(entries: list, key: tuple[int, int], entry) -> None:
+    """Keep `entries` in key order: a parse in walk order appends; a body parsed later goes to its place."""
+    if not entries or entries[-1][0] < key:
+        entries.append((key, entry))
+    else:
+        bisect.insort(entries, (key, entry), key=lambda found: found[0])
