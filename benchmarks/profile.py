@@ -75,15 +75,39 @@ class Parses:
     def __init__(self):
         self.files: Counter[str] = Counter()
         self.other: set[str] = set()  # the files parsed for another file's analysis
+        self.pending = 0  # function bodies left out of a parse (mhalint.lazy_bodies)
+        self.bodies = 0  # those parsed alone since, when something read them
         self._reading: list[str] = []
+        self._in_body = False
 
     def counted(self, parse):
         @functools.wraps(parse)
         def counting(*args, **kwargs):
-            if self._reading:
+            if self._in_body:
+                self.bodies += 1
+            elif self._reading:
                 self.files[self._reading[-1]] += 1
             return parse(*args, **kwargs)
         return counting
+
+    def lazy(self, lazy_bodies) -> None:
+        """Count the bodies a parse leaves out, and those parsed alone later (not as parses of a file)."""
+        shell, body = lazy_bodies.parse, lazy_bodies.Pending.parse
+
+        @functools.wraps(shell)
+        def parse(*args, **kwargs):
+            found = shell(*args, **kwargs)
+            self.pending += len(found.pending)
+            return found
+
+        @functools.wraps(body)
+        def parse_body(*args, **kwargs):
+            self._in_body = True
+            try:
+                return body(*args, **kwargs)
+            finally:
+                self._in_body = False
+        lazy_bodies.parse, lazy_bodies.Pending.parse = parse, parse_body
 
     def reading(self, owner, name: str, path_at: int, other: bool) -> None:
         """The function `owner.name` parses the file named by its argument at `path_at`."""
@@ -106,6 +130,7 @@ class Parses:
         found = [f"libcst parses  {sum(self.files.values())} of {len(self.files)} files "
                  f"({len(self.other)} of them read for another file's analysis); "
                  f"files parsed more than once: {len(twice)}"]
+        found.append(f"function bodies left out of those parses {self.pending:,}, parsed alone since {self.bodies:,}")
         return found + [f"  {count} parses of {path}" for count, path in reversed(twice[-10:])]
 
 
@@ -115,7 +140,7 @@ def instrument(phases: Phases, parses: Parses) -> None:
 
     import libcst
 
-    from mhalint import context, engine, noqa, positions, scan
+    from mhalint import context, engine, lazy_bodies, noqa, positions, scan
     from mhalint.analysis import project
     from mhalint.lazy import cst
     from mhalint.prefilter import Prefilter
@@ -132,6 +157,7 @@ def instrument(phases: Phases, parses: Parses) -> None:
     parse = phases.timed("libcst parse", parses.counted(libcst.parse_module))
     parses.reading(engine.Checker, "_check_within", 2, other=False)  # (self, source, path, ...)
     parses.reading(project, "_parse", 0, other=True)  # (path, raw, limits, project)
+    parses.lazy(lazy_bodies)
     for module in {libcst, cst}:  # the real module and mhalint's deferred stand-in for it
         module.parse_module = parse
     for name in ("first_lines", "body_lines", "statement_starts"):

@@ -31,7 +31,7 @@ from mhalint.scan import Scanned, scan
 from mhalint.schema import NUMBERS, pool_size
 from mhalint.rule import Rule, runtime_only
 from mhalint.source import decode
-from mhalint.trusted_parse import unvalidated_nodes
+from mhalint.trusted_parse import BodyParseError, unvalidated_nodes
 
 if TYPE_CHECKING:
     from mhalint.cache import Cache
@@ -210,6 +210,7 @@ class Checker:
             done(path, findings)
 
         self.project = project
+        project.will_check(path for path, _, _ in parse)
         try:
             self._run(parse, jobs, checked)
         finally:
@@ -319,8 +320,18 @@ class Checker:
                reuse: Reparser | None) -> list[Finding]:
         """The file's findings, or MHA903 (and the internal errors met until then) past the file's budget."""
         findings: list[Finding] = []  # the rules' findings, and internal errors, as they come
+        errors, tracebacks = result.internal_errors, len(result.tracebacks)
         try:
             return self._check_within(source, path, result, Limits(self.budget, cancel), findings, reuse)
+        except BodyParseError:  # a function body of another file that libcst refuses: parse files whole from now
+            from mhalint.lazy_bodies import parse_whole_from_now
+
+            parse_whole_from_now()
+            if self.project is not None:
+                self.project.forget_partial()
+            result.internal_errors = errors
+            del result.tracebacks[tracebacks:]
+            return self._check(source, path, result, cancel, reuse)
         except TooComplex as reason:
             return [_engine_finding(path, TOO_COMPLEX, f"{reason}; exclude the file or raise the limit"),
                     *(finding for finding in findings if finding.code == INTERNAL_ERROR)]

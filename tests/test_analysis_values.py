@@ -349,7 +349,8 @@ def test_the_files_that_import_a_class_are_parsed_once_however_many_questions_re
 
     parsed: list[str] = []
     parse = project._parse
-    monkeypatch.setattr(project, "_parse", lambda path, *rest: parsed.append(path) or parse(path, *rest))
+    monkeypatch.setattr(project, "_parse", lambda path, *rest, **options: parsed.append(path) or
+                        parse(path, *rest, **options))
     write(tmp_path, {"model.py": """\
         import torch.nn as nn
         class Encoder(nn.Module):

@@ -332,8 +332,8 @@ def test_an_importer_is_parsed_only_when_its_text_may_call_or_use_the_class(tmp_
                      "subclasses.py": "from model import Encoder\n\nclass Deeper(Encoder):\n    pass\n"})
     parsed = []
     real = project_module._parse
-    monkeypatch.setattr(project_module, "_parse", lambda path, *rest: parsed.append(Path(path).name) or
-                        real(path, *rest))
+    monkeypatch.setattr(project_module, "_parse", lambda path, *rest, **options: parsed.append(Path(path).name) or
+                        real(path, *rest, **options))
     [finding] = checked([tmp_path / "model.py"])
     assert finding.severity == Severity.ERROR and "train.py:4" in finding.message
     assert parsed == ["train.py"]

@@ -86,6 +86,7 @@ class Project:
         self._packages: dict[str, bool] = {}  # folder -> holds an __init__.py
         self._mentioned: dict[str, list[str]] = {}  # mentions': the first two files holding each word
         self._said: dict[tuple[str, str, bool], bool] = {}  # may_call's and may_read's answers
+        self._to_check: set[str] = set()  # files this run will check itself: parsed whole when read for another
 
     @property
     def paths(self) -> list[str]:
@@ -483,7 +484,8 @@ class Project:
         self.reads.add(path)
         context = self._contexts.pop(path) if path in self._contexts else self._alive.get(path, _UNREAD)
         if context is _UNREAD:
-            context = _parse(path, self._bytes(path), limits, self, self._checked.pop(path, None))
+            context = _parse(path, self._bytes(path), limits, self, self._checked.pop(path, None),
+                             whole=path in self._to_check)
             if context is not None:
                 self._alive[path] = context
         self._contexts[path] = context  # the most recently used last
@@ -492,6 +494,18 @@ class Project:
         if context is not None:
             context.limits = limits  # what the analyses do in it counts against the file being checked
         return context
+
+    def will_check(self, paths: Iterable[str]) -> None:
+        """The files the run is about to check. Read for another file's analysis first, such a file is parsed
+        whole (its own check needs all of it); any other is parsed a function body at a time, as the analyses
+        ask (mhalint.lazy_bodies)."""
+        self._to_check = {os.path.abspath(path) for path in paths}
+
+    def forget_partial(self) -> None:
+        """Drop the trees with bodies still unparsed (after a body libcst refused: they are parsed whole again)."""
+        for path in [path for path, context in self._contexts.items() if context is not None and context.partial]:
+            del self._contexts[path]
+            self._alive.pop(path, None)
 
     def checked(self, path: str, text: str, module, statement_lines: list[int], bodies: dict[int, list[int]]) -> None:
         """A file the run has just checked, with its tree: an analysis of a later file that reads this one builds
@@ -509,7 +523,10 @@ class Project:
         read it first): the file's own check then builds on it instead of parsing the file again."""
         path = os.path.abspath(path)
         context = self._contexts.get(path) or self._alive.get(path)
-        return context.module if context is not None and context.source() == text else None
+        if context is None or context.source() != text:
+            return None
+        context.parse_all()  # the check walks all of it
+        return context.module
 
     def _keep_within_budget(self) -> None:
         """Drop the least recently used trees beyond the budget: one analysis asks about a class's importers in
@@ -786,20 +803,23 @@ def project_files(paths: Iterable[str], walked: Iterable[str] = (), **discovery)
     return [str(path) for path in discover(roots, extensions=(".py",), **discovery).files] if roots else []
 
 
-def _parse(path: str, raw: bytes | None, limits: Limits, project: Project, checked: tuple | None = None):
+def _parse(path: str, raw: bytes | None, limits: Limits, project: Project, checked: tuple | None = None,
+           whole: bool = False):
     """Another file's context, parsed as the file being checked is: CPython's parser first (it refuses nesting
     that would overflow libcst's native stack, and its statement lines spare positions a pass over the whole
-    module), then libcst's without its node checks; or built on the tree of its own check earlier in the run
-    (`checked`), when its text is the same."""
+    module), then libcst's without its node checks, leaving the function bodies that nothing asks about unparsed
+    (mhalint.lazy_bodies) unless it is to be parsed `whole`; or built on the tree of its own check earlier in the
+    run (`checked`), when its text is the same."""
+    from mhalint import lazy_bodies
     from mhalint.context import ModuleContext
     from mhalint.lazy import cst
     from mhalint.positions import body_lines, first_lines
-    from mhalint.trusted_parse import unvalidated_nodes
 
     if raw is None:
         return None
     try:
         text, _ = decode(raw)
+        shell = None
         if checked is not None and checked[0] == text:
             module, statement_lines, bodies = checked[1:]
         else:
@@ -807,10 +827,11 @@ def _parse(path: str, raw: bytes | None, limits: Limits, project: Project, check
                 return None
             syntax = ast.parse(text, filename=path)
             statement_lines, bodies = first_lines(syntax), body_lines(syntax)
+            shell = lazy_bodies.parse(text, syntax, whole)
             del syntax
-            with unvalidated_nodes():
-                module = cst.parse_module(text)
-        context = ModuleContext(module, path, text, statement_lines, names=project, body_lines=bodies)  # names only
+            module = shell.module
+        context = ModuleContext(module, path, text, statement_lines, names=project, body_lines=bodies,
+                                shell=shell)  # names only
         context.other_file = True
         return context
     except (UnicodeDecodeError, LookupError, SyntaxError, cst.ParserSyntaxError, RecursionError, MemoryError,
