@@ -109,12 +109,13 @@ class LazyFunctionDef(cst.FunctionDef):
         return _materialise(self)
 
 
-_BODY = cst.FunctionDef.__dict__["body"]  # the slot itself, beneath the frozen dataclass's __setattr__
-_PENDING_OF: dict[int, Pending] = {}  # id(function) -> its pending body, while it is a LazyFunctionDef
+# the slot itself, beneath the frozen dataclass's __setattr__: it holds the Pending until the body is parsed, so
+# that a tree dropped with bodies unread takes them along
+_BODY = cst.FunctionDef.__dict__["body"]
 
 
 def _materialise(function: LazyFunctionDef) -> cst.BaseSuite:
-    pending = _PENDING_OF.pop(id(function))
+    pending = _BODY.__get__(function)
     block = pending.parse()
     _BODY.__set__(function, block)
     object.__setattr__(function, "__class__", cst.FunctionDef)
@@ -147,7 +148,7 @@ def parse(text: str, syntax: ast.Module, whole: bool = False) -> Shell:
     for index, (first, last, _) in regions.items():
         function, (definition, method) = functions[index], definitions[index]
         start = definition.decorator_list[0].lineno if definition.decorator_list else definition.lineno
-        _PENDING_OF[id(function)] = Pending("".join(lines[start - 1:last]) + _after(lines, last), method, shell)
+        _BODY.__set__(function, Pending("".join(lines[start - 1:last]) + _after(lines, last), method, shell))
         shell.pending[function] = "".join(lines[first - 1:last])
         object.__setattr__(function, "__class__", LazyFunctionDef)
     return shell

@@ -339,3 +339,17 @@ def test_a_pending_class_keeps_its_attributes_in_source_order(tmp_path: Path):
     context, shell = _context(tmp_path, text)
     shell.unparsed()[1].body  # the second method first
     assert [binding.scope.name for binding in context.classes["A"].attributes["x"]] == ["A", "first", "second"]
+
+
+def test_a_tree_dropped_with_bodies_unread_is_freed(tmp_path: Path):
+    """The bodies still to parse belong to the tree: a context dropped before reading them leaves nothing alive
+    (a long-lived caller, the language server, reads many files)."""
+    import gc
+    import weakref
+
+    context, shell = _context(tmp_path, PROJECT_FILE)
+    assert shell.unparsed()
+    gone = weakref.ref(context)
+    del context, shell
+    gc.collect()
+    assert gone() is None
