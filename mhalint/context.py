@@ -449,7 +449,8 @@ class ModuleContext:
     def calls_in(self, scope: Scope) -> list[tuple[cst.Call, Scope]]:
         """The calls whose scope is `scope` (not those of functions nested in it), in source order."""
         if self._shell is not None:
-            scope.node.body if isinstance(scope.node, cst.FunctionDef) else None  # parses a pending body
+            if isinstance(scope.node, cst.FunctionDef):
+                scope.node.body  # noqa: B018 -- reading a pending body parses it
             return self._partial_index().calls_in(scope)
         return self._call_index()[0].get(scope, [])
 
