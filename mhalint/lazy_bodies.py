@@ -11,8 +11,8 @@ what the shell saves is the bodies nobody reads.
 A body is parsed inside a `class _:` header when it is a method (its lines keep their indentation, so strings and
 continuation lines keep their text), after a first block indented as the module's first (libcst infers a
 module's default indentation from it), followed by the comment lines after it and a stand-in for the next
-statement, so that those lines go to the same blocks as in a whole parse. Bodies that change module-wide facts the context
-records as it builds its scopes (a nested class, an import, a `global`) are parsed with the shell.
+statement, so that those lines go to the same blocks as in a whole parse. Bodies that change module-wide facts
+the context records as it builds its scopes (a nested class, an import, a `global`) are parsed with the shell.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class LazyFunctionDef(cst.FunctionDef):
     """A FunctionDef whose body is parsed on first read; then it becomes a plain FunctionDef again."""
 
     __slots__ = ()
-    body_pending = True  # what mhalint.walk.walk_parsed looks for
+    body_pending = True  # what mhalint.walk looks for (it has no libcst type to compare with)
 
     @property
     def body(self) -> cst.BaseSuite:

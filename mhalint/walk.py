@@ -62,9 +62,11 @@ def _walk(node: cst.CSTNode, enter: Callable[[cst.CSTNode], bool], leave: Callab
 
 
 def _parse_pending(node: cst.CSTNode) -> None:
-    """Parse the pending bodies in a module, a class or a pending function itself: the only places they are."""
-    statements = node.body if type(node) is cst.Module else node.body.body \
-        if type(node) is cst.ClassDef and type(node.body) is cst.IndentedBlock else (node,)
+    """Parse the pending bodies in a module, a class (or its block) or a pending function itself: the only places
+    they are."""
+    kind = type(node)
+    statements = node.body if kind is cst.Module or kind is cst.IndentedBlock else node.body.body \
+        if kind is cst.ClassDef and type(node.body) is cst.IndentedBlock else (node,)
     for statement in statements:
         if type(statement) is cst.ClassDef and type(node) is cst.Module:
             _parse_pending(statement)
@@ -76,7 +78,7 @@ class _Holders(dict):
     """node type -> whether a pending body may lie in a node of it (filled as types are met)."""
 
     def __missing__(self, node_type: type) -> bool:
-        self[node_type] = holds = node_type is cst.Module or node_type is cst.ClassDef or getattr(
+        self[node_type] = holds = node_type in (cst.Module, cst.ClassDef, cst.IndentedBlock) or getattr(
             node_type, "body_pending", False)
         return holds
 

@@ -20,7 +20,7 @@ from mhalint.engine import Checker
 from mhalint.lazy_bodies import LazyFunctionDef
 from mhalint.rule import load_rules
 from mhalint.trusted_parse import BodyParseError
-from mhalint.walk import walk
+from mhalint.walk import own_nodes, walk
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 OWN_SOURCES = sorted(path for folder in ("mhalint", "rules", "tests", "benchmarks", "docs")
@@ -134,6 +134,16 @@ def test_a_walk_sees_each_node_as_it_stays():
     walk(shell.module, lambda node: entered.append(type(node)) or True, lambda node: left.append(type(node)))
     assert sorted(map(str, entered)) == sorted(map(str, left))
     assert LazyFunctionDef not in entered and shell.unparsed() == []
+
+
+def test_a_walk_from_a_class_block_sees_its_methods_as_a_whole_parse_does():
+    """A pending method directly under the walked node (a class's block) is parsed before the walk: a walk that
+    stops at nested functions stops at it, as at any method."""
+    text = "class A:\n    def f(self):\n        def g():\n            return 1\n        a = 1\n        return a\n"
+    shell = lazy_bodies.parse(text, ast.parse(text))
+    assert shell.unparsed()
+    lazily = own_nodes(shell.module.body[0].body, (libcst.FunctionDef,))
+    assert [function.name.value for function in lazily] == ["f"]
 
 
 def test_full_parse_mode_leaves_nothing_out(monkeypatch):
