@@ -187,7 +187,7 @@ class ModuleContext:
         """The node `node` sits in (built by `walk_indexed`, or for the whole module on first use)."""
         if "parents" not in self.memo:
             if self._shell is not None:
-                self.memo["parents"] = self._partial_index().parents
+                self.memo["parents"] = self.parsed().parents
             else:
                 self._index_tree()
         return self.memo["parents"].get(node)
@@ -198,7 +198,9 @@ class ModuleContext:
         """Some function bodies are not parsed yet."""
         return self._shell is not None
 
-    def _partial_index(self) -> PartialIndex:
+    def parsed(self) -> PartialIndex:
+        """The index of what is parsed so far (while bodies are pending): parents, calls by scope and by name,
+        assignments, in source order; a question reads it after `parse_holding` has parsed the bodies it needs."""
         if self._partial is None:
             from mhalint.pending_scopes import PartialIndex
 
@@ -211,8 +213,8 @@ class ModuleContext:
         scope = self.scopes.get(function)
         if scope is None:
             return
-        scope.bindings = dict(dict.items(scope.bindings))  # the parameters; reads need no parse any more
         _ScopeBuilder(self).suite(function.body, scope)
+        scope.bindings = dict(dict.items(scope.bindings))  # all of them now: reads need no parse any more
         klass = scope.enclosing_class
         if klass is not None and hasattr(klass.attributes, "settle"):
             klass.attributes.settle()
@@ -223,11 +225,6 @@ class ModuleContext:
         """Parse the pending bodies that have `word` in them: those that may name what a question is about."""
         for function in self._shell.holding(word) if self._shell is not None else ():
             function.body  # noqa: B018 -- reading it parses it
-
-    def parsed(self) -> PartialIndex:
-        """The index of what is parsed so far (while bodies are pending): its calls by name and its assignments,
-        in source order, for a question whose bodies `parse_holding` has parsed."""
-        return self._partial_index()
 
     def calls_through_aliases(self, name: str) -> list[tuple[cst.Call, Scope]]:
         """While bodies are pending: the calls written with `name`, or with a name an alias chain binds to it, as
@@ -242,7 +239,7 @@ class ModuleContext:
                 if alias not in words:
                     words.add(alias)
                     frontier.append(alias)
-        return self._partial_index().calls_named_any(words)
+        return self.parsed().calls_named_any(words)
 
     def parse_all(self) -> None:
         """A question about the whole module: every body is parsed, and the context indexes it as it would a
@@ -451,7 +448,7 @@ class ModuleContext:
         if self._shell is not None:
             if isinstance(scope.node, cst.FunctionDef):
                 scope.node.body  # noqa: B018 -- reading a pending body parses it
-            return self._partial_index().calls_in(scope)
+            return self.parsed().calls_in(scope)
         return self._call_index()[0].get(scope, [])
 
     def calls_named(self, name: str) -> list[tuple[cst.Call, Scope]]:
@@ -459,7 +456,7 @@ class ModuleContext:
         function or method called `name` is among them."""
         if self._shell is not None:
             self.parse_holding(name)  # the only pending bodies that may hold such a call
-            return self._partial_index().calls_named(name)
+            return self.parsed().calls_named(name)
         return self._call_index()[1].get(name, [])
 
     def _call_index(self) -> tuple[dict[Scope, list], dict[str, list]]:
@@ -470,9 +467,7 @@ class ModuleContext:
             by_name: dict[str, list] = {}
             for call, scope in self.calls():
                 by_scope.setdefault(scope, []).append((call, scope))
-                func = call.func
-                name = func.value if isinstance(func, cst.Name) else \
-                    func.attr.value if isinstance(func, cst.Attribute) else None
+                name = called_word(call)
                 if name is not None:
                     by_name.setdefault(name, []).append((call, scope))
             self.memo["call_index"] = (by_scope, by_name)
@@ -511,6 +506,13 @@ class ModuleContext:
                 return scope
             scope = scope.parent
         return None
+
+
+def called_word(call: cst.Call) -> str | None:
+    """The name a call is written with: `f` in `f(...)` and in `<anything>.f(...)` (what `calls_named` keys)."""
+    func = call.func
+    kind = type(func)  # Name and Attribute are concrete: compared by type (libcst's isinstance is slower)
+    return func.value if kind is cst.Name else func.attr.value if kind is cst.Attribute else None
 
 
 def _alias_words(value: cst.BaseExpression, index: int | None) -> set[str]:
@@ -646,7 +648,7 @@ class _ScopeBuilder:
         if pending:
             from mhalint.pending_scopes import PendingBindings
 
-            inner.bindings = PendingBindings(inner)  # read, they parse the body (ModuleContext._body_parsed)
+            inner.bindings = PendingBindings(node)  # read, they parse the body (ModuleContext._body_parsed)
         self.ctx.scopes[node] = inner
         if scope.kind == "class":
             scope.methods[node.name.value] = inner

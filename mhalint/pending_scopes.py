@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING, Callable
 
+from mhalint.context import called_word
 from mhalint.lazy import cst
 from mhalint.lazy_bodies import LazyFunctionDef
 from mhalint.walk import walk, walk_parsed
@@ -23,72 +24,18 @@ if TYPE_CHECKING:
 SCOPE_TYPES = frozenset((cst.Module, cst.ClassDef, cst.FunctionDef, LazyFunctionDef))  # nodes opening a scope
 
 
-class PendingBindings(dict):
-    """A pending function's bindings: its parameters, until something reads them, which parses its body (the
-    context then gives the scope a plain dict of all its bindings)."""
+class _ParsedOnRead(dict):
+    """A table that parsing a body adds to: a read of one key parses first the bodies that may add to it
+    (`_want`), any read of the whole every such body (`_want_all`). Writes are dict's own (`setdefault`): the
+    context's scope builder fills it as a body is parsed."""
 
-    __slots__ = ("scope",)
+    __slots__ = ()
 
-    def __init__(self, scope: Scope):
-        super().__init__()
-        self.scope = scope
-
-    def _all(self) -> dict:
-        self.scope.node.body  # noqa: B018 -- reading it parses it
-        return self.scope.bindings
-
-    def get(self, key, default=None):
-        return self._all().get(key, default)
-
-    def __getitem__(self, key):
-        return self._all()[key]
-
-    def __contains__(self, key) -> bool:
-        return key in self._all()
-
-    def __iter__(self):
-        return iter(self._all())
-
-    def __len__(self) -> int:
-        return len(self._all())
-
-    def keys(self):
-        return self._all().keys()
-
-    def values(self):
-        return self._all().values()
-
-    def items(self):
-        return self._all().items()
-
-
-class PendingAttributes(dict):
-    """A class's `self.x` bindings while some of its methods are pending: asking for `x` parses the methods whose
-    body has the word `x` first; asking for all of them parses every method. The bindings of each name stay in
-    source order: the class body's own, then each method's in the order the methods are written."""
-
-    __slots__ = ("shell", "methods", "order")
-
-    def __init__(self, attributes: dict, shell: Shell, methods: list[Scope]):
-        super().__init__(attributes)
-        self.shell = shell
-        self.methods = {method.node for method in methods}
-        self.order = {method: index for index, method in enumerate(methods)}
-
-    def _want(self, name) -> None:
-        for function in self.shell.holding(name) if isinstance(name, str) else ():
-            if function in self.methods:
-                function.body  # noqa: B018 -- reading it parses it
+    def _want(self, key) -> None:
+        self._want_all()
 
     def _want_all(self) -> None:
-        for function in self.shell.unparsed():
-            if function in self.methods:
-                function.body  # noqa: B018
-
-    def settle(self) -> None:
-        """After a method's body joined the class: its bindings were added last; put them in source order."""
-        for bindings in dict.values(self):
-            bindings.sort(key=lambda binding: self.order.get(binding.scope, -1))
+        raise NotImplementedError
 
     def get(self, key, default=None):
         self._want(key)
@@ -121,6 +68,49 @@ class PendingAttributes(dict):
     def items(self):
         self._want_all()
         return dict.items(self)
+
+
+class PendingBindings(_ParsedOnRead):
+    """A pending function's bindings: its parameters, until something reads them, which parses its body (the
+    context then gives the scope a plain dict of the same bindings)."""
+
+    __slots__ = ("function",)
+
+    def __init__(self, function: cst.FunctionDef):
+        super().__init__()
+        self.function = function
+
+    def _want_all(self) -> None:
+        self.function.body  # noqa: B018 -- reading it parses it
+
+
+class PendingAttributes(_ParsedOnRead):
+    """A class's `self.x` bindings while some of its methods are pending: asking for `x` parses the methods whose
+    body has the word `x` first; asking for all of them parses every method. The bindings of each name stay in
+    source order: the class body's own, then each method's in the order the methods are written."""
+
+    __slots__ = ("shell", "methods", "order")
+
+    def __init__(self, attributes: dict, shell: Shell, methods: list[Scope]):
+        super().__init__(attributes)
+        self.shell = shell
+        self.methods = {method.node for method in methods}
+        self.order = {method: index for index, method in enumerate(methods)}
+
+    def _want(self, key) -> None:
+        for function in self.shell.holding(key) if isinstance(key, str) else ():
+            if function in self.methods:
+                function.body  # noqa: B018 -- reading it parses it
+
+    def _want_all(self) -> None:
+        for function in self.shell.unparsed():
+            if function in self.methods:
+                function.body  # noqa: B018
+
+    def settle(self) -> None:
+        """After a method's body joined the class: its bindings were added last; put them in source order."""
+        for bindings in dict.values(self):
+            bindings.sort(key=lambda binding: self.order.get(binding.scope, -1))
 
 
 class PartialIndex:
@@ -184,8 +174,7 @@ class PartialIndex:
         if type(node) in _ASSIGNMENTS:
             _insert(self._assignments, key, (node, scope))
             return
-        func = node.func
-        name = func.value if type(func) is cst.Name else func.attr.value if type(func) is cst.Attribute else None
+        name = called_word(node)
         _insert(self.by_scope.setdefault(scope, []), key, (node, scope))
         if name is not None:
             _insert(self.by_name.setdefault(name, []), key, (node, scope))
