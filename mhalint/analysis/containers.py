@@ -96,8 +96,8 @@ def pairs(expr: cst.BaseExpression) -> list[tuple[cst.BaseExpression | None, cst
 def additions(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> list[Added]:
     """What the code adds to the container a name (in `scope`) or `self.x` (in any method of the class) holds:
     `c.append(v)`, `c.insert(i, v)`, `c.extend(vs)`, `c += vs`, `c[k] = v`. Indexed once per module; while
-    function bodies are pending, once per container, after the bodies that name it are parsed (every addition
-    writes the container's name)."""
+    function bodies are pending, over what is parsed, after the bodies that name the container (every addition
+    writes its name), again only when a body has been parsed since."""
     key = _owner(ctx, expr, scope)
     if key is None:
         return []
@@ -106,12 +106,13 @@ def additions(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope) -> lis
         if index is None:
             index = ctx.memo["container_additions"] = _additions(ctx, ctx.calls_named, _stores(ctx.assignments()))
         return index.get(key, [])
-    memo = ctx.memo.setdefault("container_additions_of", {})
-    if key not in memo:
-        ctx.parse_holding(key[1].removeprefix("self."))
-        parsed = ctx.parsed()
-        memo[key] = _additions(ctx, parsed.calls_named, _stores(parsed.assignments())).get(key, [])
-    return memo[key]
+    ctx.parse_holding(key[1].removeprefix("self."))
+    parsed = ctx.parsed()
+    memo = ctx.memo.setdefault("container_additions_parsed", {})
+    if memo.get("pending") != len(parsed.places):  # the index grows only as bodies are parsed
+        memo["pending"] = len(parsed.places)
+        memo["index"] = _additions(ctx, parsed.calls_named, _stores(parsed.assignments()))
+    return memo["index"].get(key, [])
 
 
 def _owner(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope):
