@@ -136,7 +136,8 @@ class Checker:
         # The analyses see the files' whole project (only the files given are reported on), walked when first
         # needed; what its index read is remembered in the cache.
         walked = [str(path) for path in paths if os.path.isdir(path)]
-        project = Project(files, more=lambda: project_files(files, walked, **discovery), memory=cache)
+        folders = sorted({os.path.dirname(os.path.abspath(path)) for path in files})  # a root per folder, not file
+        project = Project(files, more=lambda: project_files(folders, walked, **discovery), memory=cache)
         fingerprint = functools.cache(lambda: _project_fingerprint(project.paths))
 
         def deliver(path: str, findings: list[Finding]) -> None:
