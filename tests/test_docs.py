@@ -22,10 +22,11 @@ def test_readme_rules_table_matches_the_rules():
         "README's rules table is out of date: paste the output of `mhalint rule --all --output-format markdown`")
 
 
-def test_readme_has_a_paragraph_for_every_rule():
-    text = README.read_text()
+def test_the_docs_have_a_paragraph_for_every_rule():
+    """The static rules in docs/rules.md, the guard's own (MHA1xx) in docs/guard.md."""
+    text = "".join((README.parent / "docs" / page).read_text() for page in ("rules.md", "guard.md"))
     for code, rule in RULES.items():
-        assert re.search(rf"\*\*{code} {re.escape(rule.name)}\.\*\*", text), f"no README paragraph for {code}"
+        assert re.search(rf"\*\*{code} {re.escape(rule.name)}\.\*\*", text), f"no docs paragraph for {code}"
 
 
 @pytest.mark.parametrize("code", sorted(RULES))
@@ -73,9 +74,33 @@ def test_mhalint_is_installed_from_the_repository_not_a_package_index():
 
 def test_readme_links_the_project_docs_and_they_exist():
     text = README.read_text()
-    for document in ("docs/torch-facts.md", "docs/architecture.md", "docs/experiments/"):
+    for document in ("docs/torch-facts.md", "docs/architecture.md", "docs/experiments/", "docs/rules.md",
+                     "docs/command-line.md", "docs/configuration.md", "docs/integrations.md", "docs/editor.md",
+                     "docs/probe.md", "docs/guard.md", "docs/guarantees.md", "docs/performance.md",
+                     "docs/precision.md", "docs/sweep.md", "CONTRIBUTING.md", "CHANGELOG.md"):
         assert f"]({document}" in text, f"README does not link {document}"
         assert (ROOT / document).exists()
+
+
+MARKDOWN = [README, ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("page", MARKDOWN, ids=lambda page: str(page.relative_to(ROOT)))
+def test_every_relative_link_of_a_page_names_a_file_that_exists(page):
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL)  # code blocks hold no links
+    targets = [target.split("#", 1)[0] for target in re.findall(r"\]\(([^)\s]+)\)", text)]
+    missing = [target for target in targets
+               if target and not re.match(r"[a-z]+:", target) and not (page.parent / target).exists()]
+    assert not missing, f"{page.name} links to files that do not exist: {missing}"
+
+
+def test_the_readme_is_a_front_page():
+    """At most 250 lines, and no dated measurement or commit hash: figures live in docs/, history in CHANGELOG.md."""
+    text = README.read_text()
+    assert len(text.splitlines()) <= 250
+    assert not re.search(r"\b20\d\d-\d\d-\d\d\b", text), "a date in the README"
+    hashes = re.findall(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b", text)
+    assert not hashes, f"commit hashes in the README: {hashes}"
 
 
 def test_readme_test_command_is_the_one_ci_runs():
@@ -85,10 +110,10 @@ def test_readme_test_command_is_the_one_ci_runs():
     assert "pip install --quiet 'torch==2.13.0' -e '.[test,probe]'" in ci and "\npython -m pytest" in ci
 
 
-def test_the_pre_commit_rev_in_the_readme_is_a_commit_with_the_hook():
+def test_the_pre_commit_rev_in_the_docs_is_a_commit_with_the_hook():
     import subprocess
 
-    rev = re.search(r"^\s+rev: (\S+)", README.read_text(), re.MULTILINE)
+    rev = re.search(r"^\s+rev: (\S+)", (ROOT / "docs" / "integrations.md").read_text(), re.MULTILINE)
     assert rev, "the pre-commit snippet names no rev"
     shallow = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--is-shallow-repository"],
                              capture_output=True, text=True)
@@ -98,3 +123,15 @@ def test_the_pre_commit_rev_in_the_readme_is_a_commit_with_the_hook():
                            capture_output=True, text=True)
     assert shown.returncode == 0, f"rev {rev[1]} is not a commit of this repository with .pre-commit-hooks.yaml"
     assert "id: mhalint" in shown.stdout
+
+
+def test_the_readme_first_run_shows_what_mhalint_prints():
+    import subprocess
+    import sys
+
+    shown = re.search(r"```\n(MHA001 \[error\].*?)```", README.read_text(), re.DOTALL)
+    assert shown, "the README shows no finding in full"
+    run = subprocess.run([sys.executable, "-m", "mhalint", "check", "--output-format", "full",
+                          "examples/mha001_batch_first_bad.py"], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 1, run.stderr
+    assert run.stdout.startswith(shown[1]), "the README's first run is not what `mhalint check` prints today"
