@@ -2,7 +2,7 @@
 
 The walk records import aliases, the names each scope binds (module constants, function locals and parameters,
 `self.x = ...` attributes of a class) and the scope tree. It deliberately avoids libcst's QualifiedNameProvider and
-ScopeProvider, which cost about ten times the parse (DESIGN.md): a small table of our own is enough for the names
+ScopeProvider, which cost about ten times the parse (measured when the engine was designed): a small table of our own is enough for the names
 attention code uses.
 """
 

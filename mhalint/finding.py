@@ -9,7 +9,8 @@ from mhalint.names import printable
 
 
 class Severity(enum.IntEnum):
-    """The tool's confidence that results are corrupted, not a style level (see DESIGN.md)."""
+    """The tool's confidence that results are corrupted, not a style level (docs/command-line.md, "Severity
+    and evidence")."""
 
     INFO = 0  # handled correctly, but relies on an implicit default
     WARNING = 1  # the pitfall is possible and nothing shows it is handled

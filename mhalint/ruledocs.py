@@ -1,15 +1,18 @@
-"""Rule documentation in the forms users read it: text for `mhalint rule`, JSON, and the README's table.
+"""Rule documentation in the forms users read it: text for `mhalint rule`, JSON, the README's table, and the docs
+site's page per rule (`page`, with the rule's examples, what they report and what their fix gives).
 
-Everything comes from the rule classes themselves (code, name, summary, docstring sections), so the docs cannot
-drift from the rules; a test compares the README's table with `markdown_table`.
+Everything comes from the rule classes themselves (code, name, summary, docstring sections, examples), so the docs
+cannot drift from the rules; tests compare the README's table with `markdown_table` and each page under docs/rules/
+with `page` (`python scripts/docs.py` writes them).
 """
 
 from __future__ import annotations
 
 from typing import Mapping
 
-from mhalint.engine import ENGINE_CODES, ENGINE_EXPLANATIONS
+from mhalint.engine import ENGINE_CODES, ENGINE_EXPLANATIONS, Checker
 from mhalint.finding import SAFE, UNSAFE
+from mhalint.fixes import fix_source
 from mhalint.noqa import UNUSED_NOQA, UNUSED_NOQA_NAME
 from mhalint.rule import Rule, runtime_only
 
@@ -45,6 +48,43 @@ def markdown_table(rules: Mapping[str, type[Rule]]) -> str:
                     f"{'yes' if rule.probe is not None else 'no'} | "
                     f"{'only' if runtime_only(rule) else 'yes' if rule.guard is not None else 'no'} |")
     return "\n".join(rows)
+
+
+def rules_index(rules: Mapping[str, type[Rule]]) -> str:
+    """The docs site's rules page: the table, each code linking to its page."""
+    table = markdown_table(rules).splitlines()
+    linked = [row.replace(f"| {code} |", f"| [{code}]({code}.md) |", 1)
+              for row, code in zip(table[2:], rules)]
+    return ("# Rules\n\nEach rule's page is generated from the rule itself (`python scripts/docs.py`): its documentation, "
+            "the headlines it reports, and its examples with what mhalint reports on them and what the fix gives. "
+            "`mhalint rule CODE` prints the same documentation.\n\n" + "\n".join([*table[:2], *linked]) + "\n")
+
+
+def page(rule: type[Rule]) -> str:
+    """A rule's page: its documentation and messages (as `mhalint rule` prints them), then its examples, each
+    flagged one with the findings mhalint reports on it and the code its fix gives (as `--unsafe-fixes` would)."""
+    parts = [text(rule).rstrip("\n")]
+    if rule.invalid or rule.valid:
+        parts.append("## Examples\n\nThe rule's own examples, which the test suite runs.")
+    for example in rule.invalid:
+        parts.append(_flagged(rule, example.code))
+    for example in rule.valid:
+        parts.append(f"Not flagged:\n\n```python\n{example.code.strip(chr(10))}\n```")
+    return "\n\n".join(parts) + "\n"
+
+
+def _flagged(rule: type[Rule], code: str) -> str:
+    def lint(source: str):
+        return Checker([rule]).check_source(source.encode(), "example.py")
+
+    found = lint(code)
+    reported = "".join(f"- line {f.line}: `{f.code} [{f.severity}]` {f.message}\n" for f in found)
+    shown = f"Flagged:\n\n```python\n{code.strip(chr(10))}\n```\n\n{reported}"
+    fixed, count = fix_source(code, lint, unsafe=True)
+    if count:
+        safety = fix_availability(rule)
+        shown += f"\nWith the fix ({safety}):\n\n```python\n{fixed.strip(chr(10))}\n```\n"
+    return shown.rstrip("\n")
 
 
 def lookup(rules: Mapping[str, type[Rule]], code_or_name: str) -> type[Rule] | str | None:

@@ -23,8 +23,8 @@ def test_readme_rules_table_matches_the_rules():
 
 
 def test_the_docs_have_a_paragraph_for_every_rule():
-    """The static rules in docs/rules.md, the guard's own (MHA1xx) in docs/guard.md."""
-    text = "".join((README.parent / "docs" / page).read_text() for page in ("rules.md", "guard.md"))
+    """The static rules in docs/pitfalls.md, the guard's own (MHA1xx) in docs/guard.md."""
+    text = "".join((README.parent / "docs" / page).read_text() for page in ("pitfalls.md", "guard.md"))
     for code, rule in RULES.items():
         assert re.search(rf"\*\*{code} {re.escape(rule.name)}\.\*\*", text), f"no docs paragraph for {code}"
 
@@ -74,7 +74,7 @@ def test_mhalint_is_installed_from_the_repository_not_a_package_index():
 
 def test_readme_links_the_project_docs_and_they_exist():
     text = README.read_text()
-    for document in ("docs/torch-facts.md", "docs/architecture.md", "docs/experiments/", "docs/rules.md",
+    for document in ("docs/torch-facts.md", "docs/architecture.md", "docs/experiments/", "docs/pitfalls.md",
                      "docs/command-line.md", "docs/configuration.md", "docs/integrations.md", "docs/editor.md",
                      "docs/probe.md", "docs/guard.md", "docs/guarantees.md", "docs/performance.md",
                      "docs/precision.md", "docs/sweep.md", "CONTRIBUTING.md", "CHANGELOG.md"):
@@ -135,3 +135,22 @@ def test_the_readme_first_run_shows_what_mhalint_prints():
                           "examples/mha001_batch_first_bad.py"], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 1, run.stderr
     assert run.stdout.startswith(shown[1]), "the README's first run is not what `mhalint check` prints today"
+
+
+def test_the_generated_rule_pages_are_current():
+    """docs/rules/ is written by scripts/docs.py from the rules: a page that differs is stale."""
+    import runpy
+
+    generator = runpy.run_path(str(ROOT / "scripts" / "docs.py"))
+    pages = generator["pages"]()
+    written = {path.name: path.read_text(encoding="utf-8") for path in (ROOT / "docs" / "rules").glob("*.md")}
+    assert set(written) == set(pages), "docs/rules/ holds other pages than the rules give: run python scripts/docs.py"
+    stale = [name for name, text in pages.items() if written[name] != text]
+    assert not stale, f"stale pages {stale}: run python scripts/docs.py"
+
+
+def test_the_site_navigation_lists_every_page():
+    nav = (ROOT / "mkdocs.yml").read_text()
+    pages = [path.relative_to(ROOT / "docs").as_posix() for path in (ROOT / "docs").rglob("*.md")]
+    missing = [page for page in pages if not re.search(rf":?\s{re.escape(page)}$", nav, re.MULTILINE)]
+    assert not missing, f"mkdocs.yml's nav leaves out {missing}"
