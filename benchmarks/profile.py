@@ -8,8 +8,8 @@ callback); what no timer covers (the engine's own loop, the pool's bookkeeping) 
 Start-up is the import of mhalint, its rules and libcst, measured in a fresh interpreter.
 
 A serial run's phases are CPU time spent one after the other; a parallel run spreads the first pass (read,
-prefilter, import index) and then the parse and analysis over worker processes. The figures come from wall clocks on a shared machine: run it
-twice and read the shares, not the third digit.
+prefilter, import index) and then the parse and analysis over worker processes. The figures come from wall clocks on
+a shared machine: run it twice and read the shares, not the third digit.
 
 Usage:
     python benchmarks/profile.py [TREE]     (default /tmp/mhalint-speed-corpus/tree; build it with speed.py)

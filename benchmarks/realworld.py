@@ -139,7 +139,8 @@ def _print_table(table) -> None:
 def _print_rates(table) -> None:
     """Per rule: bug and risky labels are the positives; ok labels found at warning or above are false positives.
     Precision counts findings at warning and above (what users see by default)."""
-    print("\nPer rule (positives: bug + risky; a finding counts at any severity for recall, at warning+ for precision):")
+    print("\nPer rule (positives: bug + risky; a finding counts at any severity for recall, at warning+ for "
+          "precision):")
     for rule in sorted({rule for rule, _ in table}):
         counts = collections.Counter()
         for (label_rule, verdict), outcomes in table.items():

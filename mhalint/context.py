@@ -1,9 +1,9 @@
 """Per-module facts every rule shares, built once per file in one walk over the statements.
 
-The walk records import aliases, the names each scope binds (module constants, function locals and parameters,
-`self.x = ...` attributes of a class) and the scope tree. It deliberately avoids libcst's QualifiedNameProvider and
-ScopeProvider, which cost about ten times the parse (measured when the engine was designed): a small table of our own is enough for the names
-attention code uses.
+The walk records import aliases, the names each scope binds (module constants, function locals and parameters, `self.x =
+...` attributes of a class) and the scope tree. It deliberately avoids libcst's QualifiedNameProvider and ScopeProvider,
+which cost about ten times the parse (measured when the engine was designed): a small table of our own is enough for the
+names attention code uses.
 """
 
 from __future__ import annotations
@@ -675,7 +675,8 @@ class _ScopeBuilder:
             if name not in inner.methods:
                 inner.attributes.setdefault(name, [])[:0] = bindings
         if self.ctx._shell is not None and isinstance(node.body, cst.IndentedBlock):
-            methods = [self.ctx.scopes[statement] for statement in node.body.body if isinstance(statement, cst.FunctionDef)]
+            methods = [self.ctx.scopes[statement] for statement in node.body.body
+                       if isinstance(statement, cst.FunctionDef)]
             if any(getattr(type(method.node), "body_pending", False) for method in methods):
                 from mhalint.pending_scopes import PendingAttributes
 

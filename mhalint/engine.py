@@ -27,9 +27,9 @@ from mhalint.finding import Finding, Severity
 from mhalint.lazy import cst
 from mhalint.names import printable
 from mhalint.prefilter import Prefilter
+from mhalint.rule import Rule, runtime_only
 from mhalint.scan import Scanned, scan
 from mhalint.schema import NUMBERS, pool_size
-from mhalint.rule import Rule, runtime_only
 from mhalint.source import decode
 from mhalint.trusted_parse import BodyParseError, unvalidated_nodes
 

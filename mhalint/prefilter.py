@@ -67,10 +67,10 @@ class Prefilter:
                     yield match
 
     def only_passed_as_values(self, source: bytes, syntax: ast.Module) -> bool:
-        """True when every match in code lies in a name handed over as a value: a call's argument, an element of a
-        list, tuple, set or dict, an operand of a comparison (`wrapper(F.scaled_dot_product_attention, ...)`,
-        `isinstance(m, nn.MultiheadAttention)`). mhalint resolves calls through imports, aliases, base classes,
-        instances built by calls and `functools.partial`, never through other such values. `syntax` is CPython's tree of `source` (UTF-8:
+        """True when every match in code lies in a name handed over as a value: a call's argument, an element of a list,
+        tuple, set or dict, an operand of a comparison (`wrapper(F.scaled_dot_product_attention, ...)`, `isinstance(m,
+        nn.MultiheadAttention)`). mhalint resolves calls through imports, aliases, base classes, instances built by
+        calls and `functools.partial`, never through other such values. `syntax` is CPython's tree of `source` (UTF-8:
         ast columns count UTF-8 bytes)."""
         breaks = line_starts(source)
         points = []
@@ -126,7 +126,8 @@ def _passed_values(syntax: ast.Module, lines: list[int]) -> Iterator[tuple[tuple
         elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             candidates = node.elts if id(node) not in unpacked else []
         elif isinstance(node, ast.Dict):
-            candidates = [*(key for key in node.keys if key is not None), *(node.values if id(node) not in tables else ())]
+            candidates = [*(key for key in node.keys if key is not None),
+                          *(node.values if id(node) not in tables else ())]
         elif isinstance(node, ast.Compare):
             candidates = [node.left, *node.comparators]
         else:

@@ -55,9 +55,10 @@ def rules_index(rules: Mapping[str, type[Rule]]) -> str:
     table = markdown_table(rules).splitlines()
     linked = [row.replace(f"| {code} |", f"| [{code}]({code}.md) |", 1)
               for row, code in zip(table[2:], rules)]
-    return ("# Rules\n\nEach rule's page is generated from the rule itself (`python scripts/docs.py`): its documentation, "
-            "the headlines it reports, and its examples with what mhalint reports on them and what the fix gives. "
-            "`mhalint rule CODE` prints the same documentation.\n\n" + "\n".join([*table[:2], *linked]) + "\n")
+    return ("# Rules\n\nEach rule's page is generated from the rule itself (`python scripts/docs.py`): its "
+            "documentation, the headlines it reports, and its examples with what mhalint reports on them and what the "
+            "fix gives. `mhalint rule CODE` prints the same documentation.\n\n"
+            + "\n".join([*table[:2], *linked]) + "\n")
 
 
 def page(rule: type[Rule]) -> str:

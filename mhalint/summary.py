@@ -11,8 +11,8 @@ from collections import Counter
 from typing import Iterable, Sequence
 
 from mhalint.finding import PROBE_STATUSES, SAFE, Finding, Severity
-from mhalint.names import printable
 from mhalint.fixes import applicable, fixed_codes  # noqa: F401 (cli's --show-fixes counts as fix_source does)
+from mhalint.names import printable
 
 
 def plural(count: int, word: str) -> str:
@@ -74,7 +74,7 @@ def fixes_by_file(counts: Counter, names: dict[str, str]) -> str:
 
         Fixed 3 findings:
         - model.py:
-            2 × MHA007 (need-weights-default)
+            2 × MHA007 (weights-discarded)
     """
     total = sum(counts.values())
     lines = [f"Fixed {plural(total, 'finding')}:"] if total else []

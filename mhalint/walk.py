@@ -43,7 +43,8 @@ def walk_parsed(node: cst.CSTNode, enter: Callable[[cst.CSTNode], bool], leave: 
 
 
 def _walk(node: cst.CSTNode, enter: Callable[[cst.CSTNode], bool], leave: Callable[[cst.CSTNode], None],
-          fields: Callable[[type], tuple[str | None, ...]], pending: Callable[[cst.CSTNode], None] | None = None) -> None:
+          fields: Callable[[type], tuple[str | None, ...]],
+          pending: Callable[[cst.CSTNode], None] | None = None) -> None:
     if not enter(node):
         return
     for name in fields(type(node)):

@@ -74,11 +74,11 @@ class AttentionDropoutInEval(Rule):
     math one. Evaluation, inference and exported metrics become random; nothing raises.
 
     ## Known problems
-    A value read from a config object built at run time (from a file, by a framework) is unknown: the finding is
-    then a warning. A guard written in a way the rule does not read (a flag named otherwise, set from
-    `model.eval()` by a hook) is not seen; `# noqa: MHA011` silences the line. A parameter's value comes from its callers in the project (a class's constructions
-    in other files too); a value of unknown size that is not the module's own setting (a parameter no caller in the
-    file fills with one, `ctx.dropout_p`) is not flagged.
+    A value read from a config object built at run time (from a file, by a framework) is unknown: the finding is then a
+    warning. A guard written in a way the rule does not read (a flag named otherwise, set from `model.eval()` by a hook)
+    is not seen; `# noqa: MHA011` silences the line. A parameter's value comes from its callers in the project (a
+    class's constructions in other files too); a value of unknown size that is not the module's own setting (a parameter
+    no caller in the file fills with one, `ctx.dropout_p`) is not flagged.
     `F.dropout` on weights whose name does not say so is read only in files that another trigger (an attention
     API) brings in. At run time the guard sees dropout while gradients are off (`no_grad`, `inference_mode`) or when
     the call is made in a method of a module in eval mode; a call from a plain function of an eval model with

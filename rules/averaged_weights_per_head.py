@@ -9,8 +9,15 @@ from dataclasses import dataclass
 from mhalint import torchapi
 from mhalint.analysis import dataflow, documented
 from mhalint.analysis.axes import Role, Strength
-from mhalint.analysis.calls import (PROJECT_PREFIX, arguments_for, call_target, callers, instance, project_function,
-                                   with_argument)
+from mhalint.analysis.calls import (
+    PROJECT_PREFIX,
+    arguments_for,
+    call_target,
+    callers,
+    instance,
+    project_function,
+    with_argument,
+)
 from mhalint.analysis.names import is_head_count, roles_of_names
 from mhalint.analysis.tensors import ShapeReader
 from mhalint.analysis.values import constructor_values, resolve, taking
@@ -164,7 +171,8 @@ class AveragedWeightsPerHead(Rule):
                 "    def forward(self, x):\n        out, weights = self.attn(x, x, x)\n"
                 "        maps = [weights[:, head] for head in range(self.attn.num_heads)]\n"
                 "        return out, maps\n", line=7,
-                message="by default, but `weights[:, head]` (line 8) reads axis 1 (the queries) as head `head`", severity=Severity.ERROR),
+                message="by default, but `weights[:, head]` (line 8) reads axis 1 (the queries) as head `head`",
+                severity=Severity.ERROR),
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
                 "def f(x):\n    out, w = attn(x, x, x)\n    B, L, S = x.shape\n"
                 "    return w.view(B, 8, L, L)\n", line=4,
@@ -174,7 +182,8 @@ class AveragedWeightsPerHead(Rule):
                 message="unpacks 4 sizes from them", severity=Severity.ERROR),
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
                 "def f(x, head_idx):\n    w = attn(x, x, x)[1]\n    return w[0, head_idx]\n", line=4,
-                message="`w[0, head_idx]` (line 5) reads axis 1 (the queries) as head `head_idx`", severity=Severity.WARNING),
+                message="`w[0, head_idx]` (line 5) reads axis 1 (the queries) as head `head_idx`",
+                severity=Severity.WARNING),
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
                 "def f(x):\n    out, attn_per_head = attn(x, x, x)\n    return out, attn_per_head\n", line=4,
                 message="names them per head", severity=Severity.WARNING),

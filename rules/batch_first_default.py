@@ -10,10 +10,10 @@ from mhalint.analysis.calls import ModuleCall, constructions, module_calls, with
 from mhalint.analysis.stops import PRIORITY
 from mhalint.analysis.tensors import ShapeReader, Traced
 from mhalint.analysis.uncalled import unreached, why_uncalled
+from mhalint.analysis.values import Value, alternatives, constructor_values, forwarded, resolve
 from mhalint.finding import HEADLINE_LIMIT, NOT_CONFIRMED, UNSAFE, Severity, shorten
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.analysis.values import Value, alternatives, constructor_values, forwarded, resolve
 
 _MIXES_SAMPLES = """
     {api} reads every 3-D tensor as (L, N, E) unless batch_first=True (torch 2.13 `nn/modules/activation.py:1172`,
@@ -189,7 +189,8 @@ class BatchFirstDefault(Rule):
         Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"),
         Valid("import torch\nlayer = torch.nn.TransformerEncoderLayer(64, 8, 256, 0.1, 'relu', 1e-5, True)\n"),
         Valid("from torch import nn\nclass Block(nn.Module):\n    def __init__(self, batch_first=True):\n"
-              "        super().__init__()\n        self.attn = nn.MultiheadAttention(64, 8, batch_first=batch_first)\n"),
+              "        super().__init__()\n"
+              "        self.attn = nn.MultiheadAttention(64, 8, batch_first=batch_first)\n"),
         Valid("class MultiheadAttention:\n    def __init__(self, d, h): ...\nattn = MultiheadAttention(64, 8)\n"),
         Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)  # noqa\n"),
         Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=False)\n"),
@@ -202,14 +203,16 @@ class BatchFirstDefault(Rule):
         Invalid("from torch.nn.modules.activation import MultiheadAttention\nattn = MultiheadAttention(64, 8)\n",
                 line=2),
         Invalid("from torch import nn\nclass Block(nn.Module):\n    def __init__(self, batch_first=False):\n"
-                "        super().__init__()\n        self.attn = nn.MultiheadAttention(64, 8, batch_first=batch_first)\n",
+                "        super().__init__()\n"
+                "        self.attn = nn.MultiheadAttention(64, 8, batch_first=batch_first)\n",
                 line=5, message="defaults to False"),
         Invalid("import torch.nn as nn\nBATCH_FIRST = False\nt = nn.Transformer(batch_first=BATCH_FIRST)\n", line=3,
                 message="gets batch_first=BATCH_FIRST (`BATCH_FIRST` = False at line 2)"),
         Invalid("import torch.nn as nn\nclass Attn(nn.MultiheadAttention):\n    def __init__(self):\n"
                 "        super().__init__(64, 8)\n", line=4),
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)  # noqa: MHA004\n", line=2),
-        Invalid("import torch.nn as nn\nclass Encoder(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        Invalid("import torch.nn as nn\nclass Encoder(nn.Module):\n    def __init__(self):\n"
+                "        super().__init__()\n"
                 "        self.attn = nn.MultiheadAttention(64, 8)\n    def forward(self, x):\n"
                 "        B, T, C = x.shape\n        return self.attn(x, x, x)[0]\n", line=5,
                 message="gets batch-first data (`B, T, C = x.shape`, line 7) but batch_first is False",
@@ -335,7 +338,8 @@ class BatchFirstDefault(Rule):
                         api=api, kind=seen.kind, data=seen.code, place=seen.place, setting=setting.headline,
                         missing=latent.phrase, fixed=fixed)
             return
-        self.report(node, BATCH_FIRST_DATA if fixed == "True" else SEQUENCE_FIRST_DATA, severity=Severity.ERROR if established else Severity.WARNING,
+        self.report(node, BATCH_FIRST_DATA if fixed == "True" else SEQUENCE_FIRST_DATA,
+                    severity=Severity.ERROR if established else Severity.WARNING,
                     evidence=[*setting.evidence, *seen.evidence, *self._chosen(built), *_both(against)],
                     fix=self._fix(built, fixed) if established and fixable and built.certain and against is None
                     else None,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mhalint.analysis.calls import PROJECT_PREFIX, returned
 from mhalint import torchapi
+from mhalint.analysis.calls import PROJECT_PREFIX, returned
 from mhalint.analysis.values import resolve
 from mhalint.context import Scope
 from mhalint.finding import NOT_CONFIRMED, Severity
@@ -202,7 +202,8 @@ class FlexModConvention(Rule):
 
     code = "MHA015"
     name = "flex-mod-convention"
-    summary = "flex_attention mask_mod or score_mod written in the wrong convention (True = hide, bool or bias-only score)"
+    summary = ("flex_attention mask_mod or score_mod written in the wrong convention (True = hide, bool or bias-only "
+               "score)")
     # What the rule reads is reached through these names, each named where it is imported or called: `mask_mod`
     # and `score_mod` alone are everywhere in torch's own compiler. `flex_attention` followed by `.name` or
     # `import` is the module (`from torch.nn.attention.flex_attention import BlockMask`), and what it leads to
@@ -219,7 +220,8 @@ class FlexModConvention(Rule):
               "def f(q, k, v, T):\n    return flex_attention(q, k, v, block_mask=create_block_mask(causal, None, "
               "None, T, T))\n"),
         Valid(_IMPORTS + "W = 256\ndef sliding(b, h, q_idx, kv_idx):\n"
-              "    return (q_idx >= kv_idx) & (q_idx - kv_idx <= W)\nm = create_block_mask(sliding, None, None, 8, 8)\n"),
+              "    return (q_idx >= kv_idx) & (q_idx - kv_idx <= W)\n"
+              "m = create_block_mask(sliding, None, None, 8, 8)\n"),
         Valid(_IMPORTS + "def f(q, k, v, lengths, T):\n    def pad(b, h, q_idx, kv_idx):\n"
               "        return kv_idx < lengths[b]\n    m = create_block_mask(pad, None, None, T, T)\n"
               "    return flex_attention(q, k, v, block_mask=m)\n"),
@@ -481,7 +483,8 @@ class FlexModConvention(Rule):
         evidence = [f"`{mod.name}` (line {self.context.line(mod.node)}) is {mod.via}",
                     f"`{index}` is its {'4th' if which == 'key' else '3rd'} parameter, the {which} index, and "
                     f"`{code(lengths)}` is indexed by its 1st, the batch index",
-                    f"line {self.context.line(anchor)}: `{_bare(self.context, leaf)}` is True past the length: on the padding "
+                    f"line {self.context.line(anchor)}: `{_bare(self.context, leaf)}` is True past the length: "
+                    "on the padding "
                     f"(what `{code(lengths.value)}` holds is read from its name)"]
         self.report(anchor, INVERTED_PADDING, severity=Severity.WARNING, evidence=evidence,
                     arguments={"kind": "padding", "side": which}, fn=mod.name, expr=f"`{_bare(self.context, leaf)}`",
@@ -528,12 +531,12 @@ class FlexModConvention(Rule):
     def probe(arguments: dict, torch) -> tuple[str, str]:
         """Re-create the finding's mod in a small eager flex_attention run on the CPU and compare it with the
         intended one (docs/torch-facts.md#flex-mod-convention)."""
-        from mhalint.probe import support
-
         import math
         import warnings
 
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+        from mhalint.probe import support
 
         n, heads, length, size = 2, 4, 16, 16
         rebuilt = support.Rebuilt()  # the site's mod is what runs; the data and lengths are the experiment's
@@ -679,6 +682,7 @@ def _flex_name(function) -> str:
 
 def _flex_empty_message(call, allowed, empty, reported, read) -> str:
     import torch
+
     from mhalint.guard import support as s
 
     n, _, length, keys = allowed.shape

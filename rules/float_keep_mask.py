@@ -6,10 +6,10 @@ from dataclasses import replace
 
 from mhalint import torchapi
 from mhalint.analysis.calls import mask_arguments
+from mhalint.analysis.masks import ZERO_ONE, Mask, MaskReader
 from mhalint.context import Scope
 from mhalint.finding import NOT_CONFIRMED, UNSAFE, Severity
 from mhalint.lazy import cst
-from mhalint.analysis.masks import ZERO_ONE, Mask, MaskReader
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.torchapi import IGNORE, KEEP
 
@@ -234,6 +234,7 @@ class FloatKeepMask(Rule):
     def guard(call) -> list:
         """MHA008: a floating-point mask whose values are only 0 and 1 (at least one 1)."""
         import torch
+
         from mhalint.guard import support as s
         pending = []
         seen: set[int] = set()
@@ -379,7 +380,8 @@ def _float_keep_message(call, name: str, mask) -> str | None:
     return s.message(
         f"{call.api} got a float {name} of only 0s and 1s ({ones} ones among {mask.numel()} entries): added to the "
         "scores, it masks nothing", fix,
-        f"The mask has shape {s.shape_of(mask)} ({s.dtype_of(mask)}). Float masks are added to the attention scores, so a 0/1 "
+        f"The mask has shape {s.shape_of(mask)} ({s.dtype_of(mask)}). Float masks are added to the attention scores, "
+        "so a 0/1 "
         "mask masks nothing: it only adds +1 to some scores. torch 2.13 experiment: a 0/1 keep-mask given as a "
         "padding mask left the output 0.676 from the correctly masked result and 0.325 from no mask at all "
         "(docs/torch-facts.md#float-masks-are-additive).")

@@ -66,7 +66,8 @@ class FullyMaskedRows(Rule):
 
     @staticmethod
     def guard(call) -> list:
-        """MHA101: query rows whose keys are all masked (key_padding_mask and attn_mask combined; SDPA: whole samples)."""
+        """MHA101: query rows whose keys are all masked (key_padding_mask and attn_mask combined; SDPA: whole
+        samples)."""
         from mhalint.guard import support as s
         if call.sdpa is not None:
             return _sdpa_fully_masked(call)
@@ -192,6 +193,7 @@ def _rows_message(call, block, rows) -> str | None:
 
 def _sdpa_fully_masked(call) -> list:
     import torch
+
     from mhalint.guard import support as s
     mask = call.sdpa["attn_mask"]
     if not s.plain(mask) or mask.dim() == 0 or mask.numel() == 0:
@@ -209,6 +211,7 @@ def _sdpa_fully_masked(call) -> list:
 
 def _sdpa_rows_message(call, mask, whole) -> str:
     import torch
+
     from mhalint.guard import support as s
     query = call.sdpa["query"]
     names = {4: ["sample", "head"], 3: ["sample"]}.get(query.dim() if s.plain(query) else 0, [])

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from mhalint import torchapi
 from mhalint.analysis.calls import construction
+from mhalint.analysis.values import Value, constructor_values, resolve
 from mhalint.finding import NOT_CONFIRMED, SKIPPED, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.analysis.values import Value, constructor_values, resolve
 
 NOT_DIVIDING = Message(
     "{api} gets {embed}, which {heads} does not divide ({embed_value} = {quotient} x {heads_value} + {remainder}): "

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from mhalint import torchapi
 from mhalint.analysis.calls import call_target
+from mhalint.analysis.values import constructor_values, resolve, taking
 from mhalint.finding import NOT_CONFIRMED, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.analysis.values import constructor_values, resolve, taking
 
 # Fields: `flag_set` ("is_causal=True", "is_causal=CAUSAL (True)"), `missing` ("without attn_mask", "with
 # attn_mask=None"), `api` (nn.MultiheadAttention, ...), `flag` and `mask` (the names), `distance` (how far the

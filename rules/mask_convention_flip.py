@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from mhalint import torchapi
 from mhalint.analysis.calls import mask_arguments
+from mhalint.analysis.masks import BOOL, Mask, MaskReader, describe
 from mhalint.finding import NOT_CONFIRMED, UNSAFE, Severity
 from mhalint.lazy import cst
-from mhalint.analysis.masks import BOOL, Mask, MaskReader, describe
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.torchapi import IGNORE, KEEP
 
@@ -333,12 +333,14 @@ def _triangle(size: int, device, upper: bool):
 
 def _square_bool(mask, dims) -> bool:
     import torch
+
     from mhalint.guard import support as s
     return s.plain(mask) and mask.dtype == torch.bool and mask.dim() in dims and mask.shape[-1] == mask.shape[-2] > 1
 
 
 def _flip_message(call, name: str, mask, upper: bool) -> str | None:
     import torch
+
     from mhalint.guard import support as s
     ref = _triangle(mask.shape[-1], mask.device, upper)
     if not torch.equal(mask, ref.expand(mask.shape)):

@@ -5,16 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mhalint import torchapi
-from mhalint.analysis.calls import (PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, call_target, instance,
-                                   wrapping_chain)
+from mhalint.analysis.calls import PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, call_target, instance, wrapping_chain
+from mhalint.analysis.forward import Arrival, Follower
+from mhalint.analysis.mask_axes import LIKELY, NEUTRAL, PER_SAMPLE, SHARED, MaskAxesReader
+from mhalint.analysis.names import is_head_count
+from mhalint.analysis.values import constructor_values, resolve
 from mhalint.context import Scope
 from mhalint.finding import NOT_CONFIRMED, UNSAFE, Severity, shorten
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.analysis.names import is_head_count
-from mhalint.analysis.forward import Arrival, Follower
-from mhalint.analysis.mask_axes import LIKELY, NEUTRAL, PER_SAMPLE, SHARED, MaskAxesReader
-from mhalint.analysis.values import constructor_values, resolve
 
 _WHY = """
     MultiheadAttention (and the Transformer classes, which hand their masks to it) reads a 3-D mask of shape
@@ -173,7 +172,8 @@ class MaskRepeatLayout(Rule):
                 "    def forward(self, q, k, v, pad):\n"
                 "        qmask, kmask = pad[:, :q.size(0)].unsqueeze(2), pad[:, q.size(0):].unsqueeze(1)\n"
                 "        attn_mask = torch.matmul(qmask.float(), kmask.float()).bool().repeat(self.nhead, 1, 1)\n"
-                "        return self.cross_attn(q, k, v, attn_mask=attn_mask, key_padding_mask=pad[:, q.size(0):])[0]\n",
+                "        return self.cross_attn(q, k, v, attn_mask=attn_mask,"
+                " key_padding_mask=pad[:, q.size(0):])[0]\n",
                 line=10, severity=Severity.ERROR,
                 message="tiles a per-sample mask head-major, but nn.MultiheadAttention reads attn_mask (line 11)"),
         Invalid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"

@@ -67,6 +67,7 @@ class NanOutput(Rule):
 
 def _nan_message(call) -> str | None:
     import torch
+
     from mhalint.guard import support as s
     if not call.output_nan or call.reported & {"MHA101", "MHA002"}:
         return None  # explained by the masks, and said in that report

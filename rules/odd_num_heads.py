@@ -7,10 +7,10 @@ import math
 from mhalint import torchapi
 from mhalint.analysis.calls import construction, module_calls
 from mhalint.analysis.fastpath import off_reason
+from mhalint.analysis.values import constructor_values, resolve
 from mhalint.finding import NOT_CONFIRMED, SKIPPED, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.analysis.values import constructor_values, resolve
 
 _WHY = """
     {api} takes torch's fused inference kernel only when the head count is even (torch 2.13 {source}); the

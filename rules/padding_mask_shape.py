@@ -549,7 +549,8 @@ class PaddingMaskShape(Rule):
             found = (f"with N == L the {what} call runs silently and differs from {fix} by {difference:.2f}; "
                      f"with {other} it raised {error} ({setup})")
             return rebuilt.verdict(found)
-        return NOT_CONFIRMED, f"the call gives the {fix} result (diff {difference:.1e}); with {other}: {error} ({setup})"
+        return NOT_CONFIRMED, (f"the call gives the {fix} result (diff {difference:.1e}); with {other}: {error} "
+                               f"({setup})")
 
 
 # Token ids by their name (`src_tokens`, `input_ids`, fairseq's `src`): counts only when compared with a pad id.

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-
 from mhalint import torchapi
 from mhalint.analysis.calls import call_target
 from mhalint.analysis.mask_axes import LIKELY, PER_SAMPLE, MaskAxesReader
 from mhalint.analysis.masks import MaskReader
+from mhalint.analysis.vocabulary import ATTENTION_MASK_NAME, KEEPS_AXES, PADDING_NAME
 from mhalint.finding import NOT_CONFIRMED, UNSAFE, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.analysis.vocabulary import ATTENTION_MASK_NAME, KEEPS_AXES, PADDING_NAME
 
 _READ_AS_PADDING = """
     `MultiheadAttention.forward(query, key, value, key_padding_mask, need_weights, attn_mask, ...)` reads its 4th

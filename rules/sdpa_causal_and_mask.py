@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from mhalint import torchapi
 from mhalint.analysis.calls import call_target
+from mhalint.analysis.masks import ADDITIVE, BOOL, MaskReader
+from mhalint.analysis.values import resolve, taking
 from mhalint.finding import NOT_CONFIRMED, Severity
 from mhalint.lazy import cst
-from mhalint.analysis.masks import ADDITIVE, BOOL, MaskReader
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.analysis.values import resolve, taking
 
 # Fields: `mask` (the attn_mask argument as written, quoted); `causal` ("is_causal=True", or
 # "is_causal=`self.causal` (True)" when it resolves to True); `fold`, the call's mask with the causal pattern folded in.

@@ -147,7 +147,8 @@ class SdpaHeadsLayout(Rule):
               "    q = x.view(B, T, n_head, C // n_head).permute(0, 2, 1, 3)\n"
               "    return F.scaled_dot_product_attention(q, q, q)\n"),
         Valid("from einops import rearrange\nimport torch.nn.functional as F\ndef f(x):\n"
-              "    q = rearrange(x, 'b n (h d) -> b h n d', h=8)\n    return F.scaled_dot_product_attention(q, q, q)\n"),
+              "    q = rearrange(x, 'b n (h d) -> b h n d', h=8)\n"
+              "    return F.scaled_dot_product_attention(q, q, q)\n"),
         Valid("import torch.nn.functional as F\ndef f(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)\n"),
         Valid("import torch.nn.functional as F\ndef f(x):\n    B, T, C = x.shape\n"
               "    return F.scaled_dot_product_attention(x, x, x)\n"),
@@ -167,7 +168,8 @@ class SdpaHeadsLayout(Rule):
         Invalid("import torch.nn.functional as F\ndef f(x, n_head):\n    B, T, C = x.shape\n"
                 "    q = x.view(B, T, n_head, C // n_head).transpose(1, 2)\n"
                 "    y = F.scaled_dot_product_attention(q, q, q)\n    return y.reshape(B, T, C)\n",
-                line=6, severity=Severity.ERROR, message="`y.reshape(B, T, C)` merges SDPA's (N, H, L, E) output (line 5)"),
+                line=6, severity=Severity.ERROR,
+                message="`y.reshape(B, T, C)` merges SDPA's (N, H, L, E) output (line 5)"),
     )
     example_inputs = "import torch\nx = torch.randn(2, 6, 16)\nn_head = 4\n"
 

@@ -60,6 +60,7 @@ class SdpaPaddingBroadcast(Rule):
     def guard(call) -> list:
         """MHA102: a 2-D bool (N, S) padding mask given to SDPA without broadcast dimensions, with N == L."""
         import torch
+
         from mhalint.guard import support as s
         if call.sdpa is None:
             return []
@@ -75,6 +76,7 @@ class SdpaPaddingBroadcast(Rule):
 
 def _broadcast_message(call, mask, query) -> str | None:
     import torch
+
     from mhalint.guard import support as s
     keys = mask.shape[1]
     counts = mask.sum(-1)

@@ -7,25 +7,25 @@ from typing import Callable
 from mhalint import torchapi
 from mhalint.analysis import dataflow
 from mhalint.analysis.calls import call_target, with_argument
-from mhalint.context import Scope
 from mhalint.analysis.fastpath import off_reason
+from mhalint.analysis.values import constructor_values, resolve
+from mhalint.context import Scope
 from mhalint.finding import NOT_CONFIRMED, SAFE, Severity
 from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.analysis.values import constructor_values, resolve
 
 WEIGHTS_DISCARDED = Message(
     "{api} computes attention weights nobody reads ({setting}): {why}",
     help="pass need_weights=False (the output is unchanged)",
     explanation="""
-    By default MultiheadAttention.forward also computes and returns the attention weights, averaged over heads. On
-    the slow path (training, odd head counts, batch_first=False, float masks, cross-attention) that means an
-    explicit bmm + softmax instead of the fused scaled_dot_product_attention kernel (torch 2.13
-    nn/functional.py:7023-7093). In a torch 2.13 experiment on CPU with one thread at L=1024, that was 1.93-2.10x slower
-    in eval with odd heads and 1.89-2.12x in a training forward; on the CPU inference fast path the cost was the same
-    either way (1.02-1.11x), and at L=128 the eval slow path 1.10-1.12x (docs/torch-facts.md#need-weights). need_weights=True also
-    gives NaN for a fully padded sample where need_weights=False stays finite
-    (docs/torch-facts.md#fully-masked-rows). The output itself is the same, so nothing shows the wasted work.""")
+    By default MultiheadAttention.forward also computes and returns the attention weights, averaged over heads. On the
+    slow path (training, odd head counts, batch_first=False, float masks, cross-attention) that means an explicit bmm +
+    softmax instead of the fused scaled_dot_product_attention kernel (torch 2.13 nn/functional.py:7023-7093). In a torch
+    2.13 experiment on CPU with one thread at L=1024, that was 1.93-2.10x slower in eval with odd heads and 1.89-2.12x
+    in a training forward; on the CPU inference fast path the cost was the same either way (1.02-1.11x), and at L=128
+    the eval slow path 1.10-1.12x (docs/torch-facts.md#need-weights). need_weights=True also gives NaN for a fully
+    padded sample where need_weights=False stays finite (docs/torch-facts.md#fully-masked-rows). The output itself is
+    the same, so nothing shows the wasted work.""")
 # How the headline says need_weights is True.
 DEFAULT_TRUE = "default need_weights=True"
 PASSED_TRUE = "need_weights=True"
@@ -45,15 +45,15 @@ class WeightsDiscarded(Rule):
     forwarded from a parameter is the caller's choice and is not flagged.
 
     ## Why is this bad?
-    By default `MultiheadAttention.forward` also computes and returns the attention weights, averaged over heads.
-    On the slow path (training, odd head counts, `batch_first=False`, float masks, cross-attention) that means an
-    explicit `bmm` + `softmax` instead of the fused `scaled_dot_product_attention` kernel (torch 2.13
+    By default `MultiheadAttention.forward` also computes and returns the attention weights, averaged over heads. On the
+    slow path (training, odd head counts, `batch_first=False`, float masks, cross-attention) that means an explicit
+    `bmm` + `softmax` instead of the fused `scaled_dot_product_attention` kernel (torch 2.13
     `nn/functional.py:7023-7093`). In a torch 2.13 experiment on CPU with one thread at L=1024
-    (docs/torch-facts.md#need-weights), that was 1.93-2.10x slower in eval with odd heads and 1.89-2.12x slower in a training
-    forward; on the CPU inference fast path the cost was the same either way (1.02-1.11x), and at L=128 the
+    (docs/torch-facts.md#need-weights), that was 1.93-2.10x slower in eval with odd heads and 1.89-2.12x slower in a
+    training forward; on the CPU inference fast path the cost was the same either way (1.02-1.11x), and at L=128 the
     eval slow path was still 1.10-1.12x slower. `need_weights=True` also gives NaN for a fully padded sample where
-    `need_weights=False` stays finite (docs/torch-facts.md#fully-masked-rows). The output itself is the same, so
-    nothing ever shows the wasted work; torch's own docstring calls it "a significant performance degradation".
+    `need_weights=False` stays finite (docs/torch-facts.md#fully-masked-rows). The output itself is the same, so nothing
+    ever shows the wasted work; torch's own docstring calls it "a significant performance degradation".
 
     ## Known problems
     A `need_weights` passed from a parameter is the caller's choice and is not flagged, even when every caller

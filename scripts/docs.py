@@ -19,7 +19,8 @@ RULES_DIR = Path(__file__).resolve().parents[1] / "docs" / "rules"
 def pages() -> dict[str, str]:
     """File name under docs/rules/ -> its text."""
     rules = load_rules()
-    return {"index.md": ruledocs.rules_index(rules), **{f"{code}.md": ruledocs.page(rule) for code, rule in rules.items()}}
+    return {"index.md": ruledocs.rules_index(rules),
+            **{f"{code}.md": ruledocs.page(rule) for code, rule in rules.items()}}
 
 
 def main() -> None:

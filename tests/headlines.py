@@ -6,9 +6,9 @@ details that must stay out of the headline."""
 
 from __future__ import annotations
 
-from mhalint.finding import Finding, Severity
-
 from conftest import lint
+
+from mhalint.finding import Finding, Severity
 
 
 def invalid_example_finding(rule, index: int, severity: Severity, forbidden: tuple[str, ...] = ()) -> Finding:

@@ -107,4 +107,5 @@ def test_a_value_is_followed_forward_through_names_attributes_returns_and_projec
     assert arrival.route[0] == "assigned to `m` at line 4"
     assert any("returned by `build()`" in step for step in arrival.route)
     assert any("parameter `mask` of `Block.run()`" in step for step in arrival.route)
-    assert Follower(ctx, lambda arrival: []).follow(repeat, scope) == []  # `self.run(...)` takes it first: the path ends there
+    # `self.run(...)` takes it first: the path ends there
+    assert Follower(ctx, lambda arrival: []).follow(repeat, scope) == []

@@ -9,9 +9,9 @@ traceback is printed.
 Each input is checked in this process through click's CliRunner (so that a test can simulate an operating-system
 failure, permission denied as root or a file deleted mid-run, with a monkeypatch), and all of them together once
 more by `python -m mhalint check` in subprocesses, as pre-commit and CI run it: serial, parallel and cached. The
-inputs that test the process itself (nesting deep enough to overflow a stack, files big enough to need a time
-limit) always run in a subprocess. Where the outcome depends on the Python version (what CPython's parser
-refuses), the expected report is derived from CPython's own `ast.parse`, which is exactly what mhalint promises to follow.
+inputs that test the process itself (nesting deep enough to overflow a stack, files big enough to need a time limit)
+always run in a subprocess. Where the outcome depends on the Python version (what CPython's parser refuses), the
+expected report is derived from CPython's own `ast.parse`, which is exactly what mhalint promises to follow.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from invoke import invoke
+
 from mhalint import engine, scan
 from mhalint.source import decode
 
@@ -277,7 +277,7 @@ def test_noqa_applies_to_its_own_line_whatever_the_newlines(tmp_path: Path, newl
     text = _with_newlines(NOQA_SOURCE, newline)
     run = mhalint(tree_with(tmp_path, **{"noqa.py": text.encode()}))
     assert_sound(run)
-    # line 2 carries `# noqa: MHA001`; line 3 does not; the noqa on line 4 has nothing to suppress (MHA904)
+    # line 2 carries a noqa comment for MHA001; line 3 does not; the noqa on line 4 has nothing to suppress (MHA904)
     assert [row.key for row in run.of("noqa.py")] == [("noqa.py", None, 3, 9, "MHA001"),
                                                       ("noqa.py", None, 4, 8, "MHA904")]
 

@@ -11,8 +11,8 @@ import json
 import multiprocessing
 import operator
 import os
-import re
 import pickle
+import re
 import shutil
 import signal
 import threading

@@ -10,8 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from invoke import invoke
+
 from mhalint.cache import CACHE_DIR_NAME, Cache
 from mhalint.engine import Checker
 from mhalint.rule import load_rules

@@ -9,8 +9,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from invoke import invoke
+
 from mhalint.rule import load_rules
 
 BAD = "import torch.nn as nn\n\nattn = nn.MultiheadAttention(64, 8)\n"
@@ -50,7 +50,7 @@ def test_default_path_is_cwd_and_syntax_error_does_not_stop_the_run(tree: Path):
     result = run("check", cwd=tree)
     assert result.exit_code == 1
     lines = result.output.splitlines()
-    assert lines[:-1] == sorted(lines[:-1], key=lambda l: (l.split(":")[0], int(l.split(":")[1])))
+    assert lines[:-1] == sorted(lines[:-1], key=lambda line: (line.split(":")[0], int(line.split(":")[1])))
     paths = [line.split(":")[0] for line in lines[:-1]]
     assert paths == ["bad.py", os.path.join("pkg", "broken.py"), os.path.join("pkg", "late.py")]
     broken = lines[1]

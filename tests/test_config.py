@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from invoke import invoke
 
 BAD = "import torch.nn as nn\nattn = nn.MultiheadAttention(60, 5)\n"  # MHA001 warning, MHA004 info

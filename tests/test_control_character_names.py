@@ -14,7 +14,6 @@ from pathlib import Path
 from urllib.parse import unquote_to_bytes
 
 import pytest
-
 from invoke import invoke
 from test_fix_safety import BUG
 

@@ -21,9 +21,9 @@ import tokenize
 
 import libcst as cst
 import pytest
-
 from aliases import spellings
 from conftest import lint
+
 from mhalint import torchapi
 from mhalint.finding import Finding, Severity
 from mhalint.rule import load_rules

@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from invoke import invoke
 from test_fix_safety import BUG, FIXED, stray_files
 from test_notebooks import nbformat_notebook

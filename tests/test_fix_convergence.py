@@ -14,7 +14,7 @@ import pytest
 
 from mhalint.engine import Checker
 from mhalint.finding import Finding
-from mhalint.fixes import MAX_ROUNDS, apply_fixes, applicable, fix_source
+from mhalint.fixes import MAX_ROUNDS, applicable, apply_fixes, fix_source
 from mhalint.rule import load_rules
 from mhalint.source import line_starts
 

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from invoke import invoke
 
 BUG = ("import torch.nn as nn\n\n"

@@ -9,10 +9,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from wrapped import CALLER, ENCODER
 
 from mhalint.engine import Checker
 from mhalint.rule import load_rules
-from wrapped import CALLER, ENCODER
 
 pytest.importorskip("flake8")
 

@@ -31,8 +31,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
-
 from invoke import invoke
+
 from mhalint.engine import Checker
 from mhalint.finding import Finding
 from mhalint.rule import load_rules

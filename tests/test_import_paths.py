@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_project import mha001, write
 
 from mhalint.analysis.project import Project
 from mhalint.finding import Severity
-from test_project import mha001, write
 
 BATCH_FIRST = "B, T, C = x.shape"
 

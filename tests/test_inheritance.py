@@ -9,12 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_project import mha001, write
 
 from mhalint.analysis.calls import call_target
 from mhalint.context import ModuleContext
 from mhalint.finding import Severity
 from mhalint.lazy import cst
-from test_project import mha001, write
 
 CODE = "MHA001"
 BATCH_FIRST = "B, T, C = x.shape"

@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from invoke import invoke
 
 TRIGGER = "import torch.nn as nn\nattn = nn.MultiheadAttention(60, 5)\n"

@@ -11,11 +11,11 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from test_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning
 
 from mhalint.analysis import calls
 from mhalint.context import ModuleContext
 from mhalint.lazy import cst
-from test_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning
 
 CODE = "MHA001"
 LAYER = "nn.TransformerEncoderLayer(d, h)"

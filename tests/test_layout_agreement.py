@@ -5,8 +5,8 @@ two axes show which axis is the batch; anything else stays unknown."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import lint
+
 from mhalint.finding import HEADLINE_LIMIT, Severity
 
 HEAD = "import torch\nimport torch.nn as nn\n"

@@ -10,12 +10,17 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from test_layout import (
+    assert_batch_first_error,
+    assert_sequence_first_info,
+    assert_unknown_warning,
+    attention,
+    evidence_of,
+)
 
 from mhalint.engine import Checker
 from mhalint.finding import Severity
 from mhalint.rule import load_rules
-from test_layout import (assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning, attention,
-                         evidence_of)
 
 
 def mha001(lint, source: str):

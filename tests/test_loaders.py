@@ -13,11 +13,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from test_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning
 
 from mhalint.engine import Checker
 from mhalint.finding import Severity
 from mhalint.rule import load_rules
-from test_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning
 
 CODE = "MHA001"
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from headlines import invalid_example_finding
 
 from mhalint import torchapi
 from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, Severity
 from mhalint.rule import load_rules
-from headlines import invalid_example_finding
 
 CODE = "MHA002"
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 
 import pytest
+from aliases import spellings
+from headlines import invalid_example_finding
 
 from mhalint import torchapi
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, Severity
 from mhalint.rule import load_rules
-from aliases import spellings
-from headlines import invalid_example_finding
 
 CODE = "MHA003"
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from aliases import spellings
 
 from mhalint import torchapi
 from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, Severity
 from mhalint.rules.odd_num_heads import OddNumHeads, _nearest_even_shape
-from aliases import spellings
 
 CODE = "MHA004"
 MODULES = {"MultiheadAttention": "num_heads", "TransformerEncoderLayer": "nhead",

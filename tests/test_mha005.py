@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from aliases import spellings
 
 from mhalint import torchapi
 from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, SKIPPED, Severity
 from mhalint.rules.heads_not_dividing import HeadsNotDividing, _probe_sizes
-from aliases import spellings
 
 CODE = "MHA005"
 MODULES = {"MultiheadAttention": ("embed_dim", "num_heads"), "TransformerEncoderLayer": ("d_model", "nhead"),

@@ -6,12 +6,12 @@ import re
 import textwrap
 
 import pytest
+from headlines import invalid_example_finding
 
 from mhalint import torchapi
 from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.fixes import apply_fixes
 from mhalint.rule import load_rules
-from headlines import invalid_example_finding
 
 CODE = "MHA008"
 RULE = load_rules()[CODE]

@@ -6,12 +6,12 @@ import re
 from pathlib import Path
 
 import pytest
+from headlines import invalid_example_finding
 
 from mhalint import torchapi
 from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, Severity
 from mhalint.rule import load_rules
 from mhalint.rules.sdpa_causal_and_mask import SdpaCausalAndMask
-from headlines import invalid_example_finding
 
 CODE = "MHA009"
 ROOT = Path(__file__).resolve().parents[1]

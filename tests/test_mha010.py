@@ -8,13 +8,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from headlines import invalid_example_finding
 
 from mhalint import torchapi
 from mhalint.finding import HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.fixes import apply_fixes
 from mhalint.rule import load_rules
 from mhalint.rules.positional_padding_mask import PositionalPaddingMask
-from headlines import invalid_example_finding
 
 CODE = "MHA010"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -7,12 +7,12 @@ import warnings
 from pathlib import Path
 
 import pytest
+from headlines import invalid_example_finding
 
 from mhalint import torchapi
 from mhalint.finding import CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.fixes import apply_fixes
 from mhalint.rule import load_rules
-from headlines import invalid_example_finding
 
 CODE = "MHA011"
 RULE = load_rules()[CODE]

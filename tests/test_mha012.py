@@ -7,9 +7,9 @@ import re
 import textwrap
 
 import pytest
-
 from aliases import spellings
 from headlines import invalid_example_finding
+
 from mhalint import torchapi
 from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
 from mhalint.fixes import apply_fixes

@@ -8,13 +8,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from headlines import invalid_example_finding
 
 from mhalint import torchapi
 from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, REPRODUCED, UNSAFE, Severity
 from mhalint.fixes import apply_fixes
 from mhalint.rule import load_rules
 from mhalint.rules.padding_mask_shape import PaddingMaskShape
-from headlines import invalid_example_finding
 
 CODE = "MHA014"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

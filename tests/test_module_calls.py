@@ -9,10 +9,10 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-
-from mhalint.finding import Severity
 from test_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning
 from test_project import mha001, write
+
+from mhalint.finding import Severity
 
 CODE = "MHA001"
 BATCH = "B, T, C = x.shape"

@@ -8,10 +8,10 @@ built in the project) the finding stays what it was.
 from __future__ import annotations
 
 import pytest
-
-from mhalint.finding import HEADLINE_LIMIT, Severity
 from test_layout import assert_batch_first_error, assert_unknown_warning
 from test_project import mha001, write
+
+from mhalint.finding import HEADLINE_LIMIT, Severity
 
 BLOCK = """\
     import copy
@@ -42,7 +42,7 @@ def assert_never_run(finding, stored: str) -> None:
     assert finding.severity == Severity.INFO, finding.message
     assert finding.message.endswith(f"`{stored}` is never called in the project; called, it would read (L, N, E)")
     assert len(finding.message) <= HEADLINE_LIMIT and finding.fix is None
-    assert f"nothing in the project calls it" in " ".join(finding.evidence)
+    assert "nothing in the project calls it" in " ".join(finding.evidence)
     assert "layout" not in dict(finding.arguments)
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from urllib.parse import unquote_to_bytes
 
 import pytest
-
 from test_bad_input import GOOD, GOOD_AT, Run, assert_sound, mhalint_process, tree_with
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="FIFOs, devices and byte file names are POSIX")

@@ -6,9 +6,9 @@ data is at most a warning (the call may run the other class); no call passing th
 from __future__ import annotations
 
 import pytest
+from test_layout import assert_unknown_warning
 
 from mhalint.finding import Severity
-from test_layout import assert_unknown_warning
 
 CODE = "MHA001"
 

@@ -8,7 +8,8 @@ import re
 import tokenize
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mhalint import torchapi
 from mhalint.prefilter import Prefilter, anchors_of

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import PATIENT_PROBE
 
 from mhalint import torchapi
 from mhalint.cli import main
@@ -24,8 +25,6 @@ from mhalint.finding import CONFIRMED, NOT_CONFIRMED, PROBE_STATUSES, REPRODUCED
 from mhalint.probe import runner, support
 from mhalint.probe.runner import ProbeLimits, probe_findings
 from mhalint.rule import load_rules
-
-from conftest import PATIENT_PROBE
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from wrapped import CALLER, ENCODER, MODEL_AROUND
 
 from mhalint.analysis import project as project_module
 from mhalint.analysis.project import _FROM_IMPORT, Project, _from_imports, module_name, project_root
@@ -18,7 +19,6 @@ from mhalint.cache import Cache
 from mhalint.engine import Checker
 from mhalint.finding import Severity
 from mhalint.rule import load_rules
-from wrapped import CALLER, ENCODER, MODEL_AROUND
 
 MODEL = """\
     import torch.nn as nn

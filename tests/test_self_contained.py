@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from repository import repository_files
 
 ROOT = Path(__file__).resolve().parents[1]

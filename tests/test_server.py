@@ -14,13 +14,23 @@ from urllib.request import url2pathname
 
 import pytest
 import pytest_lsp
+from lsp import (
+    WAIT,
+    Client,
+    Document,
+    apply,
+    codes,
+    diagnostics,
+    initialize,
+    make_client,
+    server_command,
+    server_environment,
+    wait_for,
+)
 from lsprotocol import types
 from pygls.exceptions import JsonRpcRequestCancelled
 from pytest_lsp import ClientServerConfig
-
 from test_project import MODEL, TRAIN
-from lsp import (WAIT, Client, Document, apply, codes, diagnostics, initialize, make_client, server_command,
-                 server_environment, wait_for)
 
 pytestmark = pytest.mark.asyncio
 

@@ -14,7 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+from lsp import apply, server_environment
 from lsprotocol import types
+from wrapped import CALLER, ENCODER
 
 from mhalint.analysis.project import Project
 from mhalint.budget import Cancelled, Limits
@@ -24,9 +26,6 @@ from mhalint.server.convert import Lines, replacement
 from mhalint.server.options import ClientOptions, OptionsError
 from mhalint.server.scheduler import Scheduler
 from mhalint.server.session import Session, Source, encoded
-
-from lsp import apply, server_environment
-from wrapped import CALLER, ENCODER
 
 # ---- options ----
 

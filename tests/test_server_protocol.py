@@ -11,10 +11,10 @@ import threading
 from pathlib import Path
 
 import pytest
+from lsp import WAIT, server_command, server_environment, wait_for
 from pygls.exceptions import JsonRpcInvalidParams
 
 from mhalint.server.app import build
-from lsp import WAIT, server_command, server_environment, wait_for
 
 TEXT = "import torch.nn as nn\n\nDIM = 64\nattn = nn.MultiheadAttention(DIM, 8)\n"
 INVALID_PARAMS = -32602

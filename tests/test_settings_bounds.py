@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from invoke import invoke
 
 from mhalint import config, schema
 from mhalint.server.options import KNOWN, ClientOptions, OptionsError
-
-from invoke import invoke
 
 TRIGGER = "import torch.nn as nn\nattn = nn.MultiheadAttention(60, 5)\n"  # a finding: the rules and budgets run
 EXAMPLES = settings(max_examples=100, deadline=None, derandomize=True, database=None,

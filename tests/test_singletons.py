@@ -10,9 +10,9 @@ established. Each both ways, and the tables that show nothing stay unknown.
 from __future__ import annotations
 
 import pytest
+from test_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning, evidence_of
 
 from mhalint.finding import Severity
-from test_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning, evidence_of
 
 ENCODING = """\
 import math

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_loaders import write
 
 from mhalint.analysis.calls import instance
 from mhalint.analysis.project import Project
@@ -14,7 +15,6 @@ from mhalint.budget import Limits
 from mhalint.engine import Checker
 from mhalint.finding import Severity
 from mhalint.rule import load_rules
-from test_loaders import write
 
 HELPERS = """\
     import copy

@@ -10,7 +10,6 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-
 from test_analysis_tensors import B, E, S, U, roles
 from test_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning
 

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from repository import repository_files
 
 ROOT = Path(__file__).resolve().parents[1]

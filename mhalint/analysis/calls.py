@@ -12,12 +12,11 @@ from dataclasses import dataclass, field, replace
 from typing import Iterator
 
 from mhalint import torchapi
-from mhalint.analysis import containers
-from mhalint.context import Binding, ModuleContext, Scope
-from mhalint.lazy import cst
-from mhalint.analysis import branches, dataflow
+from mhalint.analysis import branches, containers, dataflow
 from mhalint.analysis.inheritance import is_super, project_class, torch_class
 from mhalint.analysis.vocabulary import FORWARDS_TO_MODULE, KEEPS_AXES_MODULES, REGROUP, REORDER, RETURNS_MODULE
+from mhalint.context import Binding, ModuleContext, Scope
+from mhalint.lazy import cst
 from mhalint.walk import own_nodes
 
 PROJECT_PREFIX = "<module>."
@@ -927,8 +926,8 @@ def _may_be(ctx: ModuleContext, api: str, classes: frozenset, depth: int = 0) ->
         return True
     bases = [ctx.qualified_name(base, klass.parent) for base in klass.bases]
     return any(base is None or base != "torch.nn.Module" and (
-        not base.startswith(PROJECT_PREFIX) and base not in torchapi.CONSTRUCTORS or _may_be(ctx, base, classes, depth + 1))
-        for base in bases)
+        not base.startswith(PROJECT_PREFIX) and base not in torchapi.CONSTRUCTORS
+        or _may_be(ctx, base, classes, depth + 1)) for base in bases)
 
 
 # Arguments bound while following a call into a project function: (callee scope, parameter, argument, caller scope,
@@ -1106,8 +1105,9 @@ def _adds_no_module(ctx: ModuleContext, binding: Binding) -> bool:
 
 def _from_bindings(ctx: ModuleContext, bindings: list[Binding], depth: int, env: Env) -> Construction | None:
     """All bindings must agree on the API; the last one is taken as the construction to read arguments from,
-    the others are its peers (a call of the name runs whichever was bound: each is paired with it). Memoised per list of bindings (a name bound N times is read N times, and each read would go through the N),
-    unless a call is being followed (`env`) or an answer still being computed was read (a cycle)."""
+    the others are its peers (a call of the name runs whichever was bound: each is paired with it). Memoised per list of
+    bindings (a name bound N times is read N times, and each read would go through the N), unless a call is being
+    followed (`env`) or an answer still being computed was read (a cycle)."""
     if env or not bindings:
         return _agreed(ctx, bindings, depth, env)
     # the bindings are the context's own, alive as long as it is (the list may be a reaching subset, made anew)

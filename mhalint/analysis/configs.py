@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from mhalint.analysis import dataflow, values as _values
 from mhalint import torchapi
+from mhalint.analysis import dataflow
+from mhalint.analysis import values as _values
 from mhalint.analysis.calls import PROJECT_PREFIX, arguments_for, bind, returned
 from mhalint.analysis.options import option_values
 from mhalint.analysis.sites import constructions, place, project_callers
@@ -363,8 +364,8 @@ def _fields(ctx: ModuleContext, klass: Scope, depth: int) -> dict | None:
     for small in (small for line in body if isinstance(line, cst.SimpleStatementLine) for small in line.body):
         if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and not _class_var(small):
             fields[small.target.value] = _field_default(ctx, small.value, klass)
-        elif (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)
-              and _field_call(ctx, small.value, klass)):
+        elif (isinstance(small, cst.Assign) and len(small.targets) == 1
+              and isinstance(small.targets[0].target, cst.Name) and _field_call(ctx, small.value, klass)):
             fields[small.targets[0].target.value] = _field_default(ctx, small.value, klass)
     return fields
 

@@ -23,9 +23,9 @@ _JAXTYPING = re.compile(r"^(?:Float|Int|Bool|Shaped|Num|Real|Integer|Inexact|Com
 
 def shape_in_text(text: str, least: int = 3) -> list[str] | None:
     """The axis names a comment or docstring line gives: `(B, L, E)`, `[bs, HxW, C]`, `Tensor shape [B, L, N]`,
-    `B x L x E`, `QxNxC`, `npoints x batch x channel` (words that name an axis), `NLE`, or a bare `nq, bs, d_model` (also after `shape -` or `shape:`). A bracketed group
-    needs `least` names: two are common prose (`(int, optional)`) except in a parameter's own entry, where `(N, S)`
-    is its shape."""
+    `B x L x E`, `QxNxC`, `npoints x batch x channel` (words that name an axis), `NLE`, or a bare `nq, bs, d_model`
+    (also after `shape -` or `shape:`). A bracketed group needs `least` names: two are common prose (`(int, optional)`)
+    except in a parameter's own entry, where `(N, S)` is its shape."""
     text = re.split(r"->|→|\bto\b", text)[-1]
     for group in _GROUP.findall(text):
         names = _split(group, least)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from mhalint import torchapi
 from mhalint.analysis.calls import Construction
-from mhalint.context import ModuleContext
 from mhalint.analysis.values import resolve
+from mhalint.context import ModuleContext
 
 
 def off_reason(ctx: ModuleContext, built: Construction, *, count_heads: bool = True) -> str | None:

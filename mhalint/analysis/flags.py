@@ -11,7 +11,6 @@ else is unknown and every branch stays possible. The tests read are those `branc
 from __future__ import annotations
 
 from mhalint.analysis import branches
-from mhalint.analysis.calls import Arguments
 from mhalint.analysis.values import resolve
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst

@@ -19,8 +19,16 @@ from mhalint.analysis.axes import Role, Strength
 from mhalint.analysis.calls import project_function, returned
 from mhalint.analysis.sites import place_file, project_callers
 from mhalint.analysis.tensors import ShapeReader
-from mhalint.analysis.vocabulary import (BOOLEAN_METHODS, FULL, KEEPS_AXES, MATMUL, NEW_FACTORIES, PER_SAMPLE_NAME,
-                                         SHAPE_ONLY, SIZE_FACTORIES)
+from mhalint.analysis.vocabulary import (
+    BOOLEAN_METHODS,
+    FULL,
+    KEEPS_AXES,
+    MATMUL,
+    NEW_FACTORIES,
+    PER_SAMPLE_NAME,
+    SHAPE_ONLY,
+    SIZE_FACTORIES,
+)
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.finding import shorten
 from mhalint.lazy import cst

@@ -14,18 +14,26 @@ import re
 from dataclasses import dataclass, replace
 
 from mhalint import torchapi
-from mhalint.analysis import dataflow, documented
-from mhalint.analysis import configs
-from mhalint.analysis.configs import string_key
+from mhalint.analysis import configs, dataflow, documented
 from mhalint.analysis.calls import callers, mask_arguments, project_function, returned
+from mhalint.analysis.configs import string_key
 from mhalint.analysis.tuples import unpacked
+from mhalint.analysis.values import resolve
+from mhalint.analysis.vocabulary import (
+    BOOLEAN_METHODS,
+    FLOAT_DTYPES,
+    IGNORE_MASK_NAME,
+    INT_DTYPES,
+    KEEP_NAME,
+    PAD_TOKEN,
+    SHAPE_ONLY,
+    TO_FLOAT,
+    TOKENIZER_MASK_NAME,
+)
 from mhalint.context import ModuleContext, Scope
 from mhalint.finding import shorten
 from mhalint.lazy import cst
 from mhalint.torchapi import IGNORE, KEEP
-from mhalint.analysis.values import resolve
-from mhalint.analysis.vocabulary import (BOOLEAN_METHODS, FLOAT_DTYPES, IGNORE_MASK_NAME, INT_DTYPES, KEEP_NAME,
-                                         PAD_TOKEN, SHAPE_ONLY, TOKENIZER_MASK_NAME, TO_FLOAT)
 
 BOOL, ADDITIVE, ZERO_ONE, INTEGER = "bool", "additive", "0/1 float", "integer"
 FLOAT = "float"  # floating-point, values not known (additive or 0/1): its dtype alone rules out a boolean convention

@@ -4,14 +4,14 @@ parsed contexts.
 A run's project is the whole project of the files it checks (`project_files`: below the nearest pyproject.toml,
 setup.cfg, setup.py or .git, found as discovery finds files), so that a run given only some files of it (pre-commit
 passes the staged ones) sees the same callers as a run over all of them; only the files given are reported on.
-The index is built on first need, in one pass over each file's bytes, which are not kept: a regular expression
-collects the `from ... import Name` lines (relative imports resolved against the file's package; packages, src layouts and
-script directories all give dotted names). A file that imports the class asked about is parsed with libcst for the
-readers to follow its calls, when its text may call or use the class (`may_call`, `may_read`), once while it is
-asked about: the trees are kept within a budget of lines, one an analysis still holds is reused, and the file's own
-check builds on it (`tree`). Nothing is imported or executed. What the index
-keeps of each file can be remembered between runs (`ImportMemory`, the findings cache), keyed by the file's size,
-modification time and module name, so that a one-file run does not read the whole project again.
+The index is built on first need, in one pass over each file's bytes, which are not kept: a regular expression collects
+the `from ... import Name` lines (relative imports resolved against the file's package; packages, src layouts and script
+directories all give dotted names). A file that imports the class asked about is parsed with libcst for the readers to
+follow its calls, when its text may call or use the class (`may_call`, `may_read`), once while it is asked about: the
+trees are kept within a budget of lines, one an analysis still holds is reused, and the file's own check builds on it
+(`tree`). Nothing is imported or executed. What the index keeps of each file can be remembered between runs
+(`ImportMemory`, the findings cache), keyed by the file's size, modification time and module name, so that a one-file
+run does not read the whole project again.
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from mhalint.analysis import axes, calls, dataflow, tensors
 from mhalint.analysis.axes import Axis, Role, Strength
+from mhalint.analysis.vocabulary import KEEPS_AXES, REGROUP, REORDER
 from mhalint.context import Scope
 from mhalint.lazy import cst
-from mhalint.analysis.vocabulary import KEEPS_AXES, REGROUP, REORDER
 
 _PARAMETERS = {"torch.nn.Parameter", "torch.nn.parameter.Parameter"}
 _THROUGH = KEEPS_AXES | REORDER | REGROUP | {"unsqueeze", "squeeze"}  # methods followed back to the table
@@ -111,7 +111,8 @@ def _table(ctx, expr, scope: Scope, use, seen: int = 0):
 def _registered(ctx, binding) -> bool:
     """A buffer (`self.register_buffer("pe", pe)`) or a parameter (`self.pe = nn.Parameter(...)`)."""
     node, value = binding.node, binding.value
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "register_buffer":
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+            and node.func.attr.value == "register_buffer":
         return True
     return isinstance(value, cst.Call) and ctx.qualified_name(value.func, binding.scope) in _PARAMETERS
 
@@ -145,7 +146,8 @@ def _inserted(ctx, expr: cst.BaseExpression, scope: Scope) -> cst.BaseExpression
         whole = [e.slice for i, e in enumerate(expr.slice) if i != 1]
         middle = expr.slice[1].slice
         if all(isinstance(s, cst.Slice) and s.lower is None and s.upper is None and s.step is None for s in whole) \
-                and isinstance(middle, cst.Index) and isinstance(middle.value, cst.Name) and middle.value.value == "None":
+                and isinstance(middle, cst.Index) and isinstance(middle.value, cst.Name) \
+                and middle.value.value == "None":
             return expr.value
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "unsqueeze" \
             and len(expr.args) == 1 and tensors.literal_int(expr.args[0].value) == 1 \

@@ -13,8 +13,15 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from mhalint.analysis import dataflow
-from mhalint.analysis.calls import (PROJECT_PREFIX, Arguments, CallSite, arguments_for, callers, project_function,
-                                    running_calls)
+from mhalint.analysis.calls import (
+    PROJECT_PREFIX,
+    Arguments,
+    CallSite,
+    arguments_for,
+    callers,
+    project_function,
+    running_calls,
+)
 from mhalint.analysis.vocabulary import RETURNS_MODULE
 from mhalint.context import ModuleContext, Scope
 from mhalint.lazy import cst

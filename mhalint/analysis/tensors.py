@@ -16,17 +16,33 @@ from dataclasses import dataclass
 from mhalint import torchapi
 from mhalint.analysis import agreement, axes, containers, dataflow, documented, flags, loaders, singletons, uses
 from mhalint.analysis.axes import OPEN, Axis, Evidence, Role, Shape, Strength
+from mhalint.analysis.calls import (
+    arguments_for,
+    call_target,
+    callers,
+    factories,
+    instance,
+    possible_callers,
+    project_forward,
+    project_function,
+    returned,
+    running_calls,
+)
+from mhalint.analysis.names import role_of_size_name, roles_of_names
 from mhalint.analysis.sites import handed_calls
 from mhalint.analysis.stops import Shown, Stop
-from mhalint.analysis.names import role_of_size_name, roles_of_names
-from mhalint.analysis.calls import (arguments_for, call_target, callers, factories, instance, possible_callers,
-                                    project_forward, project_function, returned, running_calls)
+from mhalint.analysis.values import resolve
+from mhalint.analysis.vocabulary import (
+    KEEPS_AXES,
+    KEEPS_AXES_MODULES,
+    LEGACY_CONSTRUCTORS,
+    NEW_FACTORIES,
+    REORDER,
+    SIZE_FACTORIES,
+)
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.finding import shorten
 from mhalint.lazy import cst
-from mhalint.analysis.values import resolve
-from mhalint.analysis.vocabulary import (KEEPS_AXES, KEEPS_AXES_MODULES, LEGACY_CONSTRUCTORS, NEW_FACTORIES, REORDER,
-                                         SIZE_FACTORIES)
 
 _MAX_DEPTH = 14  # operations and calls followed; a name's binding and an argument bound to a parameter are free
 
@@ -1375,7 +1391,8 @@ def _agreed(found: list[Traced | None]) -> Traced | None:
 
 def _unbind_dim(value) -> int | None:
     """`d` of `x.unbind(d)` (0 when not given), None for anything else."""
-    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "unbind"):
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value == "unbind"):
         return None
     if any(arg.star for arg in value.args) or len(value.args) > 1:
         return None

@@ -14,8 +14,7 @@ from dataclasses import replace
 
 from mhalint.analysis import axes, dataflow, tensors
 from mhalint.analysis.axes import OPEN, Axis, Role, Shape, Strength
-from mhalint.analysis.calls import (arguments_for, imported_class, instance, project_forward, project_function,
-                                    returned)
+from mhalint.analysis.calls import arguments_for, imported_class, instance, project_forward, project_function, returned
 from mhalint.analysis.names import role_of_size_name
 from mhalint.analysis.vocabulary import KEEPS_AXES, KEEPS_AXES_MODULES, REORDER
 from mhalint.context import Binding, Scope

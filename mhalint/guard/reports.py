@@ -10,6 +10,7 @@ import functools
 import os
 from dataclasses import dataclass
 
+
 def guard_codes() -> dict[str, str]:
     """The codes the guard reports, with their names: the loaded rules that have a runtime check (a `guard`
     hook). Static rules' codes keep their documentation (`mhalint rule MHA003`); MHA101+ are runtime-only rules,

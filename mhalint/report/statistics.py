@@ -1,6 +1,6 @@
 """`--statistics`: one row per code instead of one per finding, as ruff prints it.
 
-    3	MHA007	[*] need-weights-default
+    3	MHA007	[*] weights-discarded
     1	MHA001	[ ] batch-first-default
 
 Rows are sorted by count, most first, then by code; `[*]` marks a code of which some finding is fixable (with
