@@ -512,6 +512,7 @@ class Project:
         its context on the tree instead of parsing the file again. The latest are kept, up to _MAX_CHECKED_LINES
         lines of source."""
         path = os.path.abspath(path)
+        self._to_check.discard(path)  # read again for another file once its tree is gone: only what that one asks
         self._checked.pop(path, None)
         self._checked[path] = (text, module, statement_lines, bodies)
         lines = sum(kept[0].count("\n") for kept in self._checked.values())
