@@ -18,6 +18,10 @@ DECODER_LAYER = "torch.nn.TransformerDecoderLayer"
 SDPA = "torch.nn.functional.scaled_dot_product_attention"
 MHA_FORWARD_FN = "torch.nn.functional.multi_head_attention_forward"
 GENERATE_SQUARE_SUBSEQUENT_MASK = "torch.nn.Transformer.generate_square_subsequent_mask"
+FLEX_MODULE = "torch.nn.attention.flex_attention."
+FLEX_ATTENTION = FLEX_MODULE + "flex_attention"
+# The flex_attention functions that take a mask_mod, with the name of the parameter (their first) that takes it.
+FLEX_MASK_TAKERS = {"create_block_mask": "mask_mod", "create_mask": "mod_fn"}
 
 # Every spelling that names the same object as a canonical name (docs/torch-facts.md#entry-points). The quantizable
 # and quantized MHA are subclasses with the same constructor and forward signatures, so rules treat them as MHA.

@@ -18,6 +18,7 @@ from mhalint.analysis.calls import (
     project_function,
     with_argument,
 )
+from mhalint.analysis.forward import function_of
 from mhalint.analysis.names import is_head_count, roles_of_names
 from mhalint.analysis.tensors import ShapeReader
 from mhalint.analysis.values import constructor_values, resolve, taking
@@ -364,13 +365,8 @@ class _Tracker:
             if klass is None or (id(klass), attribute) in self.seen:
                 return
             self.seen.add((id(klass), attribute))
-            for method in klass.methods.values():
-                self_name = method.self_name
-                for use in dataflow.loads(ctx, method).get(self_name, []) if self_name else []:
-                    attr = ctx.parent(use)
-                    if isinstance(attr, cst.Attribute) and attr.value is use and attr.attr.value == attribute \
-                            and not dataflow.is_store(ctx, attr):
-                        self.weights(attr, method, route + (step,), depth + 1)
+            for read, method in dataflow.attribute_reads(ctx, klass, attribute):
+                self.weights(read, method, route + (step,), depth + 1)
 
     # ---- the weights themselves ----
     def weights(self, expr: cst.BaseExpression, scope: Scope, route: tuple[str, ...], depth: int) -> None:
@@ -629,7 +625,7 @@ class _Tracker:
             built = self.target.construction
             return built.arguments.get("num_heads"), built.scope
         if self.target.api == torchapi.MHA_FORWARD_FN:
-            return self.target.arguments.get("num_heads"), self.ctx.scope_of(_function_of(self.ctx, self.call)) \
+            return self.target.arguments.get("num_heads"), self.ctx.scope_of(function_of(self.ctx, self.call)) \
                 or self.ctx.root
         return None, None
 
@@ -711,10 +707,3 @@ def _literal_index(node: cst.Subscript) -> int | None:
     if isinstance(inner, cst.Index) and isinstance(inner.value, cst.Integer):
         return inner.value.evaluated_value
     return None
-
-
-def _function_of(ctx, node: cst.CSTNode) -> cst.CSTNode:
-    current = node
-    while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
-        current = ctx.parent(current)
-    return current if current is not None else ctx.module

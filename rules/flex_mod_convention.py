@@ -14,10 +14,6 @@ from mhalint.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.walk import own_nodes, walk
 
-_FLEX_MODULE = "torch.nn.attention.flex_attention."
-FLEX_ATTENTION = _FLEX_MODULE + "flex_attention"
-_MASK_TAKERS = {"create_block_mask": "mask_mod", "create_mask": "mod_fn"}  # first parameter of each
-_COMBINERS = ("and_masks", "or_masks")
 _MAX_DEPTH = 8
 FACTS = "docs/torch-facts.md#flex-mod-convention"
 
@@ -289,10 +285,10 @@ class FlexModConvention(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         ctx, scope = self.context, self.scope
         name = ctx.qualified_name(node.func, scope) or ""
-        short = name[len(_FLEX_MODULE):] if name.startswith(_FLEX_MODULE) else ""
+        short = name[len(torchapi.FLEX_MODULE):] if name.startswith(torchapi.FLEX_MODULE) else ""
         line = ctx.line(node) if short or self._is_flex(node.func, scope) else None
-        if short in _MASK_TAKERS:
-            arg = _argument(node, 0, _MASK_TAKERS[short])
+        if short in torchapi.FLEX_MASK_TAKERS:
+            arg = _argument(node, 0, torchapi.FLEX_MASK_TAKERS[short])
             if arg is not None:
                 for mod in self._mods(arg, scope, f"passed to {short} at line {line}"):
                     if short == "create_block_mask" or (mod is not None and mod.required < 5):
@@ -307,7 +303,7 @@ class FlexModConvention(Rule):
             if score_mod is None or any(a.star for a in node.args):
                 return
             scale = _argument(node, 5, "scale")
-            default_scale = scale is None or _is_none(ctx, scale, scope)
+            default_scale = scale is None or _resolves_to_none(ctx, scale, scope)
             for mod in self._mods(score_mod, scope, f"passed to flex_attention as score_mod at line {line}"):
                 self._score_mod(mod, default_scale)
 
@@ -327,7 +323,7 @@ class FlexModConvention(Rule):
         value, where = bindings[0].value, bindings[0].scope
         if isinstance(value, cst.Call) and ctx.qualified_name(value.func, where) == "torch.compile" and value.args:
             inner = value.args[0].value
-            return ctx.qualified_name(inner, where) == FLEX_ATTENTION or self._is_flex(inner, where, depth + 1)
+            return ctx.qualified_name(inner, where) == torchapi.FLEX_ATTENTION or self._is_flex(inner, where, depth + 1)
         return False
 
     # ---------------------------------------------------------------------------------------------- resolving
@@ -774,7 +770,7 @@ def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression
     return positional[position].value if len(positional) > position else None
 
 
-def _is_none(ctx, expr, scope) -> bool:
+def _resolves_to_none(ctx, expr, scope) -> bool:
     value = resolve(ctx, expr, scope)
     return value is not None and value.value is None
 

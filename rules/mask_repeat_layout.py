@@ -9,6 +9,7 @@ from mhalint.analysis.calls import PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, call_
 from mhalint.analysis.forward import Arrival, Follower
 from mhalint.analysis.mask_axes import LIKELY, NEUTRAL, PER_SAMPLE, SHARED, MaskAxesReader
 from mhalint.analysis.names import is_head_count
+from mhalint.analysis.tensors import size_arguments
 from mhalint.analysis.values import constructor_values, resolve
 from mhalint.context import Scope
 from mhalint.finding import NOT_CONFIRMED, UNSAFE, Severity, shorten
@@ -308,7 +309,7 @@ class MaskRepeatLayout(Rule):
             return None
         method = func.attr.value
         if method in ("repeat", "tile"):
-            factors = _factors(node)
+            factors = size_arguments(node)
             if factors is None or len(factors) != 3 or not all(self._is_one(f) for f in factors[1:]):
                 return None
             return _Tiling(node, factors[0], func.value, "repeat")
@@ -327,10 +328,10 @@ class MaskRepeatLayout(Rule):
                 if first is None or first.star or first.keyword is not None:
                     return None
                 factors = [first.value]
-                if not any(a.star for a in inner.args) and len(_factors(inner) or ()) != 4:
+                if not any(a.star for a in inner.args) and len(size_arguments(inner) or ()) != 4:
                     return None
             else:
-                factors = _factors(inner)
+                factors = size_arguments(inner)
                 if not factors or len(factors) != 4 or not all(self._is_one(f) for f in factors[1:]):
                     return None
             base = _leading_unsqueeze(inner.func.value)
@@ -485,18 +486,6 @@ class MaskRepeatLayout(Rule):
             return rebuilt.verdict(outcome)
         return NOT_CONFIRMED, (f"{how} is {wrong:.1e} and repeat_interleave {right:.1e} from the per-sample "
                                f"result ({sizes})")
-
-
-def _factors(call: cst.Call) -> list[cst.BaseExpression] | None:
-    """The sizes given to `.repeat(...)`/`.expand(...)`/`.tile(...)`, as separate arguments or one tuple."""
-    if any(a.keyword is not None or a.star for a in call.args):
-        return None
-    values = [a.value for a in call.args]
-    if len(values) == 1 and isinstance(values[0], (cst.Tuple, cst.List)):
-        if any(isinstance(e, cst.StarredElement) for e in values[0].elements):
-            return None
-        values = [e.value for e in values[0].elements]
-    return values
 
 
 def _leading_unsqueeze(expr: cst.BaseExpression) -> cst.BaseExpression | None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from mhalint import torchapi
 from mhalint.analysis import dataflow
 from mhalint.analysis.axes import Role, Strength
-from mhalint.analysis.calls import call_target, callers, project_function, returned
+from mhalint.analysis.calls import call_target, callers, is_none, project_function, returned
 from mhalint.analysis.mask_axes import MaskAxesReader
 from mhalint.analysis.masks import ADDITIVE, MaskReader
 from mhalint.analysis.tensors import ShapeReader
@@ -214,7 +214,7 @@ class PaddingMaskShape(Rule):
         if target is None or target.api not in (torchapi.SDPA, torchapi.MHA):
             return
         arg = target.arguments.by_name.get("attn_mask")
-        if arg is None or _is_none(arg.value):
+        if arg is None or is_none(arg.value):
             return
         scope, expr = self.scope, arg.value
         reading = self.read(expr, scope, node)
@@ -229,7 +229,7 @@ class PaddingMaskShape(Rule):
 
     def _swapped(self, target, scope: Scope, node: cst.Call) -> bool:
         padding = target.arguments.by_name.get("key_padding_mask")
-        if padding is None or padding.keyword is not None or _is_none(padding.value):
+        if padding is None or padding.keyword is not None or is_none(padding.value):
             return False
         name = _name_of(padding.value)
         return self.mask_axes.read(padding.value, scope, node).pair is not None or bool(
@@ -264,7 +264,7 @@ class PaddingMaskShape(Rule):
                 and not target.arguments.opaque and (causal is None or _is_false(causal.value)):
             fix = self.replacement(arg.keyword, cst.Name("key_padding_mask"),  # not the Arg: its code has the comma
                                    applicability=UNSAFE, title="pass the mask as key_padding_mask=")
-        elif padding is not None and not _is_none(padding.value):
+        elif padding is not None and not is_none(padding.value):
             fixed = "merge it into the key_padding_mask the call also gives (`|` for bool masks)"
         self.report(node, MHA_PADDING if established else MHA_MAYBE_PADDING, fix=fix, fixed=fixed, **common)
 
@@ -416,7 +416,7 @@ class PaddingMaskShape(Rule):
         found = []
         for site in callers(ctx, binding.scope):
             argument = site.arguments.get(name)
-            if argument is None or _is_none(argument):
+            if argument is None or is_none(argument):
                 if site.arguments.absent(name):
                     continue
                 return None
@@ -575,10 +575,6 @@ def _outcome(action) -> str:
     return "no error"
 
 
-def _is_none(expr) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "None"
-
-
 def _is_false(expr) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "False"
 
@@ -597,7 +593,7 @@ def _column_base(ctx, expr, scope: Scope) -> cst.BaseExpression | None:
     if isinstance(expr, cst.Subscript) and len(expr.slice) == 2:
         first, last = expr.slice[0].slice, expr.slice[1].slice
         if (isinstance(first, cst.Slice) or isinstance(first, cst.Index) and isinstance(first.value, cst.Ellipsis)) \
-                and isinstance(last, cst.Index) and _is_none(last.value):
+                and isinstance(last, cst.Index) and is_none(last.value):
             return expr.value
         return None
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _COLUMN_METHODS:

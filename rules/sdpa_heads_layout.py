@@ -9,7 +9,7 @@ from mhalint.analysis import dataflow
 from mhalint.analysis.axes import OPEN, Axis, Role, Strength
 from mhalint.analysis.calls import call_target
 from mhalint.analysis.names import is_head_count
-from mhalint.analysis.tensors import ShapeReader, Traced, literal_int
+from mhalint.analysis.tensors import ShapeReader, Traced, literal_int, size_arguments
 from mhalint.analysis.values import resolve
 from mhalint.analysis.vocabulary import KEEPS_AXES
 from mhalint.context import Scope
@@ -265,7 +265,7 @@ class SdpaHeadsLayout(Rule):
             if not (isinstance(consumer, cst.Call) and isinstance(consumer.func, cst.Attribute)
                     and consumer.func.attr.value in ("view", "reshape")):
                 continue
-            sizes = _sizes(consumer)
+            sizes = size_arguments(consumer)
             if sizes is None or len(sizes) != 3 or isinstance(sizes[0], cst.BinaryOperation):
                 continue
             batch = self.shapes.size_axis(sizes[0], scope, consumer)
@@ -402,15 +402,6 @@ def _reorders(expr) -> bool:
     if expr.func.attr.value == "permute":
         return values == [0, 2, 1, 3]
     return False
-
-
-def _sizes(call: cst.Call) -> list[cst.BaseExpression] | None:
-    if any(arg.star or arg.keyword for arg in call.args):
-        return None
-    if len(call.args) == 1 and isinstance(call.args[0].value, cst.Tuple | cst.List):
-        elements = call.args[0].value.elements
-        return None if any(isinstance(e, cst.StarredElement) for e in elements) else [e.value for e in elements]
-    return [arg.value for arg in call.args]
 
 
 def _is_minus_one(ctx, expr, scope) -> bool:

@@ -10,7 +10,7 @@ function nested in the scope (a closure) may run after any statement, so it sees
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.lazy import cst
@@ -180,6 +180,18 @@ def is_store(ctx: ModuleContext, node: cst.CSTNode) -> bool:
         kind = type(parent)
     return kind is cst.AssignTarget or kind is cst.AugAssign or (
         kind in (cst.AnnAssign, cst.For, cst.CompFor) and parent.target is current)
+
+
+def attribute_reads(ctx: ModuleContext, klass: Scope, attribute: str) -> Iterator[tuple[cst.Attribute, Scope]]:
+    """Each read of `self.<attribute>` in a method of `klass` (not a store), with the method: where a value a
+    method stored there may be used."""
+    for method in klass.methods.values():
+        self_name = method.self_name
+        for use in loads(ctx, method).get(self_name, []) if self_name else []:
+            read = ctx.parent(use)
+            if isinstance(read, cst.Attribute) and read.value is use and read.attr.value == attribute \
+                    and not is_store(ctx, read):
+                yield read, method
 
 
 def apart(ctx: ModuleContext, first: cst.CSTNode, second: cst.CSTNode) -> bool:

@@ -120,13 +120,8 @@ class Follower:
             return []
         seen.add((id(klass), attribute))
         found: list = []
-        for method in klass.methods.values():
-            self_name = method.self_name
-            for use in dataflow.loads(self.ctx, method).get(self_name, []) if self_name else []:
-                attr = self.ctx.parent(use)
-                if isinstance(attr, cst.Attribute) and attr.value is use and attr.attr.value == attribute \
-                        and not dataflow.is_store(self.ctx, attr):
-                    found += self._follow(attr, method, route, depth + 1, seen)
+        for read, method in dataflow.attribute_reads(self.ctx, klass, attribute):
+            found += self._follow(read, method, route, depth + 1, seen)
         return found
 
     def _into_call(self, call: cst.Call, arg: cst.Arg, scope: Scope, route, depth, seen) -> list:
@@ -182,7 +177,7 @@ class Follower:
         candidates = []
         for cls, names in _forwards_taking(ctx, wanted):
             forward = cls.methods["forward"]
-            if forward is ctx.scope_of(_function_of(self.ctx, call)):
+            if forward is ctx.scope_of(function_of(self.ctx, call)):
                 continue
             bound = bind(call, torchapi.Signature(tuple(names)))
             if any(a is arg for p, a in bound.by_name.items() if p == wanted):
@@ -207,7 +202,8 @@ def _forwards_taking(ctx: ModuleContext, name: str) -> list[tuple[Scope, list[st
     return index.get(name, [])
 
 
-def _function_of(ctx: ModuleContext, node: cst.CSTNode) -> cst.CSTNode:
+def function_of(ctx: ModuleContext, node: cst.CSTNode) -> cst.CSTNode:
+    """The innermost function holding `node`, or the module outside any."""
     current = node
     while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
         current = ctx.parent(current)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from mhalint import torchapi
 from mhalint.analysis import configs, dataflow, documented
-from mhalint.analysis.calls import callers, mask_arguments, project_function, returned
+from mhalint.analysis.calls import callers, is_none, mask_arguments, project_function, returned
 from mhalint.analysis.configs import string_key
 from mhalint.analysis.tuples import unpacked
 from mhalint.analysis.values import resolve
@@ -106,7 +106,7 @@ class MaskReader:
         """What the bindings that may reach the read hold; `mask = None` on one path is no mask there, and the
         others must agree."""
         reached = [b for b in dataflow.reaching(self.ctx, self.ctx.bindings(name, scope), use)
-                   if not (b.kind == "assign" and _is_none(b.value)) and id(b) not in self._active]
+                   if not (b.kind == "assign" and is_none(b.value)) and id(b) not in self._active]
         if len(reached) > 1:
             return _agreed(dataflow.follow(reached, self._active,
                                            lambda binding: self._binding(name, scope, binding, use, depth)))
@@ -147,7 +147,7 @@ class MaskReader:
                 if not site.arguments.absent(name):
                     return None
                 argument = binding.value  # the default
-            if argument is None or _is_none(argument):
+            if argument is None or is_none(argument):
                 continue
             mask = self.read(argument, site.scope, site.call, depth + 1)
             if mask is None:
@@ -279,11 +279,11 @@ class MaskReader:
         return None
 
     def _either(self, first, second, scope, use, depth) -> Mask | None:
-        a = None if _is_none(first) else self.read(first, scope, use, depth + 1)
-        b = None if _is_none(second) else self.read(second, scope, use, depth + 1)
-        if _is_none(first):
+        a = None if is_none(first) else self.read(first, scope, use, depth + 1)
+        b = None if is_none(second) else self.read(second, scope, use, depth + 1)
+        if is_none(first):
             return b
-        if _is_none(second):
+        if is_none(second):
             return a
         if a is not None and b is not None and (a.kind, a.polarity) == (b.kind, b.polarity):
             return a
@@ -553,10 +553,6 @@ def _plain_name(expr) -> str | None:
         else:
             return None
     return None
-
-
-def _is_none(expr) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "None"
 
 
 def _writes(scope: Scope, name: str) -> list[tuple[cst.CSTNode, cst.BaseExpression | None]]:

@@ -94,6 +94,17 @@ class Traced:
         return tuple(f"then `{code}` at {where}" + (f": {does}" if does else "") for code, where, does in self.steps)
 
 
+def size_arguments(call: cst.Call) -> list[cst.BaseExpression] | None:
+    """The sizes a `view`/`reshape`/`repeat`/`expand`/`tile` call gives, as separate arguments or one tuple or list;
+    None where a star hides some of them."""
+    if len(call.args) == 1 and not call.args[0].star and isinstance(call.args[0].value, cst.Tuple | cst.List):
+        elements = call.args[0].value.elements
+        return None if any(isinstance(e, cst.StarredElement) for e in elements) else [e.value for e in elements]
+    if any(arg.star or arg.keyword for arg in call.args):
+        return None
+    return [arg.value for arg in call.args]
+
+
 class ShapeReader:
     def __init__(self, ctx: ModuleContext, file: str = ""):
         """`file`: how evidence names the file, when it is not the one being checked."""
@@ -943,20 +954,13 @@ class ShapeReader:
             return None
         return [v.value for v in values]
 
-    def _sizes(self, call: cst.Call) -> list[cst.BaseExpression] | None:
-        if len(call.args) == 1 and isinstance(call.args[0].value, cst.List | cst.Tuple):
-            return [e.value for e in call.args[0].value.elements]
-        if any(arg.star or arg.keyword for arg in call.args):
-            return None
-        return [arg.value for arg in call.args]
-
     def _view(self, call: cst.Call, shape: Shape, scope: Scope, use) -> Shape | None:
         """Each new axis takes the role of its size expression (`B * T` holds the batch); a `-1` folds the input
         axes the other sizes leave over (`view(-1, L, E)` of (B, N, L, E) folds B and N: it holds the batch)."""
         if len(call.args) == 1 and not call.args[0].keyword and not call.args[0].star:
             items = self._size_items(call.args[0].value, scope, use)
         else:
-            sizes = self._sizes(call)
+            sizes = size_arguments(call)
             items = [self._size_item(size, scope, use) for size in sizes] if sizes else None
         if not items or sum(item is None for item in items) > 1:
             return None
@@ -1016,7 +1020,7 @@ class ShapeReader:
     def _expand(self, method: str, call: cst.Call, shape: Shape, scope: Scope, use) -> Shape | None:
         """`expand(-1, n, -1)` / `repeat(1, bs, 1)`: an axis kept (-1, or a repeat of 1) keeps its role; a new or
         size-1 axis grown to a size takes that size's role; any other repeat leaves the axis unknown."""
-        sizes = self._sizes(call)
+        sizes = size_arguments(call)
         if sizes is None or len(sizes) != len(shape) or (shape and shape[-1] is OPEN):
             return None
         result = []
@@ -1118,7 +1122,7 @@ class ShapeReader:
             traced = self.of(shaped, scope, use, depth + 1)
             return traced.then(traced.shape, call, self, "a new tensor of that shape") \
                 if traced is not None and OPEN not in traced.shape else None
-        sizes = self._sizes(call.with_changes(args=positional))
+        sizes = size_arguments(call.with_changes(args=positional))
         if not sizes:
             return None
         shape = tuple(self.size_axis(size, scope, use) for size in sizes)
