@@ -568,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
     single = work / "single"
     single.mkdir()
     with_attention = single / "with_attention.py"
-    shutil.copyfile(REPO / "examples" / "mha001_batch_first_bad.py", with_attention)
+    shutil.copyfile(REPO / "examples" / "mha001_batch_first_default_bad.py", with_attention)
     without_attention = single / "plain.py"
     without_attention.write_text(PLAIN_FILE)
     if re.search(pattern, PLAIN_FILE):

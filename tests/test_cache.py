@@ -47,7 +47,7 @@ def small(tmp_path: Path) -> Path:
     """Four files, two of them with a finding: enough for the many variants of a damaged index."""
     root = tmp_path / "small"
     root.mkdir()
-    for name in ("mha001_batch_first_bad.py", "mha003_is_causal_bad.py", "mha001_batch_first_fixed.py"):
+    for name in ("mha001_batch_first_default_bad.py", "mha003_is_causal_without_mask_bad.py", "mha001_batch_first_default_fixed.py"):
         shutil.copy(EXAMPLES / name, root / name)
     (root / "plain.py").write_text("x = 1\n")
     return root
@@ -100,7 +100,7 @@ def test_warm_run_reads_no_unchanged_file(tree: Path, tmp_path: Path, monkeypatc
 
 def test_a_changed_file_is_checked_again(tree: Path, tmp_path: Path, monkeypatch):
     rules = list(load_rules().values())
-    target = tree / "examples" / "mha001_batch_first_bad.py"
+    target = tree / "examples" / "mha001_batch_first_default_bad.py"
     Checker(rules).check_paths([target], cache=Cache(tmp_path / "cache", rules))
     target.write_text(target.read_text().replace("nn.MultiheadAttention(EMBED_DIM, NUM_HEADS)",
                                                  "nn.MultiheadAttention(EMBED_DIM, NUM_HEADS, batch_first=True)"))
@@ -112,7 +112,7 @@ def test_a_changed_file_is_checked_again(tree: Path, tmp_path: Path, monkeypatch
 
 def test_same_content_with_a_new_modification_time_is_a_hit(tree: Path, tmp_path: Path, monkeypatch):
     rules = list(load_rules().values())
-    target = tree / "examples" / "mha003_is_causal_bad.py"
+    target = tree / "examples" / "mha003_is_causal_without_mask_bad.py"
     first = Checker(rules).check_paths([target], cache=Cache(tmp_path / "cache", rules))
     os.utime(target, ns=(1, 1))
     read = _count_engine_reads(monkeypatch)
@@ -222,7 +222,7 @@ def test_on_file_comes_as_soon_as_the_files_before_it_are_done(tmp_path: Path, m
     """A file's findings are handed on before the next file is checked: a caller can print them while a slow
     file further on is still being checked."""
     for name in ("a.py", "b.py", "c.py"):
-        shutil.copy(EXAMPLES / "mha001_batch_first_bad.py", tmp_path / name)
+        shutil.copy(EXAMPLES / "mha001_batch_first_default_bad.py", tmp_path / name)
     checker = Checker(list(load_rules().values()))
     events: list[str] = []
     check_one = checker._check_one
@@ -239,7 +239,7 @@ def test_a_worker_that_dies_is_an_internal_error_on_its_file_and_the_run_goes_on
     that file is MHA902, another worker takes its place, every other file is checked."""
     rules = list(load_rules().values())
     expected = Checker(rules).check_paths([tree], jobs=1)
-    victim = str(tree / "examples" / "mha003_is_causal_bad.py")
+    victim = str(tree / "examples" / "mha003_is_causal_without_mask_bad.py")
     real = engine._check_in_worker
 
     def dies_on_the_victim(item):
@@ -279,8 +279,8 @@ def test_a_file_rewritten_while_it_is_read_is_not_cached(tmp_path: Path, monkeyp
     them for bytes that are not in the file."""
     rules = list(load_rules().values())
     target = tmp_path / "model.py"
-    shutil.copy(EXAMPLES / "mha001_batch_first_bad.py", target)
-    rewritten = (EXAMPLES / "mha001_batch_first_fixed.py").read_bytes()
+    shutil.copy(EXAMPLES / "mha001_batch_first_default_bad.py", target)
+    rewritten = (EXAMPLES / "mha001_batch_first_default_fixed.py").read_bytes()
 
     class RewrittenOnRead:
         def __init__(self, handle):
@@ -313,7 +313,7 @@ def test_a_file_rewritten_while_it_is_read_is_not_cached(tmp_path: Path, monkeyp
 def test_the_index_forgets_files_that_no_longer_exist(small: Path, tmp_path: Path):
     rules = list(load_rules().values())
     Checker(rules).check_paths([small], cache=Cache(tmp_path / "cache", rules))
-    gone = small / "mha003_is_causal_bad.py"
+    gone = small / "mha003_is_causal_without_mask_bad.py"
     gone.unlink()
     Checker(rules).check_paths([small / "plain.py"], cache=Cache(tmp_path / "cache", rules))  # another file only
     [index] = (tmp_path / "cache").glob("findings-*.json")

@@ -17,7 +17,7 @@ from mhalint.engine import Checker
 from mhalint.rule import load_rules
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-BAD = "mha001_batch_first_bad.py"
+BAD = "mha001_batch_first_default_bad.py"
 # mhalint's own names in a cache folder, with what a hostile repository or a user's folder might hold under them
 OWN_NAMES = {".gitignore": b"*\n", "findings-0123abcd.json": b"{}", "findings-0123abcd.pickle": b"x",
              ".findings-x1y2.tmp": b"x", "tmpab12cd.tmp": b"x"}
@@ -33,7 +33,7 @@ def project(tmp_path: Path) -> Path:
     """Findings of rules, of the engine (a syntax error: MHA900; an unused directive: MHA904) and in a notebook."""
     root = tmp_path / "project"
     root.mkdir()
-    for name in (BAD, "mha003_is_causal_bad.py"):
+    for name in (BAD, "mha003_is_causal_without_mask_bad.py"):
         shutil.copy(EXAMPLES / name, root / name)
     (root / "plain.py").write_text("x = 1\n")
     (root / "broken.py").write_text("import torch.nn as nn\nnn.MultiheadAttention(\n")

@@ -330,7 +330,7 @@ def test_a_reader_that_closes_the_pipe_ends_the_output_quietly(tmp_path: Path, o
 def test_probe_reads_json_lines_and_sarif_and_counts_each_outcome(tmp_path: Path, output_format: str):
     pytest.importorskip("torch")
     examples = Path(__file__).resolve().parents[1] / "examples"
-    names = ["mha001_batch_first_bad.py", "mha004_odd_heads_bad.py"]
+    names = ["mha001_batch_first_default_bad.py", "mha004_odd_num_heads_bad.py"]
     for name in names:
         (tmp_path / name).write_text((examples / name).read_text())
     saved = mhalint("check", "--no-cache", "--output-format", output_format, *names, cwd=tmp_path)

@@ -132,7 +132,7 @@ def test_the_readme_first_run_shows_what_mhalint_prints():
     shown = re.search(r"```\n(MHA001 \[error\].*?)```", README.read_text(), re.DOTALL)
     assert shown, "the README shows no finding in full"
     run = subprocess.run([sys.executable, "-m", "mhalint", "check", "--output-format", "full",
-                          "examples/mha001_batch_first_bad.py"], cwd=ROOT, capture_output=True, text=True)
+                          "examples/mha001_batch_first_default_bad.py"], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 1, run.stderr
     assert run.stdout.startswith(shown[1]), "the README's first run is not what `mhalint check` prints today"
 

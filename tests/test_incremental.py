@@ -83,7 +83,7 @@ def test_every_version_is_the_tree_a_full_parse_gives(example, steps):
 
 
 def test_an_edit_inside_one_statement_keeps_the_others():
-    text = (Path(__file__).resolve().parents[1] / "examples" / "mha006_mask_repeat_bad.py").read_text()
+    text = (Path(__file__).resolve().parents[1] / "examples" / "mha006_mask_repeat_layout_bad.py").read_text()
     reparser = Reparser()
     module = parse(reparser, text)
     assert reparser.reused == 0

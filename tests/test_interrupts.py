@@ -262,7 +262,7 @@ def test_an_interrupt_while_the_cache_is_written_waits_for_the_write(tmp_path: P
     and the index is whole), and then the interrupt is raised."""
     from mhalint import cache as cache_module
 
-    for name in ("mha001_batch_first_bad.py", "mha003_is_causal_bad.py", "mha001_batch_first_fixed.py"):
+    for name in ("mha001_batch_first_default_bad.py", "mha003_is_causal_without_mask_bad.py", "mha001_batch_first_default_fixed.py"):
         shutil.copy(EXAMPLES / name, tmp_path / name)
     rules = list(load_rules().values())
     real_create = cache_module._create_temporary
@@ -323,7 +323,7 @@ def test_a_signal_while_a_class_is_created_is_still_that_signal(tmp_path: Path, 
     """A signal that lands in a `__set_name__` while a class is created (libcst's dataclasses, made during its
     deferred import) reaches the command line wrapped in a RuntimeError on Python 3.11: it still exits as the
     signal does, not with a traceback and exit 1."""
-    shutil.copy(EXAMPLES / "mha001_batch_first_bad.py", tmp_path / "model.py")
+    shutil.copy(EXAMPLES / "mha001_batch_first_default_bad.py", tmp_path / "model.py")
     program = textwrap.dedent(f"""
         import signal, sys
         from mhalint import cli, engine
@@ -352,7 +352,7 @@ def test_a_run_stopped_while_the_probe_runs_stops_the_probe_process(tmp_path: Pa
     """SIGTERM to mhalint alone (`kill PID`) while its torch probe process runs: mhalint exits 143 and the probe
     process, which the signal did not reach, does not outlive it."""
     pytest.importorskip("torch")
-    shutil.copy(EXAMPLES / "mha001_batch_first_bad.py", tmp_path / "model.py")
+    shutil.copy(EXAMPLES / "mha001_batch_first_default_bad.py", tmp_path / "model.py")
     process = subprocess.Popen([sys.executable, "-m", "mhalint", "check", "--no-cache", "--probe", "model.py"],
                                cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                env=_environment(), start_new_session=True)
@@ -385,7 +385,7 @@ def test_a_signal_while_libcst_builds_the_tree_exits_with_its_code_not_an_abort(
     finalization), for as long as the process lives. `twice` sends it again as the message is written (a second
     Ctrl-C), which ended the run with click's `Aborted!` and exit 1, or killed it (SIGTERM). Each case failed
     before the fix."""
-    shutil.copy(EXAMPLES / "mha001_batch_first_bad.py", tmp_path / "model.py")
+    shutil.copy(EXAMPLES / "mha001_batch_first_default_bad.py", tmp_path / "model.py")
     program = textwrap.dedent(f"""
         import os, sys, time
         import libcst

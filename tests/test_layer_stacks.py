@@ -11,7 +11,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from test_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning
+from test_mha001_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning
 
 from mhalint.analysis import calls
 from mhalint.context import ModuleContext

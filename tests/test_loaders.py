@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning
+from test_mha001_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning
 
 from mhalint.engine import Checker
 from mhalint.finding import Severity

@@ -546,7 +546,7 @@ def test_fix_text_applicability_and_idempotence(check, lint, tiling, fixed):
 
 
 def test_bad_example_fixed_equals_the_fixed_example(lint):
-    bad = (EXAMPLES / "mha006_mask_repeat_bad.py").read_text()
+    bad = (EXAMPLES / "mha006_mask_repeat_layout_bad.py").read_text()
     after, applied = apply_fixes(bad, lint(bad, CODE), unsafe=True)
     assert applied == 1
     assert "other_document.repeat_interleave(self.num_heads, dim=0)" in after
@@ -593,5 +593,5 @@ def test_probe_does_not_confirm_a_fixed_site(torch):
 
 
 def test_probe_runs_through_the_cli_on_the_example(torch, probed_examples):
-    result = probed_examples.of("mha006_mask_repeat_bad.py")  # `check --probe` over the examples, once
+    result = probed_examples.of("mha006_mask_repeat_layout_bad.py")  # `check --probe` over the examples, once
     assert "probe confirmed" in result.output and "repeat(h, 1, 1) differs" in result.output, result.output

@@ -176,7 +176,7 @@ def test_no_fix_where_a_keyword_would_clash(check, call):
 
 
 def test_bad_example_fixed_equals_the_fixed_example(lint):
-    bad = (EXAMPLES / "mha010_positional_mask_bad.py").read_text()
+    bad = (EXAMPLES / "mha010_positional_padding_mask_bad.py").read_text()
     after, applied = apply_fixes(bad, lint(bad, CODE), unsafe=True)
     assert applied == 1 and "self.attn(x, x, x, attn_mask=causal_mask, need_weights=False)" in after
     assert [f for f in lint(after) if f.code == CODE] == []
@@ -298,7 +298,7 @@ def test_probe_does_not_confirm_a_fixed_site(torch):
 
 
 def test_probe_runs_through_the_cli_on_the_example(torch, probed_examples):
-    result = probed_examples.of("mha010_positional_mask_bad.py")  # `check --probe` over the examples, once
+    result = probed_examples.of("mha010_positional_padding_mask_bad.py")  # `check --probe` over the examples, once
     assert "probe reproduced" in result.output and "runs silently and differs" in result.output, result.output
 
 

@@ -224,7 +224,7 @@ def test_a_module_through_a_project_base_class_gets_the_fix(check):
 
 
 def test_bad_example_fixed_equals_the_fixed_example(lint):
-    bad = (EXAMPLES / "mha011_attention_dropout_bad.py").read_text()
+    bad = (EXAMPLES / "mha011_attention_dropout_in_eval_bad.py").read_text()
     after, applied = apply_fixes(bad, lint(bad, CODE), unsafe=True)
     assert applied == 1
     assert "dropout_p=self.dropout if self.training else 0.0)  # MHA011" in after

@@ -420,5 +420,5 @@ def test_probe_does_not_confirm_per_head_weights(torch):
 
 
 def test_probe_runs_through_the_cli_on_the_example(torch, probed_examples):
-    result = probed_examples.of("mha012_averaged_weights_bad.py")
+    result = probed_examples.of("mha012_averaged_weights_per_head_bad.py")
     assert "probe confirmed" in result.output and "query row `head` of the average" in result.output, result.output

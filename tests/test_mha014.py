@@ -14,7 +14,7 @@ from mhalint import torchapi
 from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, REPRODUCED, UNSAFE, Severity
 from mhalint.fixes import apply_fixes
 from mhalint.rule import load_rules
-from mhalint.rules.padding_mask_shape import PaddingMaskShape
+from mhalint.rules.padding_mask_as_attn_mask import PaddingMaskAsAttnMask
 
 CODE = "MHA014"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -267,7 +267,7 @@ def test_no_multihead_attention_fix_where_renaming_would_clash(check, call, help
 
 
 def test_bad_example_fixed_equals_the_fixed_example(lint):
-    bad = (EXAMPLES / "mha014_padding_mask_shape_bad.py").read_text()
+    bad = (EXAMPLES / "mha014_padding_mask_as_attn_mask_bad.py").read_text()
     found = [f for f in lint(bad, CODE)]
     assert len(found) == 2 and all(f.severity == Severity.ERROR for f in found)
     after, applied = apply_fixes(bad, found, unsafe=True)
@@ -335,17 +335,17 @@ def test_the_documentation_cites_anchors():
 @pytest.mark.parametrize("api", [torchapi.SDPA, torchapi.MHA])
 @pytest.mark.parametrize("kind", ["bool", "additive", None])
 def test_probe_confirms(torch, api, kind):
-    status, evidence = PaddingMaskShape.probe({"api": api, "mask_kind": kind, "established": True}, torch)
+    status, evidence = PaddingMaskAsAttnMask.probe({"api": api, "mask_kind": kind, "established": True}, torch)
     assert status == CONFIRMED, evidence
     assert float(re.search(r"runs silently and differs from .+? by ([0-9.]+);", evidence).group(1)) > 0.1
     assert "it raised RuntimeError" in evidence
 
 
 def test_probe_only_reproduces_a_named_mask(torch):
-    status, evidence = PaddingMaskShape.probe({"api": torchapi.MHA, "mask_kind": None, "established": False}, torch)
+    status, evidence = PaddingMaskAsAttnMask.probe({"api": torchapi.MHA, "mask_kind": None, "established": False}, torch)
     assert status == REPRODUCED and evidence.startswith("reproduced with assumed (N, S) padding mask"), evidence
 
 
 def test_probe_runs_through_the_cli_on_the_example(torch, probed_examples):
-    result = probed_examples.of("mha014_padding_mask_shape_bad.py")
+    result = probed_examples.of("mha014_padding_mask_as_attn_mask_bad.py")
     assert result.output.count("probe confirmed") == 2, result.output

@@ -9,7 +9,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from test_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning
+from test_mha001_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning
 from test_project import mha001, write
 
 from mhalint.finding import Severity

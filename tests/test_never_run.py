@@ -8,7 +8,7 @@ built in the project) the finding stays what it was.
 from __future__ import annotations
 
 import pytest
-from test_layout import assert_batch_first_error, assert_unknown_warning
+from test_mha001_layout import assert_batch_first_error, assert_unknown_warning
 from test_project import mha001, write
 
 from mhalint.finding import HEADLINE_LIMIT, Severity

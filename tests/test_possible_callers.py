@@ -6,7 +6,7 @@ data is at most a warning (the call may run the other class); no call passing th
 from __future__ import annotations
 
 import pytest
-from test_layout import assert_unknown_warning
+from test_mha001_layout import assert_unknown_warning
 
 from mhalint.finding import Severity
 

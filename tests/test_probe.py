@@ -688,7 +688,7 @@ def without_torch(*args: str, stdin: str | None = None) -> subprocess.CompletedP
 
 
 def test_check_probe_without_torch_is_a_one_line_error():
-    bad = "examples/mha001_batch_first_bad.py"
+    bad = "examples/mha001_batch_first_default_bad.py"
     completed = without_torch("check", "--probe", bad)
     assert completed.returncode == 2, completed.stdout + completed.stderr
     assert completed.stderr.splitlines() == [INSTALL_ERROR]
@@ -702,7 +702,7 @@ def test_check_probe_without_torch_is_a_one_line_error():
 
 
 def test_probe_command_without_torch_is_the_same_one_line_error():
-    saved = mhalint("check", "--output-format", "json", "examples/mha001_batch_first_bad.py")
+    saved = mhalint("check", "--output-format", "json", "examples/mha001_batch_first_default_bad.py")
     completed = without_torch("probe", "-", stdin=saved.stdout)
     assert completed.returncode == 2, completed.stdout + completed.stderr
     assert completed.stderr.splitlines() == [INSTALL_ERROR]
@@ -726,7 +726,7 @@ def test_a_worker_killed_mid_run_skips_the_remaining_sites(tmp_path: Path, plugi
 
 def test_a_worker_that_cannot_import_torch_under_its_memory_cap_skips_every_site(torch):
     completed = mhalint("check", "--probe", "--select", "MHA001,MHA004", "--probe-memory", "256",
-                        "examples/mha001_batch_first_bad.py", "examples/mha004_odd_heads_bad.py", timeout=60)
+                        "examples/mha001_batch_first_default_bad.py", "examples/mha004_odd_num_heads_bad.py", timeout=60)
     no_traceback(completed)
     assert completed.returncode == 1, completed.stderr
     pairs = probed(completed.stdout)

@@ -87,7 +87,7 @@ def test_what_workers_collect_for_the_index_is_what_one_process_collects(tree: P
 
 
 def test_one_process_collects_imports_from_the_first_file_that_matches_on(tree: Path):
-    paths = [str(tree / "plain" / "m0.py"), str(tree / "examples" / "mha001_batch_first_bad.py"),
+    paths = [str(tree / "plain" / "m0.py"), str(tree / "examples" / "mha001_batch_first_default_bad.py"),
              str(tree / "plain" / "m1.py")]
     checker = Checker(list(load_rules().values()))
     scanned = [found for _, found in scan.scan(paths, checker.prefilter, Project(paths), None, jobs=1)]

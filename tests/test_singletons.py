@@ -10,7 +10,7 @@ established. Each both ways, and the tables that show nothing stay unknown.
 from __future__ import annotations
 
 import pytest
-from test_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning, evidence_of
+from test_mha001_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning, evidence_of
 
 from mhalint.finding import Severity
 

@@ -88,7 +88,7 @@ def test_the_children_run_mhalint_on_sliced_sources_and_on_none(tmp_path: Path):
     example is known only from `N_HEADS = 5`), and the floor analyses nothing, while the shipped engine reports
     it: the patches are in place."""
     example = tmp_path / "odd_heads.py"
-    example.write_text((ROOT / "examples" / "mha004_odd_heads_bad.py").read_text())
+    example.write_text((ROOT / "examples" / "mha004_odd_num_heads_bad.py").read_text())
     tail = ["check", "--no-cache", "--exit-zero", "--select", "MHA004", "--output-format", "concise", str(example)]
     shipped = _check([sys.executable, "-m", "mhalint", *tail])
     bound, floor = (_check([sys.executable, str(SCRIPT), "--child", variant, *tail]) for variant in ("bound", "floor"))

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 from test_analysis_tensors import B, E, S, U, roles
-from test_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning
+from test_mha001_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning
 
 CODE = "MHA001"
 

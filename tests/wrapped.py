@@ -1,5 +1,5 @@
 """A model whose attention layer sits inside a wrapper class, fed batch-first data (imported like aliases.py by
-test_layout.py, where the wrapper is in the same file, and test_project.py, where it is in another)."""
+test_mha001_layout.py, where the wrapper is in the same file, and test_project.py, where it is in another)."""
 
 MODEL_AROUND = """\
 class Model(nn.Module):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from mhalint.rule import Invalid, Rule, Valid
 
 
-class SdpaPaddingBroadcast(Rule):
+class SdpaPaddingMaskBroadcast(Rule):
     """
     ## What it does
     Reports, at run time, an `F.scaled_dot_product_attention` call whose `attn_mask` is a 2-D bool tensor of shape

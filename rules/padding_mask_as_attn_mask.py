@@ -90,7 +90,7 @@ def _weakest(readings: list[_Reading]) -> _Reading:
     return min(readings, key=lambda r: r.strength)
 
 
-class PaddingMaskShape(Rule):
+class PaddingMaskAsAttnMask(Rule):
     """
     ## What it does
     Flags an `(N, S)` padding mask (one row per sample, one column per key) given as the `attn_mask` of
