@@ -35,12 +35,16 @@ class Valid:
 
 @dataclass(frozen=True)
 class Invalid:
-    """Source the rule must flag; `line` and `message` (a substring) pin the first finding when given."""
+    """Source the rule must flag. When given, `line`, `severity` and `headline` (all of it) or `message` (a piece of
+    it) pin the first finding, and `fixed` the source that `--fix --unsafe-fixes` makes of it (Fixit's
+    expected_replacement; the built-in rules pin every fix)."""
 
     code: str
     line: int | None = None
     message: str | None = None
     severity: Severity | None = None
+    headline: str | None = None
+    fixed: str | None = None
 
 
 @dataclass(frozen=True)

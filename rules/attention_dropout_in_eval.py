@@ -148,19 +148,39 @@ class AttentionDropoutInEval(Rule):
                 "    def __init__(self, p=0.1):\n        super().__init__()\n        self.p = p\n"
                 "    def forward(self, q, k, v):\n"
                 "        return F.scaled_dot_product_attention(q, k, v, dropout_p=self.p)\n",
-                line=8, message="dropout_p=`self.p` (0.1) with no training guard", severity=Severity.ERROR),
+                line=8, severity=Severity.ERROR,
+                headline=("F.scaled_dot_product_attention gets dropout_p=`self.p` (0.1) with no training guard: its "
+                          "dropout stays on in eval"),
+                fixed=("import torch.nn.functional as F\nfrom torch import nn\nclass A(nn.Module):\n"
+                       "    def __init__(self, p=0.1):\n        super().__init__()\n        self.p = p\n"
+                       "    def forward(self, q, k, v):\n        return F.scaled_dot_product_attention(q, k, v, "
+                       "dropout_p=self.p if self.training else 0.0)\n")),
         Invalid("import torch.nn.functional as F\ndef f(q, k, v):\n"
                 "    return F.scaled_dot_product_attention(q, k, v, None, 0.1)\n",
-                line=3, message="dropout_p=0.1 with no training guard", severity=Severity.ERROR),
+                line=3, severity=Severity.ERROR,
+                headline=("F.scaled_dot_product_attention gets dropout_p=0.1 with no training guard: its dropout "
+                          "stays on in eval")),
         Invalid("import torch.nn.functional as F\nfrom torch import nn\nclass A(nn.Module):\n"
                 "    def __init__(self, config):\n        super().__init__()\n"
                 "        self.dropout = config.attention_dropout\n    def forward(self, q, k, v):\n"
                 "        return F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout)\n",
-                line=8, message="dropout_p=`self.dropout` with no training guard", severity=Severity.WARNING),
+                line=8, severity=Severity.WARNING,
+                headline=("F.scaled_dot_product_attention gets dropout_p=`self.dropout` with no training guard: its "
+                          "dropout stays on in eval if it is non-zero"),
+                fixed=("import torch.nn.functional as F\nfrom torch import nn\nclass A(nn.Module):\n"
+                       "    def __init__(self, config):\n        super().__init__()\n"
+                       "        self.dropout = config.attention_dropout\n    def forward(self, q, k, v):\n        "
+                       "return F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else "
+                       "0.0)\n")),
         Invalid("import torch.nn.functional as F\nfrom torch import nn\nclass A(nn.Module):\n"
                 "    def forward(self, q, k, v):\n        attn = (q @ k.transpose(-2, -1)).softmax(dim=-1)\n"
                 "        attn = F.dropout(attn, p=0.1)\n        return attn @ v\n",
-                line=6, message="F.dropout on attention weights `attn`", severity=Severity.ERROR),
+                line=6, severity=Severity.ERROR,
+                headline=("F.dropout on attention weights `attn` (softmax at line 5) without training=: it drops "
+                          "weights in eval too (training defaults to True)"),
+                fixed=("import torch.nn.functional as F\nfrom torch import nn\nclass A(nn.Module):\n"
+                       "    def forward(self, q, k, v):\n        attn = (q @ k.transpose(-2, -1)).softmax(dim=-1)\n"
+                       "        attn = F.dropout(attn, p=0.1, training=self.training)\n        return attn @ v\n")),
     )
     example_inputs = (
         "import types\nimport torch\nq = k = v = torch.randn(2, 2, 6, 4)\n"

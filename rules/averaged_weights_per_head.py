@@ -172,22 +172,42 @@ class AveragedWeightsPerHead(Rule):
                 "    def forward(self, x):\n        out, weights = self.attn(x, x, x)\n"
                 "        maps = [weights[:, head] for head in range(self.attn.num_heads)]\n"
                 "        return out, maps\n", line=7,
-                message="by default, but `weights[:, head]` (line 8) reads axis 1 (the queries) as head `head`",
-                severity=Severity.ERROR),
+                severity=Severity.ERROR,
+                headline=("nn.MultiheadAttention weights are averaged over heads by default, but `weights[:, head]` "
+                          "(line 8) reads axis 1 (the queries) as head `head`"),
+                fixed=("import torch.nn as nn\nclass Probe(nn.Module):\n    def __init__(self):\n"
+                       "        super().__init__()\n"
+                       "        self.attn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+                       "    def forward(self, x):\n"
+                       "        out, weights = self.attn(x, x, x, average_attn_weights=False)\n"
+                       "        maps = [weights[:, head] for head in range(self.attn.num_heads)]\n"
+                       "        return out, maps\n")),
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
                 "def f(x):\n    out, w = attn(x, x, x)\n    B, L, S = x.shape\n"
-                "    return w.view(B, 8, L, L)\n", line=4,
-                message="reshapes them with the head count", severity=Severity.ERROR),
+                "    return w.view(B, 8, L, L)\n", line=4, severity=Severity.ERROR,
+                headline=("nn.MultiheadAttention weights are averaged over heads by default, but `w.view(B, 8, L, "
+                          "L)` (line 6) reshapes them with the head count"),
+                fixed=("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\ndef f(x):\n"
+                       "    out, w = attn(x, x, x, average_attn_weights=False)\n    B, L, S = x.shape\n"
+                       "    return w.view(B, 8, L, L)\n")),
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
                 "def f(x):\n    out, w = attn(x, x, x)\n    B, H, L, S = w.shape\n    return w, H\n", line=4,
-                message="unpacks 4 sizes from them", severity=Severity.ERROR),
+                severity=Severity.ERROR,
+                headline=("nn.MultiheadAttention weights are averaged over heads by default, but `B, H, L, S = "
+                          "w.shape` (line 5) unpacks 4 sizes from them"),
+                fixed=("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\ndef f(x):\n"
+                       "    out, w = attn(x, x, x, average_attn_weights=False)\n    B, H, L, S = w.shape\n"
+                       "    return w, H\n")),
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
                 "def f(x, head_idx):\n    w = attn(x, x, x)[1]\n    return w[0, head_idx]\n", line=4,
-                message="`w[0, head_idx]` (line 5) reads axis 1 (the queries) as head `head_idx`",
-                severity=Severity.WARNING),
+                severity=Severity.WARNING,
+                headline=("nn.MultiheadAttention weights are averaged over heads by default, but `w[0, head_idx]` "
+                          "(line 5) reads axis 1 (the queries) as head `head_idx`")),
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
                 "def f(x):\n    out, attn_per_head = attn(x, x, x)\n    return out, attn_per_head\n", line=4,
-                message="names them per head", severity=Severity.WARNING),
+                severity=Severity.WARNING,
+                headline=("nn.MultiheadAttention weights are averaged over heads by default, but `attn_per_head` "
+                          "(line 4) names them per head")),
     )
     example_inputs = "import torch\nx = torch.randn(2, 5, 64)\n"
 

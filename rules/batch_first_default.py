@@ -197,26 +197,51 @@ class BatchFirstDefault(Rule):
         Valid("import torch.nn as nn\ndef make(**kw):\n    return nn.MultiheadAttention(64, 8, **kw)\n"),
     )
     invalid = (
-        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n", line=2, message="without batch_first"),
+        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n", line=2,
+                severity=Severity.WARNING,
+                headline=("nn.MultiheadAttention is built without batch_first: it reads (L, N, E), and `attn` is "
+                          "never called in this file")),
         Invalid("import torch\nlayer = torch.nn.modules.transformer.TransformerEncoderLayer(\n    d_model=64,\n"
-                "    nhead=8,\n)\n", line=2),
+                "    nhead=8,\n)\n", line=2,
+                severity=Severity.WARNING,
+                headline=("nn.TransformerEncoderLayer is built without batch_first: it reads (L, N, E), and `layer` "
+                          "is never called in this file")),
         Invalid("from torch.nn.modules.activation import MultiheadAttention\nattn = MultiheadAttention(64, 8)\n",
-                line=2),
+                line=2,
+                severity=Severity.WARNING,
+                headline=("nn.MultiheadAttention is built without batch_first: it reads (L, N, E), and `attn` is "
+                          "never called in this file")),
         Invalid("from torch import nn\nclass Block(nn.Module):\n    def __init__(self, batch_first=False):\n"
                 "        super().__init__()\n"
                 "        self.attn = nn.MultiheadAttention(64, 8, batch_first=batch_first)\n",
-                line=5, message="defaults to False"),
+                line=5,
+                severity=Severity.WARNING,
+                headline=("nn.MultiheadAttention gets batch_first=batch_first (`batch_first` defaults to False in "
+                          "`__init__()` at line 3): it reads (L, N, E), and `self.attn` is never ...")),
         Invalid("import torch.nn as nn\nBATCH_FIRST = False\nt = nn.Transformer(batch_first=BATCH_FIRST)\n", line=3,
-                message="gets batch_first=BATCH_FIRST (`BATCH_FIRST` = False at line 2)"),
+                severity=Severity.WARNING,
+                headline=("nn.Transformer gets batch_first=BATCH_FIRST (`BATCH_FIRST` = False at line 2): it reads "
+                          "(L, N, E), and `t` is never called in this file")),
         Invalid("import torch.nn as nn\nclass Attn(nn.MultiheadAttention):\n    def __init__(self):\n"
-                "        super().__init__(64, 8)\n", line=4),
-        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)  # noqa: MHA004\n", line=2),
+                "        super().__init__(64, 8)\n", line=4,
+                severity=Severity.WARNING,
+                headline=("nn.MultiheadAttention is built without batch_first: it reads (L, N, E), and no call of it "
+                          "is found in this file")),
+        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)  # noqa: MHA004\n", line=2,
+                severity=Severity.WARNING,
+                headline=("nn.MultiheadAttention is built without batch_first: it reads (L, N, E), and `attn` is "
+                          "never called in this file")),
         Invalid("import torch.nn as nn\nclass Encoder(nn.Module):\n    def __init__(self):\n"
                 "        super().__init__()\n"
                 "        self.attn = nn.MultiheadAttention(64, 8)\n    def forward(self, x):\n"
                 "        B, T, C = x.shape\n        return self.attn(x, x, x)[0]\n", line=5,
-                message="gets batch-first data (`B, T, C = x.shape`, line 7) but batch_first is False",
-                severity=Severity.ERROR),
+                severity=Severity.ERROR,
+                headline=("nn.MultiheadAttention gets batch-first data (`B, T, C = x.shape`, line 7) but batch_first "
+                          "is False"),
+                fixed=("import torch.nn as nn\nclass Encoder(nn.Module):\n    def __init__(self):\n"
+                       "        super().__init__()\n"
+                       "        self.attn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
+                       "    def forward(self, x):\n        B, T, C = x.shape\n        return self.attn(x, x, x)[0]\n")),
     )
     example_inputs = "import torch\nx = torch.randn(2, 5, 64)\n"  # batch-first, as the examples' data
 

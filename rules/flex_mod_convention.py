@@ -235,21 +235,35 @@ class FlexModConvention(Rule):
     invalid = (
         Invalid(_IMPORTS + "def causal(b, h, q_idx, kv_idx):\n    return q_idx < kv_idx\n"
                 "m = create_block_mask(causal, None, None, 8, 8)\nout = flex_attention(q, q, q, block_mask=m)\n",
-                line=3, message="mask_mod `causal` keeps `q_idx < kv_idx`", severity=Severity.ERROR),
+                line=3, severity=Severity.ERROR,
+                headline=("mask_mod `causal` keeps `q_idx < kv_idx`: flex_attention keeps the positions where a "
+                          "mask_mod is True, so each query sees only later keys"),
+                fixed=("from torch.nn.attention.flex_attention import create_block_mask, flex_attention\n"
+                       "def causal(b, h, q_idx, kv_idx):\n    return q_idx >= kv_idx\n"
+                       "m = create_block_mask(causal, None, None, 8, 8)\n"
+                       "out = flex_attention(q, q, q, block_mask=m)\n")),
         Invalid(_IMPORTS + "def f(q, k, v, seq_lens, T):\n    keep = lambda b, h, qi, ki: ki >= seq_lens[b]\n"
                 "    m = create_block_mask(keep, None, None, T, T)\n    return flex_attention(q, k, v, block_mask=m)\n",
-                line=3, message="mask_mod `keep` keeps `ki >= seq_lens[b]`", severity=Severity.WARNING),
+                line=3, severity=Severity.WARNING,
+                headline=("mask_mod `keep` keeps `ki >= seq_lens[b]`: flex_attention keeps the positions where a "
+                          "mask_mod is True, so only the padding past `seq_lens[b]` is attended")),
         Invalid(_IMPORTS + "def causal(score, b, h, q_idx, kv_idx):\n    return q_idx >= kv_idx\n"
                 "def f(q, k, v):\n    return flex_attention(q, k, v, causal)\n",
-                line=3, message="returns the comparison", severity=Severity.ERROR),
+                line=3, severity=Severity.ERROR,
+                headline=("score_mod `causal` returns the comparison `q_idx >= kv_idx`: flex_attention uses it as "
+                          "the score itself (0 or 1), so q\u00b7k is dropped")),
         Invalid(_IMPORTS + "def f(q, k, v, bias):\n    def rel(score, b, h, q_idx, kv_idx):\n"
                 "        return bias[h][q_idx][kv_idx]\n    return flex_attention(q, k, v, score_mod=rel)\n",
-                line=4, message="without its score `score`", severity=Severity.ERROR),
+                line=4, severity=Severity.ERROR,
+                headline=("score_mod `rel` returns `bias[h][q_idx][kv_idx]` without its score `score`: the attention "
+                          "no longer depends on the query and key")),
         Invalid(_IMPORTS + "import math\nclass Attn:\n    def __init__(self, head_dim):\n"
                 "        self.head_dim = head_dim\n    def forward(self, q, k, v):\n"
                 "        def mod(score, b, h, q_idx, kv_idx):\n            return score / math.sqrt(self.head_dim)\n"
                 "        return flex_attention(q, k, v, score_mod=mod)\n",
-                line=8, message="rescales the score by", severity=Severity.ERROR),
+                line=8, severity=Severity.ERROR,
+                headline=("score_mod `mod` rescales the score by 1/sqrt(self.head_dim), but flex_attention's score "
+                          "is already scaled by 1/sqrt(E): 1/self.head_dim in all")),
     )
     example_inputs = (  # a mask_mod's arguments, and a query for flex_attention
         "import torch\nb = h = 0\nq_idx, kv_idx = torch.arange(8)[:, None], torch.arange(8)[None, :]\n"

@@ -134,30 +134,57 @@ class FloatKeepMask(Rule):
         Invalid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, L):\n"
                 "    causal = torch.tril(torch.ones(L, L))\n"
                 "    return F.scaled_dot_product_attention(q, k, v, attn_mask=causal)\n", line=5,
-                message="attn_mask=`causal`, a 0/1 float mask (1 = attend) built at line 4",
-                severity=Severity.ERROR),
+                severity=Severity.ERROR,
+                headline=("F.scaled_dot_product_attention gets attn_mask=`causal`, a 0/1 float mask (1 = attend) "
+                          "built at line 4: added to the scores, it masks nothing"),
+                fixed=("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, L):\n"
+                       "    causal = torch.tril(torch.ones(L, L))\n"
+                       "    return F.scaled_dot_product_attention(q, k, v, attn_mask=causal.bool())\n")),
         Invalid("import torch\nfrom torch import nn\nclass Block(nn.Module):\n"
                 "    def __init__(self, n):\n        super().__init__()\n"
                 "        self.attn = nn.MultiheadAttention(16, 2, batch_first=True)\n"
                 "        self.register_buffer('mask', torch.tril(torch.ones(n, n)))\n"
                 "    def forward(self, x):\n        return self.attn(x, x, x, attn_mask=self.mask)[0]\n",
-                line=9, message="attn_mask=`self.mask`, a 0/1 float mask (1 = attend) built at line 7"),
+                line=9,
+                severity=Severity.ERROR,
+                headline=("nn.MultiheadAttention gets attn_mask=`self.mask`, a 0/1 float mask (1 = attend) built at "
+                          "line 7: added to the scores, it masks nothing"),
+                fixed=("import torch\nfrom torch import nn\nclass Block(nn.Module):\n    def __init__(self, n):\n"
+                       "        super().__init__()\n"
+                       "        self.attn = nn.MultiheadAttention(16, 2, batch_first=True)\n"
+                       "        self.register_buffer('mask', torch.tril(torch.ones(n, n)))\n"
+                       "    def forward(self, x):\n        return self.attn(x, x, x, attn_mask=self.mask == 0)[0]\n")),
         Invalid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 2, batch_first=True)\n"
                 "def f(x, tokens, pad_id):\n    keep = (tokens != pad_id).float()\n"
-                "    return attn(x, x, x, key_padding_mask=keep)[0]\n", line=6, message="1 = attend"),
+                "    return attn(x, x, x, key_padding_mask=keep)[0]\n", line=6,
+                severity=Severity.ERROR,
+                headline=("nn.MultiheadAttention gets key_padding_mask=`keep`, a 0/1 float mask (1 = attend) built "
+                          "at line 5: added to the scores, it masks nothing"),
+                fixed=("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 2, batch_first=True)\n"
+                       "def f(x, tokens, pad_id):\n    keep = (tokens != pad_id).float()\n"
+                       "    return attn(x, x, x, key_padding_mask=keep == 0)[0]\n")),
         Invalid("import torch\nfrom torch import nn\nlayer = nn.TransformerEncoderLayer(16, 2, batch_first=True)\n"
                 "def f(x, lengths):\n    valid = torch.ones(x.size(0), x.size(1))\n"
                 "    for i, n in enumerate(lengths):\n        valid[i, n:] = 0\n"
                 "    return layer(x, src_key_padding_mask=valid)\n", line=8,
-                message="src_key_padding_mask=`valid`, a 0/1 float mask built at line 5"),
+                severity=Severity.ERROR,
+                headline=("nn.TransformerEncoderLayer gets src_key_padding_mask=`valid`, a 0/1 float mask built at "
+                          "line 5: added to the scores, it masks nothing")),
         Invalid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, tokens):\n"
                 "    m = (tokens == 0).to(q.dtype)\n"
                 "    return F.scaled_dot_product_attention(q, k, v, m[:, None, None, :])\n", line=5,
-                message="attn_mask=`m[:, None, None, :]`, a 0/1 float mask built at line 4"),
+                severity=Severity.ERROR,
+                headline=("F.scaled_dot_product_attention gets attn_mask=`m[:, None, None, :]`, a 0/1 float mask "
+                          "built at line 4: added to the scores, it masks nothing")),
         Invalid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
                 "mask = torch.ones(5, 5); mask = torch.tril(mask)\nx = torch.randn(1, 5, 8)\n"
                 "out = attn(x, x, x, attn_mask=mask)\n", line=6,
-                message="attn_mask=`mask`, a 0/1 float mask (1 = attend) built at line 4"),
+                severity=Severity.ERROR,
+                headline=("nn.MultiheadAttention gets attn_mask=`mask`, a 0/1 float mask (1 = attend) built at line "
+                          "4: added to the scores, it masks nothing"),
+                fixed=("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
+                       "mask = torch.ones(5, 5); mask = torch.tril(mask)\nx = torch.randn(1, 5, 8)\n"
+                       "out = attn(x, x, x, attn_mask=mask == 0)\n")),
     )
     example_inputs = (
         "import torch\nN, H, L, E = 2, 2, 6, 4\nn = L\nq = k = v = torch.randn(N, H, L, E)\nx = torch.randn(N, L, 16)\n"

@@ -113,16 +113,26 @@ class HeadsNotDividing(Rule):
     )
     invalid = (
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(100, 8, batch_first=True)\n", line=2,
-                message="does not divide", severity=Severity.ERROR),
+                severity=Severity.ERROR,
+                headline=("nn.MultiheadAttention gets embed_dim=100, which num_heads=8 does not divide (100 = 12 x 8 "
+                          "+ 4): building it raises AssertionError")),
         Invalid("from torch import nn\nD_MODEL = 300\nlayer = nn.TransformerEncoderLayer(D_MODEL, nhead=8)\n",
-                line=3, message="d_model=300 (`D_MODEL`), which nhead=8 does not divide", severity=Severity.ERROR),
+                line=3, severity=Severity.ERROR,
+                headline=("nn.TransformerEncoderLayer gets d_model=300 (`D_MODEL`), which nhead=8 does not divide "
+                          "(300 = 37 x 8 + 4): building it raises AssertionError")),
         Invalid("import torch.nn as nn\nmodel = nn.Transformer(d_model=100, batch_first=True)\n", line=2,
-                message="which nhead=8 (the default) does not divide", severity=Severity.ERROR),
+                severity=Severity.ERROR,
+                headline=("nn.Transformer gets d_model=100, which nhead=8 (the default) does not divide (100 = 12 x "
+                          "8 + 4): building it raises AssertionError")),
         Invalid("import torch\nclass Block(torch.nn.Module):\n    def __init__(self, dim=96, heads=8):\n"
                 "        super().__init__()\n        self.attn = torch.nn.MultiheadAttention(dim, heads)\n"
-                "block = Block(dim=100)\n", line=5, message="embed_dim=100 (`dim`)", severity=Severity.ERROR),
-        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 0)\n", line=2, message="ValueError",
-                severity=Severity.ERROR),
+                "block = Block(dim=100)\n", line=5, severity=Severity.ERROR,
+                headline=("nn.MultiheadAttention gets embed_dim=100 (`dim`), which num_heads=8 (`heads`) does not "
+                          "divide (100 = 12 x 8 + 4): building it raises AssertionError")),
+        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 0)\n", line=2,
+                severity=Severity.ERROR,
+                headline=("nn.MultiheadAttention gets embed_dim=64 and num_heads=0, but both must be positive: "
+                          "building it raises ValueError")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -129,19 +129,37 @@ class IsCausalWithoutMask(Rule):
         Invalid("import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
                 "        self.attn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
                 "    def forward(self, x):\n        return self.attn(x, x, x, is_causal=True)[0]\n",
-                line=7, message="is_causal=True"),
+                line=7,
+                severity=Severity.ERROR,
+                headline=("is_causal=True without attn_mask: nn.MultiheadAttention takes it as a hint, and its fast "
+                          "inference path attends to the future")),
         Invalid("import torch.nn as nn\nlayer = nn.TransformerEncoderLayer(64, 8, batch_first=True)\n"
-                "def f(x):\n    return layer(x, is_causal=True)\n", line=4, message="src_mask"),
+                "def f(x):\n    return layer(x, is_causal=True)\n", line=4,
+                severity=Severity.ERROR,
+                headline=("is_causal=True without src_mask: nn.TransformerEncoderLayer takes it as a hint, and its "
+                          "fast inference path attends to the future")),
         Invalid("import torch.nn as nn\nmodel = nn.Transformer(batch_first=True)\n"
-                "def f(s, t):\n    return model(s, t, tgt_is_causal=True)\n", line=4, message="tgt_mask"),
+                "def f(s, t):\n    return model(s, t, tgt_is_causal=True)\n", line=4,
+                severity=Severity.ERROR,
+                headline=("tgt_is_causal=True without tgt_mask: nn.Transformer takes it as a hint, and its fast "
+                          "inference path attends to the future")),
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-                "def f(x):\n    return attn(x, x, x, None, True, None, True, True)\n", line=4),
+                "def f(x):\n    return attn(x, x, x, None, True, None, True, True)\n", line=4,
+                severity=Severity.ERROR,
+                headline=("is_causal=True with attn_mask=None: nn.MultiheadAttention takes it as a hint, and its "
+                          "fast inference path attends to the future")),
         Invalid("import torch.nn as nn\nlayers = nn.ModuleList([nn.TransformerDecoderLayer(64, 8) for _ in range(2)])\n"
                 "def f(x, mem):\n    for layer in layers:\n        x = layer(\n            x, mem,\n"
-                "            tgt_is_causal=True,\n        )\n    return x\n", line=5),
+                "            tgt_is_causal=True,\n        )\n    return x\n", line=5,
+                severity=Severity.ERROR,
+                headline=("tgt_is_causal=True without tgt_mask: nn.TransformerDecoderLayer takes it as a hint, and "
+                          "its fast inference path attends to the future")),
         Invalid("import torch.nn.functional as F\nCAUSAL = True\ndef f(q, w, b, ow, ob):\n"
                 "    return F.multi_head_attention_forward(q, q, q, 8, 2, w, b, None, None, False, 0.0, ow, ob,\n"
-                "                                          is_causal=CAUSAL)\n", line=4),
+                "                                          is_causal=CAUSAL)\n", line=4,
+                severity=Severity.WARNING,
+                headline=("is_causal=CAUSAL (True) without attn_mask: F.multi_head_attention_forward raises 'Need "
+                          "attn_mask if specifying the is_causal hint'")),
     )
     example_inputs = "import torch\nx = torch.randn(2, 5, 64)\n"
     runtime_valid = (

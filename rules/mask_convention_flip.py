@@ -132,29 +132,60 @@ class MaskConventionFlip(Rule):
         Invalid("import torch.nn.functional as F\nPAD = 0\ndef f(q, k, v, tokens):\n"
                 "    pad = tokens == PAD\n"
                 "    return F.scaled_dot_product_attention(q, k, v, attn_mask=pad[:, None, None, :])\n",
-                line=5, message="gets attn_mask=`pad[:, None, None, :]`, built at line 4 as True = ignore, but it "
-                "reads True as attend", severity=Severity.ERROR),
+                line=5, severity=Severity.ERROR,
+                headline=("F.scaled_dot_product_attention gets attn_mask=`pad[:, None, None, :]`, built at line 4 as "
+                          "True = ignore, but it reads True as attend"),
+                fixed=("import torch.nn.functional as F\nPAD = 0\ndef f(q, k, v, tokens):\n    pad = tokens == PAD\n"
+                       "    return F.scaled_dot_product_attention(q, k, v, attn_mask=~pad[:, None, None, :])\n")),
         Invalid("import torch\nfrom torch.nn.functional import scaled_dot_product_attention as sdpa\n"
                 "def f(q, L):\n    future = torch.triu(torch.ones(L, L), diagonal=1).bool()\n"
-                "    return sdpa(q, q, q, future)\n", line=5, severity=Severity.ERROR),
+                "    return sdpa(q, q, q, future)\n", line=5, severity=Severity.ERROR,
+                headline=("F.scaled_dot_product_attention gets attn_mask=`future`, built at line 4 as True = ignore, "
+                          "but it reads True as attend"),
+                fixed=("import torch\nfrom torch.nn.functional import scaled_dot_product_attention as sdpa\n"
+                       "def f(q, L):\n    future = torch.triu(torch.ones(L, L), diagonal=1).bool()\n"
+                       "    return sdpa(q, q, q, ~future)\n")),
         Invalid("import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n"
                 "        super().__init__()\n        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
                 "    def forward(self, x, lengths):\n"
                 "        valid = torch.arange(x.size(1))[None, :] < lengths[:, None]\n"
                 "        return self.attn(x, x, x, key_padding_mask=valid)[0]\n", line=9,
-                message="gets key_padding_mask=`valid`, built at line 8 as True = attend, but it reads True as ignore"),
+                severity=Severity.ERROR,
+                headline=("nn.MultiheadAttention gets key_padding_mask=`valid`, built at line 8 as True = attend, "
+                          "but it reads True as ignore"),
+                fixed=("import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n"
+                       "        super().__init__()\n"
+                       "        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
+                       "    def forward(self, x, lengths):\n"
+                       "        valid = torch.arange(x.size(1))[None, :] < lengths[:, None]\n"
+                       "        return self.attn(x, x, x, key_padding_mask=~valid)[0]\n")),
         Invalid("import torch.nn.functional as F\ndef f(q, k, v, key_padding_mask):\n"
                 "    return F.scaled_dot_product_attention(\n        q, k, v,\n"
-                "        attn_mask=key_padding_mask[:, None, None, :],\n    )\n", line=3,
-                message="which looks like a True = ignore mask", severity=Severity.WARNING),
+                "        attn_mask=key_padding_mask[:, None, None, :],\n    )\n", line=3, severity=Severity.WARNING,
+                headline=("F.scaled_dot_product_attention gets attn_mask=`key_padding_mask[:, None, None, :]`, which "
+                          "looks like a True = ignore mask, but it reads True as attend"),
+                fixed=("import torch.nn.functional as F\ndef f(q, k, v, key_padding_mask):\n"
+                       "    return F.scaled_dot_product_attention(\n        q, k, v,\n"
+                       "        attn_mask=key_padding_mask[:, None, None, :] == 0,\n    )\n")),
         Invalid("import torch\nimport torch.nn.functional as F\ndef f(q, tokens, pad_id):\n"
                 "    keep = tokens != pad_id\n    pad = ~keep\n"
                 "    return F.scaled_dot_product_attention(q, q, q, attn_mask=pad.unsqueeze(1).unsqueeze(2))\n",
-                line=6, message="built at line 4 and inverted to True = ignore"),
+                line=6,
+                severity=Severity.ERROR,
+                headline=("F.scaled_dot_product_attention gets attn_mask=`pad.unsqueeze(1).unsqueeze(2)`, built at "
+                          "line 4 and inverted to True = ignore, but it reads True as attend"),
+                fixed=("import torch\nimport torch.nn.functional as F\ndef f(q, tokens, pad_id):\n"
+                       "    keep = tokens != pad_id\n    pad = ~keep\n    return F.scaled_dot_product_attention(q, "
+                       "q, q, attn_mask=~pad.unsqueeze(1).unsqueeze(2))\n")),
         Invalid("import torch.nn.functional as F\ndef attend(q, k, v, padding):\n"
                 "    \"\"\"padding: (N, S) bool, True at padding positions.\"\"\"\n"
                 "    return F.scaled_dot_product_attention(q, k, v, attn_mask=padding[:, None, None, :])\n",
-                line=4, message="documented at line 3 as True = ignore", severity=Severity.ERROR),
+                line=4, severity=Severity.ERROR,
+                headline=("F.scaled_dot_product_attention gets attn_mask=`padding[:, None, None, :]`, documented at "
+                          "line 3 as True = ignore, but it reads True as attend"),
+                fixed=("import torch.nn.functional as F\ndef attend(q, k, v, padding):\n"
+                       "    \"\"\"padding: (N, S) bool, True at padding positions.\"\"\"\n"
+                       "    return F.scaled_dot_product_attention(q, k, v, attn_mask=~padding[:, None, None, :])\n")),
     )
     example_inputs = (
         "import torch\nN, H, L, E = 2, 2, 6, 4\nq = k = v = torch.randn(N, H, L, E)\nx = torch.randn(N, L, 8)\n"

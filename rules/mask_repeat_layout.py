@@ -176,24 +176,53 @@ class MaskRepeatLayout(Rule):
                 "        return self.cross_attn(q, k, v, attn_mask=attn_mask,"
                 " key_padding_mask=pad[:, q.size(0):])[0]\n",
                 line=10, severity=Severity.ERROR,
-                message="tiles a per-sample mask head-major, but nn.MultiheadAttention reads attn_mask (line 11)"),
+                headline=("`torch.matmul(qmask.float(), kmask.float()).bool().repea...` tiles a per-sample mask "
+                          "head-major, but nn.MultiheadAttention reads attn_mask (line 11) batch-major"),
+                fixed=("import torch\nfrom torch import nn\nclass Layer(nn.Module):\n"
+                       "    def __init__(self, d_model, nhead):\n        super().__init__()\n"
+                       "        self.nhead = nhead\n        self.cross_attn = nn.MultiheadAttention(d_model, nhead)\n"
+                       "    def forward(self, q, k, v, pad):\n"
+                       "        qmask, kmask = pad[:, :q.size(0)].unsqueeze(2), pad[:, q.size(0):].unsqueeze(1)\n    "
+                       "    attn_mask = torch.matmul(qmask.float(), "
+                       "kmask.float()).bool().repeat_interleave(self.nhead, dim=0)\n        return "
+                       "self.cross_attn(q, k, v, attn_mask=attn_mask, key_padding_mask=pad[:, q.size(0):])[0]\n")),
         Invalid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
                 "def f(x, key_padding_mask: Bool[Tensor, 'batch keys'], num_heads=4):\n"
                 "    m = key_padding_mask[:, None, :].expand(-1, x.size(1), -1)\n"
                 "    m = m.unsqueeze(0).expand(num_heads, -1, -1, -1).reshape(-1, x.size(1), x.size(1))\n"
-                "    return attn(x, x, x, attn_mask=m)[0]\n", line=6, severity=Severity.ERROR),
+                "    return attn(x, x, x, attn_mask=m)[0]\n", line=6, severity=Severity.ERROR,
+                headline=("`m.unsqueeze(0).expand(num_heads, -1, -1, -1).reshape(-1,...` tiles a per-sample mask "
+                          "head-major, but nn.MultiheadAttention reads attn_mask (line 7) batch-major"),
+                fixed=("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
+                       "def f(x, key_padding_mask: Bool[Tensor, 'batch keys'], num_heads=4):\n"
+                       "    m = key_padding_mask[:, None, :].expand(-1, x.size(1), -1)\n"
+                       "    m = m.repeat_interleave(num_heads, dim=0)\n    return attn(x, x, x, attn_mask=m)[0]\n")),
         Invalid("from torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
                 "def f(x, mask, num_heads=4):\n    return attn(x, x, x, None, False, mask.repeat(num_heads, 1, 1))\n",
                 line=4, severity=Severity.WARNING,
-                message="`mask.repeat(num_heads, 1, 1)` tiles a mask that may differ per sample head-major"),
+                headline=("`mask.repeat(num_heads, 1, 1)` tiles a mask that may differ per sample head-major, but "
+                          "nn.MultiheadAttention reads attn_mask (line 4) batch-major"),
+                fixed=("from torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
+                       "def f(x, mask, num_heads=4):\n"
+                       "    return attn(x, x, x, None, False, mask.repeat_interleave(num_heads, dim=0))\n")),
         Invalid("import torch\nfrom torch import nn\nHEADS = 4\nlayer = nn.TransformerEncoderLayer(16, HEADS)\n"
                 "def f(x, L):\n    bs = x.size(1)\n    m = torch.zeros(bs, L, L, dtype=torch.bool)\n"
                 "    return layer(x, m.repeat(4, 1, 1))\n", line=8, severity=Severity.ERROR,
-                message="per-sample mask head-major, but nn.TransformerEncoderLayer reads src_mask (line 8)"),
+                headline=("`m.repeat(4, 1, 1)` tiles a per-sample mask head-major, but nn.TransformerEncoderLayer "
+                          "reads src_mask (line 8) batch-major"),
+                fixed=("import torch\nfrom torch import nn\nHEADS = 4\n"
+                       "layer = nn.TransformerEncoderLayer(16, HEADS)\ndef f(x, L):\n    bs = x.size(1)\n"
+                       "    m = torch.zeros(bs, L, L, dtype=torch.bool)\n"
+                       "    return layer(x, m.repeat_interleave(4, dim=0))\n")),
         Invalid("import torch\nfrom torch import nn\nHEADS = 4\nlayer = nn.TransformerEncoderLayer(16, HEADS)\n"
                 "def f(x, bs, L):\n    m = torch.zeros(bs, L, L, dtype=torch.bool)\n"
                 "    return layer(x, m.repeat(4, 1, 1))\n", line=7, severity=Severity.WARNING,
-                message="tiles a mask that may differ per sample head-major"),
+                headline=("`m.repeat(4, 1, 1)` tiles a mask that may differ per sample head-major, but "
+                          "nn.TransformerEncoderLayer reads src_mask (line 7) batch-major"),
+                fixed=("import torch\nfrom torch import nn\nHEADS = 4\n"
+                       "layer = nn.TransformerEncoderLayer(16, HEADS)\ndef f(x, bs, L):\n"
+                       "    m = torch.zeros(bs, L, L, dtype=torch.bool)\n"
+                       "    return layer(x, m.repeat_interleave(4, dim=0))\n")),
     )
     example_inputs = (  # N == L, so that x fits the batch-first and the sequence-first examples alike
         "import torch\nN = L = bs = 4\nd_model, nhead = 16, 4\nx = q = k = v = torch.randn(4, 4, 16)\n"

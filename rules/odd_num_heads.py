@@ -109,14 +109,27 @@ class OddNumHeads(Rule):
     )
     invalid = (
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(60, 5, batch_first=True)\n", line=2,
-                message="num_heads=5, an odd head count", severity=Severity.WARNING),
+                severity=Severity.WARNING,
+                headline=("nn.MultiheadAttention gets num_heads=5, an odd head count: torch silently skips its fused "
+                          "inference fast path")),
         Invalid("from torch import nn\nHEADS = 3\nlayer = nn.TransformerEncoderLayer(d_model=96, nhead=HEADS)\n",
-                line=3, message="nhead=3 (`HEADS`)", severity=Severity.INFO),
-        Invalid("from torch.nn import MultiheadAttention as MHA\nattn = MHA(64, num_heads=1)\n", line=2),
+                line=3, severity=Severity.INFO,
+                headline=("nn.TransformerEncoderLayer gets nhead=3 (`HEADS`), an odd head count, which does not "
+                          "matter here: the fast path is off, as batch_first is False (the default)")),
+        Invalid("from torch.nn import MultiheadAttention as MHA\nattn = MHA(64, num_heads=1)\n", line=2,
+                severity=Severity.INFO,
+                headline=("nn.MultiheadAttention gets num_heads=1, an odd head count, which does not matter here: "
+                          "the fast path is off, as batch_first is False (the default)")),
         Invalid("import torch\nclass Block(torch.nn.Module):\n    def __init__(self, dim=96, heads=6):\n"
                 "        super().__init__()\n        self.attn = torch.nn.MultiheadAttention(\n"
-                "            dim,\n            heads // 2,\n        )\n", line=5, message="heads // 2"),
-        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 1)  # noqa: MHA001\n", line=2),
+                "            dim,\n            heads // 2,\n        )\n", line=5,
+                severity=Severity.INFO,
+                headline=("nn.MultiheadAttention gets num_heads=3 (`heads // 2`), an odd head count, which does not "
+                          "matter here: the fast path is off, as batch_first is False (the defa...")),
+        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 1)  # noqa: MHA001\n", line=2,
+                severity=Severity.INFO,
+                headline=("nn.MultiheadAttention gets num_heads=1, an odd head count, which does not matter here: "
+                          "the fast path is off, as batch_first is False (the default)")),
     )
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -183,19 +183,30 @@ class PaddingMaskAsAttnMask(Rule):
                 "    keep = torch.arange(k.size(-2))[None, :] < lengths[:, None]\n"
                 "    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)\n",
                 line=5, severity=Severity.ERROR,
-                message="`keep` is an (N, S) padding mask (built from `lengths` at line 4), but "
-                        "F.scaled_dot_product_attention reads a 2-D attn_mask as (L, S)"),
+                headline=("`keep` is an (N, S) padding mask (built from `lengths` at line 4), but "
+                          "F.scaled_dot_product_attention reads a 2-D attn_mask as (L, S)"),
+                fixed=("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, lengths):\n"
+                       "    keep = torch.arange(k.size(-2))[None, :] < lengths[:, None]\n"
+                       "    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])\n")),
         Invalid("import torch\nfrom torch import nn\nclass Encoder(nn.Module):\n    def __init__(self):\n"
                 "        super().__init__()\n        self.attn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
                 "    def forward(self, x, tokens, pad_id=0):\n        B, S = tokens.shape\n"
                 "        pad = tokens == pad_id\n"
                 "        return self.attn(x, x, x, attn_mask=pad, need_weights=False)[0]\n",
                 line=10, severity=Severity.ERROR,
-                message="`pad` is an (N, S) padding mask (`B, S = tokens.shape` at line 8), given as attn_mask"),
+                headline=("`pad` is an (N, S) padding mask (`B, S = tokens.shape` at line 8), given as attn_mask, "
+                          "which nn.MultiheadAttention reads as (L, S)"),
+                fixed=("import torch\nfrom torch import nn\nclass Encoder(nn.Module):\n    def __init__(self):\n"
+                       "        super().__init__()\n"
+                       "        self.attn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
+                       "    def forward(self, x, tokens, pad_id=0):\n        B, S = tokens.shape\n"
+                       "        pad = tokens == pad_id\n"
+                       "        return self.attn(x, x, x, key_padding_mask=pad, need_weights=False)[0]\n")),
         Invalid("from torch import nn\nattn = nn.MultiheadAttention(16, 4)\ndef f(x, key_padding_mask):\n"
                 "    return attn(x, x, x, attn_mask=key_padding_mask)[0]\n",
                 line=4, severity=Severity.WARNING,
-                message="`key_padding_mask` looks like an (N, S) padding mask (by its name)"),
+                headline=("`key_padding_mask` looks like an (N, S) padding mask (by its name), given as attn_mask, "
+                          "which nn.MultiheadAttention reads as (L, S)")),
     )
     example_inputs = (  # N == L == S: the shapes under which the unfixed examples run at all
         "import torch\nq = k = v = torch.randn(4, 2, 4, 8)\nx = torch.randn(4, 4, 16)\n"

@@ -110,15 +110,30 @@ class PositionalPaddingMask(Rule):
                 "    def forward(self, x):\n        L = x.size(1)\n"
                 "        causal = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)\n"
                 "        return self.attn(x, x, x, causal, need_weights=False)[0]\n",
-                line=10, message="`causal` is passed 4th positionally to nn.MultiheadAttention, where "
-                "key_padding_mask goes, but it is an (L, L) causal mask built at line 9", severity=Severity.ERROR),
+                line=10, severity=Severity.ERROR,
+                headline=("`causal` is passed 4th positionally to nn.MultiheadAttention, where key_padding_mask "
+                          "goes, but it is an (L, L) causal mask built at line 9"),
+                fixed=("import torch\nfrom torch import nn\nclass Block(nn.Module):\n    def __init__(self):\n"
+                       "        super().__init__()\n"
+                       "        self.attn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
+                       "    def forward(self, x):\n        L = x.size(1)\n"
+                       "        causal = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)\n"
+                       "        return self.attn(x, x, x, attn_mask=causal, need_weights=False)[0]\n")),
         Invalid("from torch import nn\nattn = nn.MultiheadAttention(16, 4)\n"
                 "def f(x):\n    m = nn.Transformer.generate_square_subsequent_mask(x.size(0))\n"
-                "    return attn(x, x, x, m)[0]\n", line=5, message="but it is an (L, L) causal mask built at line 4",
-                severity=Severity.ERROR),
+                "    return attn(x, x, x, m)[0]\n", line=5,
+                severity=Severity.ERROR,
+                headline=("`m` is passed 4th positionally to nn.MultiheadAttention, where key_padding_mask goes, but "
+                          "it is an (L, L) causal mask built at line 4"),
+                fixed=("from torch import nn\nattn = nn.MultiheadAttention(16, 4)\ndef f(x):\n"
+                       "    m = nn.Transformer.generate_square_subsequent_mask(x.size(0))\n"
+                       "    return attn(x, x, x, attn_mask=m)[0]\n")),
         Invalid("from torch import nn\nattn = nn.MultiheadAttention(16, 4)\n"
-                "def f(x, causal_mask):\n    return attn(x, x, x, causal_mask)[0]\n", line=4,
-                message="`causal_mask` is passed 4th positionally", severity=Severity.WARNING),
+                "def f(x, causal_mask):\n    return attn(x, x, x, causal_mask)[0]\n", line=4, severity=Severity.WARNING,
+                headline=("`causal_mask` is passed 4th positionally to nn.MultiheadAttention, where key_padding_mask "
+                          "goes, but its name says it is an attention mask"),
+                fixed=("from torch import nn\nattn = nn.MultiheadAttention(16, 4)\ndef f(x, causal_mask):\n"
+                       "    return attn(x, x, x, attn_mask=causal_mask)[0]\n")),
     )
     example_inputs = (  # N == L, so that x fits the batch-first and the sequence-first examples alike
         "import torch\nx = torch.randn(4, 4, 16)\ncausal_mask = torch.triu(torch.ones(4, 4, dtype=torch.bool), 1)\n")

@@ -98,17 +98,28 @@ class SdpaCausalAndMask(Rule):
     invalid = (
         Invalid("import torch.nn.functional as F\ndef f(q, k, v, keep):\n"
                 "    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=True)\n",
-                line=3, message="attn_mask=`keep` and is_causal=True", severity=Severity.WARNING),
+                line=3, severity=Severity.WARNING,
+                headline=("F.scaled_dot_product_attention gets attn_mask=`keep` and is_causal=True: CPU's default "
+                          "kernel applies both, the MATH kernel raises")),
         Invalid("from torch.nn.functional import scaled_dot_product_attention as sdpa\ndef f(q, m):\n"
-                "    return sdpa(q, q, q, m, 0.0, True)\n", line=3, message="attn_mask=`m` and is_causal=True"),
+                "    return sdpa(q, q, q, m, 0.0, True)\n", line=3,
+                severity=Severity.WARNING,
+                headline=("F.scaled_dot_product_attention gets attn_mask=`m` and is_causal=True: CPU's default "
+                          "kernel applies both, the MATH kernel raises")),
         Invalid("import torch\nimport torch.nn.functional as F\nclass Attn(torch.nn.Module):\n"
                 "    def __init__(self, causal=True):\n        super().__init__()\n        self.causal = causal\n"
                 "    def forward(self, q, k, v, mask):\n"
                 "        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal)\n",
-                line=8, message="attn_mask=`mask` and is_causal=`self.causal` (True)"),
+                line=8,
+                severity=Severity.WARNING,
+                headline=("F.scaled_dot_product_attention gets attn_mask=`mask` and is_causal=`self.causal` (True): "
+                          "CPU's default kernel applies both, the MATH kernel raises")),
         Invalid("import torch\nCAUSAL = True\ndef f(q, k, v, m):\n"
                 "    return torch._C._nn.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=CAUSAL)\n",
-                line=4, message="attn_mask=`m` and is_causal=`CAUSAL` (True)"),
+                line=4,
+                severity=Severity.WARNING,
+                headline=("F.scaled_dot_product_attention gets attn_mask=`m` and is_causal=`CAUSAL` (True): CPU's "
+                          "default kernel applies both, the MATH kernel raises")),
     )
 
     def __init__(self, context, emit):

@@ -160,16 +160,28 @@ class SdpaHeadsLayout(Rule):
         Invalid("import torch.nn.functional as F\ndef f(x, n_head):\n    B, T, C = x.shape\n"
                 "    q = x.view(B, T, n_head, C // n_head)\n    y = F.scaled_dot_product_attention(q, q, q)\n"
                 "    return y.reshape(B, T, C)\n", line=5, severity=Severity.ERROR,
-                message="gets `q` as (N, L, H, E): `T` (line 3) is axis 1"),
+                headline=("F.scaled_dot_product_attention gets `q` as (N, L, H, E): `T` (line 3) is axis 1 and the "
+                          "heads axis 2, so it attends across heads"),
+                fixed=("import torch.nn.functional as F\ndef f(x, n_head):\n    B, T, C = x.shape\n"
+                       "    q = x.view(B, T, n_head, C // n_head)\n    y = "
+                       "F.scaled_dot_product_attention(q.transpose(1, 2), q.transpose(1, 2), q.transpose(1, "
+                       "2)).transpose(1, 2)\n    return y.reshape(B, T, C)\n")),
         Invalid("from torch.nn.functional import scaled_dot_product_attention as sdpa\n"
                 "def f(x, bsz, seq_len, num_heads, head_dim):\n"
                 "    q = x.view(bsz, seq_len, num_heads, head_dim)\n    return sdpa(q, q, q)\n",
-                line=4, severity=Severity.WARNING, message="`seq_len` (line 3) is axis 1 and the heads axis 2"),
+                line=4, severity=Severity.WARNING,
+                headline=("F.scaled_dot_product_attention gets `q` as (N, L, H, E): `seq_len` (line 3) is axis 1 and "
+                          "the heads axis 2, so it attends across heads")),
         Invalid("import torch.nn.functional as F\ndef f(x, n_head):\n    B, T, C = x.shape\n"
                 "    q = x.view(B, T, n_head, C // n_head).transpose(1, 2)\n"
                 "    y = F.scaled_dot_product_attention(q, q, q)\n    return y.reshape(B, T, C)\n",
                 line=6, severity=Severity.ERROR,
-                message="`y.reshape(B, T, C)` merges SDPA's (N, H, L, E) output (line 5)"),
+                headline=("`y.reshape(B, T, C)` merges SDPA's (N, H, L, E) output (line 5) without `.transpose(1, "
+                          "2)`: heads and positions interleave"),
+                fixed=("import torch.nn.functional as F\ndef f(x, n_head):\n    B, T, C = x.shape\n"
+                       "    q = x.view(B, T, n_head, C // n_head).transpose(1, 2)\n"
+                       "    y = F.scaled_dot_product_attention(q, q, q)\n"
+                       "    return y.transpose(1, 2).reshape(B, T, C)\n")),
     )
     example_inputs = "import torch\nx = torch.randn(2, 6, 16)\nn_head = 4\n"
 

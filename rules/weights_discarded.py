@@ -106,22 +106,41 @@ class WeightsDiscarded(Rule):
         Invalid("import torch.nn as nn\nclass Block(nn.Module):\n    def __init__(self):\n"
                 "        super().__init__()\n        self.attn = nn.MultiheadAttention(64, 8)\n"
                 "    def forward(self, x):\n        return x + self.attn(x, x, x)[0]\n", line=7,
-                message="(default need_weights=True): `[0]` keeps only the output (line 7)",
-                severity=Severity.WARNING),
+                severity=Severity.WARNING,
+                headline=("nn.MultiheadAttention computes attention weights nobody reads (default "
+                          "need_weights=True): `[0]` keeps only the output (line 7)"),
+                fixed=("import torch.nn as nn\nclass Block(nn.Module):\n    def __init__(self):\n"
+                       "        super().__init__()\n        self.attn = nn.MultiheadAttention(64, 8)\n"
+                       "    def forward(self, x):\n        return x + self.attn(x, x, x, need_weights=False)[0]\n")),
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n"
-                "def f(x):\n    out, _ = attn(x, x, x)\n    return out\n", line=4,
-                message="`out, _ =` discards the weights", severity=Severity.WARNING),
+                "def f(x):\n    out, _ = attn(x, x, x)\n    return out\n", line=4, severity=Severity.WARNING,
+                headline=("nn.MultiheadAttention computes attention weights nobody reads (default "
+                          "need_weights=True): `out, _ =` discards the weights (line 4)"),
+                fixed=("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\ndef f(x):\n"
+                       "    out, _ = attn(x, x, x, need_weights=False)\n    return out\n")),
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n"
                 "def f(x):\n    out, weights = attn(x, x, x, None, True)\n    return out\n", line=4,
-                message="(need_weights=True): `weights` from `out, weights =` (line 4) is never read in `f`",
-                severity=Severity.WARNING),
+                severity=Severity.WARNING,
+                headline=("nn.MultiheadAttention computes attention weights nobody reads (need_weights=True): "
+                          "`weights` from `out, weights =` (line 4) is never read in `f`"),
+                fixed=("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\ndef f(x):\n"
+                       "    out, weights = attn(x, x, x, None, False)\n    return out\n")),
         Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n"
                 "def f(x):\n    res = attn(x, x, x)\n    res = res[0]\n    return res\n", line=4,
-                message="is only read as `res[0]`", severity=Severity.WARNING),
+                severity=Severity.WARNING,
+                headline=("nn.MultiheadAttention computes attention weights nobody reads (default "
+                          "need_weights=True): `res` from line 4 is only read as `res[0]` (line 5)"),
+                fixed=("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\ndef f(x):\n"
+                       "    res = attn(x, x, x, need_weights=False)\n    res = res[0]\n    return res\n")),
         Invalid("import torch.nn.functional as F\ndef f(q, w, b, ow, ob):\n"
                 "    return F.multi_head_attention_forward(q, q, q, 8, 2, w, b, None, None, False, 0.0, ow, ob)[0]\n",
-                line=3, message="F.multi_head_attention_forward computes attention weights nobody reads",
-                severity=Severity.WARNING),
+                line=3,
+                severity=Severity.WARNING,
+                headline=("F.multi_head_attention_forward computes attention weights nobody reads (default "
+                          "need_weights=True): `[0]` keeps only the output (line 3)"),
+                fixed=("import torch.nn.functional as F\ndef f(q, w, b, ow, ob):\n    return "
+                       "F.multi_head_attention_forward(q, q, q, 8, 2, w, b, None, None, False, 0.0, ow, ob, "
+                       "need_weights=False)[0]\n")),
     )
     example_inputs = (  # sequence-first (L, N, E); `f(q, w, b, ow, ob)` is F.multi_head_attention_forward's
         "import torch\nx = torch.randn(5, 2, 64)\nq = torch.randn(5, 2, 8)\n"

@@ -78,7 +78,7 @@ class {klass}(Rule):
 
     valid = (  # TODO: correct code that looks like the bug, each left alone
     )
-    invalid = (  # TODO: the bug, each with the line, a piece of the headline and the severity it is reported at
+    invalid = (  # TODO: the bug, each with its line, whole headline, severity and `fixed` source where it has a fix
     )
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -30,8 +30,8 @@ VISITOR = '''
             self.report(node, FOUND, severity=Severity.ERROR, api="demo_attention", what="a demo argument")
 '''
 EXAMPLES = '''    valid = (Valid("def demo_attention(x):\\n    return x\\n"),)
-    invalid = (Invalid("from demo import demo_attention\\ndemo_attention(1)\\n", line=2, message="gets a demo",
-                       severity=Severity.ERROR),)
+    invalid = (Invalid("from demo import demo_attention\\ndemo_attention(1)\\n", line=2, severity=Severity.ERROR,
+                       headline="demo_attention gets a demo argument"),)
 '''
 
 

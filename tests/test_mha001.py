@@ -6,7 +6,6 @@ import re
 
 import pytest
 from aliases import spellings
-from headlines import invalid_example_finding
 
 from mhalint import torchapi
 from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, Severity
@@ -173,30 +172,6 @@ def test_noqa_inside_a_string_is_not_a_directive(check):
 
 # ---- headline, evidence, help, explanation -----------------------------------------------------------------------
 RULE = load_rules()[CODE]
-# For each of the rule's invalid examples: (severity, the decisive evidence its headline must name)
-INVALID_HEADLINES = [
-    (Severity.WARNING, "nn.MultiheadAttention is built without batch_first: it reads (L, N, E)"),
-    (Severity.WARNING, "nn.TransformerEncoderLayer is built without batch_first"),
-    (Severity.WARNING, "nn.MultiheadAttention is built without batch_first"),
-    (Severity.WARNING, "gets batch_first=batch_first (`batch_first` defaults to False"),
-    (Severity.WARNING, "nn.Transformer gets batch_first=BATCH_FIRST (`BATCH_FIRST` = False at line 2)"),
-    (Severity.WARNING, "nn.MultiheadAttention is built without batch_first"),
-    (Severity.WARNING, "nn.MultiheadAttention is built without batch_first"),
-    (Severity.ERROR, "nn.MultiheadAttention gets batch-first data (`B, T, C = x.shape`, line 7) but batch_first is "
-                     "False"),
-]
-
-
-def test_every_invalid_example_has_an_expected_headline():
-    assert len(INVALID_HEADLINES) == len(RULE.invalid)
-
-
-@pytest.mark.parametrize("index", range(len(INVALID_HEADLINES)))
-def test_invalid_example_headline_is_short_and_names_the_decisive_evidence(index):
-    severity, decisive = INVALID_HEADLINES[index]
-    finding = invalid_example_finding(RULE, index, severity, forbidden=("0.47",))
-    assert decisive in finding.message, finding.message
-    assert "docs/torch-facts.md#batch-first" in finding.explanation
 
 
 BATCH_FIRST_DATA = """\
@@ -267,7 +242,6 @@ def test_a_long_layout_expression_is_shortened_but_keeps_its_line(lint):
     assert len(finding.message) <= HEADLINE_LIMIT
     assert "..., line 8) but batch_first is False" in finding.message, finding.message
     assert prepare[4:] in " ".join(finding.evidence)  # the evidence line keeps the whole expression
-
 
 
 # ---- probe: confirmed with the site's layout, reproduced with an assumed one ---------------------------------------

@@ -6,7 +6,6 @@ import re
 
 import pytest
 from aliases import spellings
-from headlines import invalid_example_finding
 
 from mhalint import torchapi
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, REPRODUCED, Severity
@@ -350,28 +349,6 @@ def test_multi_line_call_is_reported_at_its_first_line_and_column(check):
 RULE = load_rules()[CODE]
 SILENT = "takes it as a hint, and its fast inference path attends to the future"
 RAISES = "raises 'Need attn_mask if specifying the is_causal hint'"
-# For each of the rule's invalid examples: (severity, the decisive evidence its headline must name)
-INVALID_HEADLINES = [
-    (Severity.ERROR, f"is_causal=True without attn_mask: nn.MultiheadAttention {SILENT}"),
-    (Severity.ERROR, f"is_causal=True without src_mask: nn.TransformerEncoderLayer {SILENT}"),
-    (Severity.ERROR, f"tgt_is_causal=True without tgt_mask: nn.Transformer {SILENT}"),
-    (Severity.ERROR, f"is_causal=True with attn_mask=None: nn.MultiheadAttention {SILENT}"),
-    (Severity.ERROR, f"tgt_is_causal=True without tgt_mask: nn.TransformerDecoderLayer {SILENT}"),
-    (Severity.WARNING, f"is_causal=CAUSAL (True) without attn_mask: F.multi_head_attention_forward {RAISES}"),
-]
-
-
-def test_every_invalid_example_has_an_expected_headline():
-    assert len(INVALID_HEADLINES) == len(RULE.invalid)
-
-
-@pytest.mark.parametrize("index", range(len(INVALID_HEADLINES)))
-def test_invalid_example_headline_is_short_and_names_the_decisive_evidence(index):
-    severity, decisive = INVALID_HEADLINES[index]
-    finding = invalid_example_finding(RULE, index, severity)
-    assert finding.message == decisive
-    assert finding.help.startswith("also pass ") and "nn.Transformer.generate_square_subsequent_mask(L)" in finding.help
-    assert "docs/torch-facts.md#is-causal-hint" in finding.explanation and "measured" not in finding.explanation
 
 
 def test_silent_fast_path_explanation_gives_the_experiments_distance(check):
@@ -399,7 +376,6 @@ def test_a_named_none_mask_is_quoted_with_its_value(check):
     [finding] = check(source)
     assert finding.message.startswith("is_causal=True with attn_mask=NO_MASK (None): nn.MultiheadAttention")
     assert "attn_mask=NO_MASK at line 5" in finding.evidence
-
 
 
 # ---- probe: confirmed with the site's flags and module, reproduced with an assumed fast path ----------------------

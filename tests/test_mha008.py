@@ -6,7 +6,6 @@ import re
 import textwrap
 
 import pytest
-from headlines import invalid_example_finding
 
 from mhalint import torchapi
 from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
@@ -263,33 +262,6 @@ def test_no_fix_when_the_meaning_of_1_is_not_known(check, setup, mask):
 
 
 # ---- headline, evidence, help, explanation -----------------------------------------------------------------------
-# For each of the rule's invalid examples: (severity, the decisive evidence its headline must name)
-INVALID_HEADLINES = [
-    (Severity.ERROR, "F.scaled_dot_product_attention gets attn_mask=`causal`, a 0/1 float mask (1 = attend) built at "
-                     "line 4"),
-    (Severity.ERROR, "nn.MultiheadAttention gets attn_mask=`self.mask`, a 0/1 float mask (1 = attend) built at "
-                     "line 7"),
-    (Severity.ERROR, "nn.MultiheadAttention gets key_padding_mask=`keep`, a 0/1 float mask (1 = attend) built at "
-                     "line 5"),
-    (Severity.ERROR, "nn.TransformerEncoderLayer gets src_key_padding_mask=`valid`, a 0/1 float mask built at line 5"),
-    (Severity.ERROR, "F.scaled_dot_product_attention gets attn_mask=`m[:, None, None, :]`, a 0/1 float mask built "
-                     "at line 4"),
-    (Severity.ERROR, "nn.MultiheadAttention gets attn_mask=`mask`, a 0/1 float mask (1 = attend) built at line 4"),
-]
-
-
-def test_every_invalid_example_has_an_expected_headline():
-    assert len(INVALID_HEADLINES) == len(RULE.invalid)
-
-
-@pytest.mark.parametrize("index", range(len(INVALID_HEADLINES)))
-def test_invalid_example_headline_is_short_and_names_the_decisive_evidence(index):
-    severity, decisive = INVALID_HEADLINES[index]
-    finding = invalid_example_finding(RULE, index, severity, forbidden=("0.676", "activation.py"))
-    assert decisive in finding.message and "added to the scores, it masks nothing" in finding.message
-    assert finding.help.startswith("pass a boolean mask in "), finding.help
-    assert "docs/torch-facts.md#float-masks-are-additive" in finding.explanation
-    assert "torch 2.13 experiment" in finding.explanation and "measured" not in finding.explanation.lower()
 
 
 def test_keep_mask_into_sdpa_headline_evidence_help_and_explanation(check):

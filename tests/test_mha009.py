@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import pytest
-from headlines import invalid_example_finding
 
 from mhalint import torchapi
 from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, Severity
@@ -152,28 +151,6 @@ def test_headline_evidence_help_and_explanation(check):
 
 
 RULE = load_rules()[CODE]
-# For each of the rule's invalid examples: (severity, the decisive evidence its headline must name)
-INVALID_HEADLINES = [
-    (Severity.WARNING, "F.scaled_dot_product_attention gets attn_mask=`keep` and is_causal=True: "),
-    (Severity.WARNING, "F.scaled_dot_product_attention gets attn_mask=`m` and is_causal=True: "),
-    (Severity.WARNING, "F.scaled_dot_product_attention gets attn_mask=`mask` and is_causal=`self.causal` (True): "),
-    (Severity.WARNING, "F.scaled_dot_product_attention gets attn_mask=`m` and is_causal=`CAUSAL` (True): "),
-]
-
-
-def test_every_invalid_example_has_an_expected_headline():
-    assert len(INVALID_HEADLINES) == len(RULE.invalid)
-
-
-@pytest.mark.parametrize("index", range(len(INVALID_HEADLINES)))
-def test_invalid_example_headline_is_short_and_names_the_decisive_evidence(index):
-    severity, decisive = INVALID_HEADLINES[index]
-    finding = invalid_example_finding(RULE, index, severity, forbidden=("2.92", "1.93", "6471"))
-    assert decisive in finding.message, finding.message
-    assert finding.message.endswith("CPU's default kernel applies both, the MATH kernel raises")
-    assert finding.fix is None
-    assert finding.help.startswith("decide which was meant: fold the causal pattern into the mask, ")
-    assert "docs/torch-facts.md#sdpa-causal-and-mask" in finding.explanation
 
 
 def test_a_long_mask_is_shortened_in_the_headline_but_not_in_the_help(check):

@@ -8,7 +8,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from headlines import invalid_example_finding
 
 from mhalint import torchapi
 from mhalint.finding import HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
@@ -191,25 +190,6 @@ def test_arguments_carry_what_the_probe_needs(check):
 # ---- headline, evidence, help, explanation -------------------------------------------------------------------------
 RULE = load_rules()[CODE]
 _PASSED_4TH = "is passed 4th positionally to nn.MultiheadAttention, where key_padding_mask goes, but "
-# For each of the rule's invalid examples: (severity, the decisive evidence its headline must name)
-INVALID_HEADLINES = [
-    (Severity.ERROR, f"`causal` {_PASSED_4TH}it is an (L, L) causal mask built at line 9"),
-    (Severity.ERROR, f"`m` {_PASSED_4TH}it is an (L, L) causal mask built at line 4"),
-    (Severity.WARNING, f"`causal_mask` {_PASSED_4TH}its name says it is an attention mask"),
-]
-
-
-def test_every_invalid_example_has_an_expected_headline():
-    assert len(INVALID_HEADLINES) == len(RULE.invalid)
-
-
-@pytest.mark.parametrize("index", range(len(INVALID_HEADLINES)))
-def test_invalid_example_headline_is_short_and_names_the_decisive_evidence(index):
-    severity, decisive = INVALID_HEADLINES[index]
-    finding = invalid_example_finding(RULE, index, severity, forbidden=("1.04", "Expected key_padded_mask"))
-    assert finding.message == decisive
-    assert "pass it by keyword: `attn_mask=" in finding.help
-    assert "docs/torch-facts.md#positional-order" in finding.explanation
 
 
 def test_built_mask_help_and_explanation(check):

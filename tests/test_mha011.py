@@ -7,7 +7,6 @@ import warnings
 from pathlib import Path
 
 import pytest
-from headlines import invalid_example_finding
 
 from mhalint import torchapi
 from mhalint.finding import CONFIRMED, REPRODUCED, UNSAFE, Severity
@@ -232,26 +231,6 @@ def test_bad_example_fixed_equals_the_fixed_example(lint):
 
 
 # ---- messages -------------------------------------------------------------------------------------------------------
-INVALID_HEADLINES = [
-    (Severity.ERROR, "F.scaled_dot_product_attention gets dropout_p=`self.p` (0.1) with no training guard: its "
-                     "dropout stays on in eval"),
-    (Severity.ERROR, "F.scaled_dot_product_attention gets dropout_p=0.1 with no training guard: its dropout stays "
-                     "on in eval"),
-    (Severity.WARNING, "F.scaled_dot_product_attention gets dropout_p=`self.dropout` with no training guard: its "
-                       "dropout stays on in eval if it is non-zero"),
-    (Severity.ERROR, "F.dropout on attention weights `attn` (softmax at line 5) without training=: it drops weights "
-                     "in eval too (training defaults to True)"),
-]
-
-
-@pytest.mark.parametrize("index", range(len(INVALID_HEADLINES)))
-def test_invalid_example_headlines(index):
-    assert len(INVALID_HEADLINES) == len(RULE.invalid)
-    severity, headline = INVALID_HEADLINES[index]
-    finding = invalid_example_finding(RULE, index, severity, forbidden=("0.77", "35%"))
-    assert finding.message == headline
-    assert "docs/torch-facts.md#dropout" in finding.explanation
-    assert "0.77" in finding.explanation
 
 
 # ---- the probe and the runtime check --------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ import textwrap
 
 import pytest
 from aliases import spellings
-from headlines import invalid_example_finding
 
 from mhalint import torchapi
 from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, NOT_CONFIRMED, REPRODUCED, UNSAFE, Severity
@@ -338,29 +337,6 @@ def test_noqa_on_the_call_line(check):
 
 def test_every_user_visible_text_is_a_named_message():
     assert set(RULE.messages()) == {"AVERAGED_READ_PER_HEAD"}
-
-
-INVALID_HEADLINES = [
-    (ERROR, "by default, but `weights[:, head]` (line 8) reads axis 1 (the queries) as head `head`"),
-    (ERROR, "by default, but `w.view(B, 8, L, L)` (line 6) reshapes them with the head count"),
-    (ERROR, "by default, but `B, H, L, S = w.shape` (line 5) unpacks 4 sizes from them"),
-    (WARNING, "by default, but `w[0, head_idx]` (line 5) reads axis 1 (the queries) as head `head_idx`"),
-    (WARNING, "by default, but `attn_per_head` (line 4) names them per head"),
-]
-
-
-def test_every_invalid_example_has_an_expected_headline():
-    assert len(INVALID_HEADLINES) == len(RULE.invalid)
-
-
-@pytest.mark.parametrize("index", range(len(INVALID_HEADLINES)))
-def test_invalid_example_headline_names_the_decisive_evidence(index):
-    severity, decisive = INVALID_HEADLINES[index]
-    finding = invalid_example_finding(RULE, index, severity, forbidden=("0.265", "7051"))
-    assert finding.message.startswith("nn.MultiheadAttention weights are averaged over heads ")
-    assert finding.message.endswith(decisive), finding.message
-    assert (finding.fix is not None) == (severity is ERROR)
-    assert "docs/torch-facts.md#averaged-weights" in finding.explanation
 
 
 def test_the_documentation_cites_the_anchor_and_says_where_numbers_come_from():

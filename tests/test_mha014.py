@@ -8,7 +8,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from headlines import invalid_example_finding
 
 from mhalint import torchapi
 from mhalint.finding import CONFIRMED, HEADLINE_LIMIT, REPRODUCED, UNSAFE, Severity
@@ -277,26 +276,6 @@ def test_bad_example_fixed_equals_the_fixed_example(lint):
 
 # ---- headline, evidence, help, explanation -------------------------------------------------------------------------
 RULE = load_rules()[CODE]
-INVALID_HEADLINES = [
-    (Severity.ERROR, f"`keep` is an (N, S) padding mask (built from `lengths` at line 4), but {SDPA_TAIL}"),
-    (Severity.ERROR, f"`pad` is an (N, S) padding mask (`B, S = tokens.shape` at line 8), {MHA_TAIL}"),
-    (Severity.WARNING, f"`key_padding_mask` looks like an (N, S) padding mask (by its name), {MHA_TAIL}"),
-]
-
-
-def test_every_invalid_example_has_an_expected_headline():
-    assert len(INVALID_HEADLINES) == len(RULE.invalid)
-
-
-@pytest.mark.parametrize("index", range(len(INVALID_HEADLINES)))
-def test_invalid_example_headline_is_short_and_names_the_decisive_evidence(index):
-    severity, decisive = INVALID_HEADLINES[index]
-    finding = invalid_example_finding(RULE, index, severity, forbidden=("3.835", "1.05", "torch.Size"))
-    assert finding.message == decisive and len(finding.message) <= HEADLINE_LIMIT
-    anchor = "sdpa-padding-broadcast" if index == 0 else "padding-mask-shape"
-    assert f"docs/torch-facts.md#{anchor}" in finding.explanation
-    assert "torch 2.13 experiment" in " ".join(finding.explanation.split())
-    assert "measured" not in finding.explanation
 
 
 def test_explanations_quote_the_experiments():

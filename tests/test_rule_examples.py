@@ -7,6 +7,8 @@ import warnings
 
 import pytest
 
+from mhalint.engine import Checker
+from mhalint.fixes import fix_source
 from mhalint.rule import load_rules, runtime_only
 
 RULES = load_rules()
@@ -78,5 +80,21 @@ def test_invalid_example_is_flagged(lint, code, example):
         assert first.line == example.line
     if example.message is not None:
         assert example.message in first.message
+    if example.headline is not None:
+        assert first.message == example.headline
     if example.severity is not None:
         assert first.severity == example.severity
+
+
+@pytest.mark.parametrize(("code", "example"), list(_examples("invalid")))
+def test_invalid_example_is_pinned_whole(code, example):
+    """Every built-in invalid example pins the whole headline of its first finding, its severity, and what `--fix
+    --unsafe-fixes` makes of it (`fixed`, None where the rule offers no fix), as Fixit's examples do."""
+    assert example.headline is not None and example.severity is not None, f"{code}: an example not pinned"
+    rule = RULES[code]
+
+    def lint(source: str):
+        return Checker([rule]).check_source(source.encode(), "example.py")
+
+    fixed, count = fix_source(example.code, lint, unsafe=True)
+    assert (fixed if count else None) == example.fixed
