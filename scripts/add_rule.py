@@ -1,7 +1,7 @@
 """Scaffold a new rule: every file a rule needs, each with the places to fill marked `TODO`.
 
 Writes, under the repository root (or `--root`):
-  rules/<name>.py                      the rule: messages, ruff-style docs, examples, a visitor to write
+  mhalint/rules/<name>.py              the rule: messages, ruff-style docs, examples, a visitor to write
   tests/test_<code>.py                 its tests beyond the examples (they fail until they are written)
   examples/<code>_<name>_bad.py        a program the rule must flag, and its `_fixed.py` twin
   docs/experiments/<name>.py           the torch experiment behind the rule's figures
@@ -145,7 +145,7 @@ TODO: what torch does, with the source lines of torch 2.13 that do it, and the f
 
 def _paths(root: Path, code: str, module: str) -> dict[str, Path]:
     lower = code.lower()
-    return {"rule": root / "rules" / f"{module}.py", "test": root / "tests" / f"test_{lower}.py",
+    return {"rule": root / "mhalint" / "rules" / f"{module}.py", "test": root / "tests" / f"test_{lower}.py",
             "bad": root / "examples" / f"{lower}_{module}_bad.py",
             "fixed": root / "examples" / f"{lower}_{module}_fixed.py",
             "experiment": root / "docs" / "experiments" / f"{module}.py"}
@@ -160,8 +160,8 @@ def _refusal(root: Path, code: str, name: str, paths: dict[str, Path]) -> str | 
     if re.search(rf"^{code} = ", entry_points, re.MULTILINE):
         return f"{code} is taken (pyproject.toml registers it)"
     if re.search(rf'^\s*name = "{re.escape(name)}"', "".join(
-            path.read_text(encoding="utf-8") for path in (root / "rules").glob("*.py")), re.MULTILINE):
-        return f"{name} is taken by a rule in rules/"
+            path.read_text(encoding="utf-8") for path in (root / "mhalint" / "rules").glob("*.py")), re.MULTILINE):
+        return f"{name} is taken by a rule in mhalint/rules/"
     taken = [str(path.relative_to(root)) for path in paths.values() if path.exists()]
     return f"these files exist already: {', '.join(taken)}" if taken else None
 

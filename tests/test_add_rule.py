@@ -43,7 +43,7 @@ def copy_fixture(tmp_path: Path) -> Path:
 
 
 def _fill(copy: Path) -> None:
-    rule = copy / "rules" / "demo_rule.py"
+    rule = copy / "mhalint" / "rules" / "demo_rule.py"
     text = rule.read_text()
     text = text.replace('"TODO: the problem and the evidence that decides it, e.g. {api} gets {what}"',
                         '"{api} gets {what}"')
@@ -60,8 +60,7 @@ def _fill(copy: Path) -> None:
 
 def _register(copy: Path) -> dict[str, str]:
     """What `pip install -e .` does for the copy, without touching this environment: the copy's package first on
-    the path (its `rules/` as `mhalint.rules`, as pyproject's package-dir maps it), with its entry points."""
-    (copy / "mhalint" / "rules").symlink_to(copy / "rules", target_is_directory=True)
+    the path, with its entry points."""
     project = tomllib.loads((copy / "pyproject.toml").read_text())
     info = copy / "mhalint-0.0.0.dist-info"
     info.mkdir()
@@ -75,7 +74,7 @@ def _register(copy: Path) -> dict[str, str]:
 def test_a_scaffolded_rule_filled_in_passes_its_tests(copy):
     written = add_rule.scaffold(copy, "MHA099", "demo-rule", "A demo", r"demo_attention\b")
     assert {path.relative_to(copy).as_posix() for path in written} >= {
-        "rules/demo_rule.py", "tests/test_mha099.py", "examples/mha099_demo_rule_bad.py",
+        "mhalint/rules/demo_rule.py", "tests/test_mha099.py", "examples/mha099_demo_rule_bad.py",
         "examples/mha099_demo_rule_fixed.py", "docs/experiments/demo_rule.py", "pyproject.toml", "mkdocs.yml"}
     _fill(copy)
     env = _register(copy)

@@ -23,7 +23,7 @@ from mhalint.trusted_parse import BodyParseError
 from mhalint.walk import own_nodes, walk
 
 REPOSITORY = Path(__file__).resolve().parents[1]
-OWN_SOURCES = sorted(path for folder in ("mhalint", "rules", "tests", "benchmarks", "docs")
+OWN_SOURCES = sorted(path for folder in ("mhalint", "tests", "benchmarks", "docs")
                      for path in (REPOSITORY / folder).rglob("*.py"))
 
 # What a body may hold that a parse of it alone could get wrong: comments after it that a nested block owns,
@@ -288,7 +288,7 @@ def make():
 @pytest.mark.parametrize("name, text", [
     ("model", MODEL), *((path.name, path.read_text()) for path in (
         REPOSITORY / "mhalint" / "context.py", REPOSITORY / "mhalint" / "analysis" / "calls.py",
-        REPOSITORY / "rules" / "batch_first_default.py"))], ids=lambda value: value if len(value) < 40 else "")
+        REPOSITORY / "mhalint" / "rules" / "batch_first_default.py"))], ids=lambda value: value if len(value) < 40 else "")
 def test_a_context_answers_as_over_a_whole_parse(tmp_path: Path, monkeypatch, name: str, text: str):
     lazy, shell = _context(tmp_path, text)
     assert shell is not None and shell.unparsed()
