@@ -92,3 +92,42 @@ def test_engine_imports_no_rule_module_by_name():
             else:
                 continue
             assert not any(name.startswith(("mhalint.rules", "rules")) for name in names), (source, names)
+
+
+API_PLUGIN = textwrap.dedent('''
+    from mhalint.api import Invalid, Rule, Severity, Valid, call_target, cst, torchapi
+
+    class SdpaEverywhere(Rule):
+        """
+        ## What it does
+        Flags every call that reaches F.scaled_dot_product_attention, however it is spelled.
+        """
+        code = "XYZ002"
+        name = "sdpa-everywhere"
+        summary = "A call of scaled_dot_product_attention"
+        triggers = (torchapi.SDPA_TRIGGER,)
+        valid = (Valid("x = 1\\\\n"),)
+        invalid = (Invalid("import torch.nn.functional as F\\\\nF.scaled_dot_product_attention(q, k, v)\\\\n", line=2),)
+
+        def visit_Call(self, node: cst.Call) -> None:
+            target = call_target(self.context, node, self.scope)
+            if target is not None and target.api == torchapi.SDPA:
+                self.report(node, "a call of scaled_dot_product_attention", severity=Severity.INFO)
+''')
+
+
+def test_a_rule_written_against_mhalint_api_alone_loads_and_uses_the_analyses(tmp_path: Path):
+    """`mhalint.api` is the one import a rule author needs: the analyses resolve an alias of torch's function."""
+    install_plugin(tmp_path / "site", API_PLUGIN, "XYZ002 = mhalint_xyz:SdpaEverywhere")
+    (tmp_path / "model.py").write_text("from torch.nn import functional as fn\nsdpa = fn.scaled_dot_product_attention\n"
+                                       "out = sdpa(q, k, v)\n")
+    completed = mhalint("check", "--select", "XYZ002", "--min-severity", "info", "model.py", site=tmp_path / "site",
+                        cwd=tmp_path)
+    assert completed.returncode == 1, completed.stderr
+    assert completed.stdout.splitlines()[0] == "model.py:3:7: XYZ002 [info] a call of scaled_dot_product_attention"
+
+
+def test_importing_the_rule_api_loads_neither_libcst_nor_torch():
+    probe = "import sys, mhalint.api; print('libcst' in sys.modules, 'torch' in sys.modules)"
+    completed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert completed.stdout.split() == ["False", "False"]
