@@ -48,6 +48,18 @@ def test_the_mode_turns_the_guard_on_in_that_mode(suite: pytest.Pytester, option
     result.stdout.fnmatch_lines(["*AttentionGuardError: MHA101 *", "*(error mode)"])
 
 
+def test_an_error_mode_failure_points_at_the_users_line_not_the_guards(suite: pytest.Pytester):
+    """The failing test's traceback shows the attention call in the test (then torch's frames of the module call),
+    without mhalint's own."""
+    result = suite.runpytest_subprocess("--mhalint-guard-mode=error", "test_model.py::test_padded",
+                                        "-p", "no:cacheprovider", "--tb=long")
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    assert "mha(x, x, x, key_padding_mask=padding)" in output
+    assert ">           mha(x, x, x, key_padding_mask=padding)\n\ntest_model.py:11: " in output
+    assert "mhalint/guard" not in output and "mhalint\\guard" not in output, output
+
+
 def test_flag_and_mode_together(suite: pytest.Pytester):
     result = suite.runpytest_subprocess("--mhalint-guard-mode", "error", "--mhalint-guard", "test_model.py",
                                         "-p", "no:cacheprovider")

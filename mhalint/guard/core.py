@@ -246,6 +246,7 @@ def _make_wrapper(target: _Target):
 
     @functools.wraps(original)
     def wrapper(*args, **kwargs):
+        __tracebackhide__ = True  # pytest: a failure points at the user's call, not at the guard's frames
         if not _active or getattr(_local, "busy", False) or _compiling():
             return original(*args, **kwargs)
         found = _call_site(sys._getframe(1))
@@ -264,6 +265,7 @@ class _Bound(dict):
 
 
 def _guarded_call(target: _Target, original, site: Site, frame, args, kwargs):
+    __tracebackhide__ = True
     call = None
     for session in list(_active):
         session.calls += 1
@@ -364,6 +366,7 @@ def _internal_error(target: _Target, error: Exception) -> None:
 # -------------------------------------------------------------------------------------------- delivery
 
 def _deliver(reports: list[Report], raised: BaseException | None = None) -> None:
+    __tracebackhide__ = True
     if not reports:
         return
     with _lock:
@@ -381,7 +384,7 @@ def _deliver(reports: list[Report], raised: BaseException | None = None) -> None
                     for session in sessions:
                         session.warned.add(key)
     if raised is not None:
-        # The call failed by itself: keep torch's exception, and say what the guard saw.
+        # torch raised on this call: its exception goes on, with what the guard saw as notes.
         for report in reports:
             _add_note(raised, f"mhalint guard: {report.text()}")
         if innermost is not None and innermost.mode == "error":
