@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from mhalint.schema import usable_cpus
+from mhalint.configuration.schema import usable_cpus
 
 _SPIN = "while True: pass  # busy_suite {parent}"  # the parent's pid tells one run's burners from another's
 

@@ -1,6 +1,6 @@
 """Function bodies parsed on demand give the tree of a whole parse, on every file of a tree (issue 37).
 
-For each Python file CPython parses: libcst's whole parse, then mhalint.lazy_bodies' shell with every body read
+For each Python file CPython parses: libcst's whole parse, then mhalint.parse.lazy_bodies' shell with every body read
 afterwards; the two trees must generate the same code and be equal node for node (libcst's `deep_equals`). The
 script prints the files that differ, and the seconds of the three kinds of parse (whole, shell, bodies alone),
 measured in this run: the shell against the whole parse is what a run saves when no analysis reads a body.
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import libcst
 
-from mhalint import lazy_bodies
-from mhalint.trusted_parse import unvalidated_nodes
+from mhalint.parse import lazy_bodies
+from mhalint.parse.trusted_parse import unvalidated_nodes
 
 DEFAULT_TREE = Path("/tmp/mhalint-speed-corpus/tree")
 

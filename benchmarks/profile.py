@@ -27,7 +27,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 DEFAULT_TREE = Path("/tmp/mhalint-speed-corpus/tree")
-STARTUP = "import libcst, mhalint.cli, mhalint.rule; mhalint.rule.load_rules()"
+STARTUP = "import libcst, mhalint.cli.main, mhalint.rule; mhalint.rule.load_rules()"
 
 
 class Phases:
@@ -75,7 +75,7 @@ class Parses:
     def __init__(self):
         self.files: Counter[str] = Counter()
         self.other: set[str] = set()  # the files parsed for another file's analysis
-        self.pending = 0  # function bodies left out of a parse (mhalint.lazy_bodies)
+        self.pending = 0  # function bodies left out of a parse (mhalint.parse.lazy_bodies)
         self.bodies = 0  # those parsed alone since, when something read them
         self._reading: list[str] = []
         self._in_body = False
@@ -140,10 +140,12 @@ def instrument(phases: Phases, parses: Parses) -> None:
 
     import libcst
 
-    from mhalint import context, engine, lazy_bodies, noqa, positions, scan
+    from mhalint import context
     from mhalint.analysis import project
-    from mhalint.lazy import cst
-    from mhalint.prefilter import Prefilter
+    from mhalint.parse import lazy_bodies, positions
+    from mhalint.parse.lazy import cst
+    from mhalint.run import engine, noqa, scan
+    from mhalint.run.prefilter import Prefilter
 
     phases.wrap("discovery", engine, "discover")
     phases.wrap("read", scan, "read")
@@ -185,10 +187,10 @@ def main() -> None:
     if not tree.is_dir():
         sys.exit(f"{tree}: no such directory (python benchmarks/speed.py builds the default corpus)")
     startup = startup_seconds()
-    from mhalint.engine import Checker
+    from mhalint.configuration.settings import resolve
     from mhalint.report import concise
     from mhalint.rule import load_rules
-    from mhalint.settings import resolve
+    from mhalint.run.engine import Checker
 
     phases, parses = Phases(), Parses()
     instrument(phases, parses)

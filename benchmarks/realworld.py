@@ -45,9 +45,9 @@ import json
 import sys
 from pathlib import Path
 
-from mhalint.engine import Checker
 from mhalint.finding import Severity
 from mhalint.rule import load_rules
+from mhalint.run.engine import Checker
 
 SLACK = 3
 CODES = {

@@ -48,8 +48,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from mhalint.engine import Checker  # noqa: E402
 from mhalint.rule import load_rules  # noqa: E402
+from mhalint.run.engine import Checker  # noqa: E402
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\nPAD_ID = 0\n"
 

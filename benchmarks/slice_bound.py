@@ -31,8 +31,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from mhalint.positions import first_lines
-from mhalint.source import decode, line_starts
+from mhalint.parse.positions import first_lines
+from mhalint.parse.source import decode, line_starts
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import speed  # noqa: E402  (a sibling script, not a package)
@@ -70,8 +70,8 @@ def sliced(source: bytes, prefilter, trimmed: dict[str, ast.Module]) -> bytes:
 def run_patched_mhalint(variant: str, argv: list[str]) -> None:
     """mhalint's console entry (it exits) with the engine patched as `variant` says: this script's child. Its
     process pool forks, so the workers run the patched engine too."""
-    from mhalint import cli, engine
-
+    from mhalint.cli import main as cli
+    from mhalint.run import engine
     check_within, python_parse = engine.Checker._check_within, engine._python_parse
     trimmed: dict[str, ast.Module] = {}
 

@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from mhalint.discovery import discover
-from mhalint.engine import INTERNAL_ERROR, PARSE_ERROR, READ_ERROR, SOURCES, Checker
+from mhalint.configuration.discovery import discover
 from mhalint.rule import load_rules
+from mhalint.run.engine import INTERNAL_ERROR, PARSE_ERROR, READ_ERROR, SOURCES, Checker
 
 
 def main(argv: list[str] | None = None) -> int:

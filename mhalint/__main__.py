@@ -11,6 +11,6 @@ import sys
 if sys.path and sys.path[0] in ("", os.getcwd()):
     del sys.path[0]
 
-from mhalint.cli import console  # noqa: E402  (after the path is made safe)
+from mhalint.cli.main import console  # noqa: E402  (after the path is made safe)
 
 console()

@@ -24,7 +24,7 @@ from mhalint.finding import (
     Severity,
 )
 from mhalint.fixes import apply_fixes
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 
 __all__ = [

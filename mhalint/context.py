@@ -14,17 +14,17 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping, TypeVar
 
 from mhalint import torchapi
-from mhalint.budget import Limits
-from mhalint.comments import comments, statement_lines_around
-from mhalint.lazy import cst
-from mhalint.source import line_starts
-from mhalint.walk import walk
+from mhalint.parse.comments import comments, statement_lines_around
+from mhalint.parse.lazy import cst
+from mhalint.parse.source import line_starts
+from mhalint.parse.walk import walk
+from mhalint.run.budget import Limits
 
 if TYPE_CHECKING:
     from mhalint.analysis.project import Project
-    from mhalint.lazy_bodies import Shell
-    from mhalint.pending_scopes import PartialIndex
-    from mhalint.positions import Positions
+    from mhalint.parse.lazy_bodies import Shell
+    from mhalint.parse.pending_scopes import PartialIndex
+    from mhalint.parse.positions import Positions
 
 T = TypeVar("T")
 _NONE: Mapping[type, bool] = defaultdict(bool)  # no node type watched
@@ -91,14 +91,14 @@ class ModuleContext:
                  body_lines: dict[int, list[int]] | None = None, names: Project | None = None,
                  shell: Shell | None = None):
         """`source` is the text `module` was parsed from and `statement_lines` the first line of each top-level
-        statement in CPython's tree of it (mhalint.positions.first_lines), when the caller has them: they spare
+        statement in CPython's tree of it (mhalint.parse.positions.first_lines), when the caller has them: they spare
         generating the module's code again for lines and positions. `project` holds the run's other files.
-        `limits` is the file's budget: the analyses call `limits.check()` in their loops (mhalint.budget).
+        `limits` is the file's budget: the analyses call `limits.check()` in their loops (mhalint.run.budget).
         `generated`: top-level statements' generated code kept from an earlier version of the text (Positions).
         `body_lines`: the first lines of the statements in classes' and functions' bodies, likewise
-        (mhalint.positions.body_lines): positions inside a method then generate the method, not its class.
-        `shell`: `module` has function bodies still to parse (mhalint.lazy_bodies); the context then asks for them
-        only as its questions need them (mhalint.pending_scopes)."""
+        (mhalint.parse.positions.body_lines): positions inside a method then generate the method, not its class.
+        `shell`: `module` has function bodies still to parse (mhalint.parse.lazy_bodies); the context then asks for them
+        only as its questions need them (mhalint.parse.pending_scopes)."""
         self.module = module
         self.project = project
         # where imported names are looked up (`_from_project`, base classes): the project, also for another file
@@ -133,7 +133,7 @@ class ModuleContext:
         # the calls that may go through an alias without parsing every body
         self.aliases: dict[str, set[str]] = {}
         if self._shell is not None:
-            from mhalint.pending_scopes import SCOPE_TYPES  # only a context with pending bodies loads it
+            from mhalint.parse.pending_scopes import SCOPE_TYPES  # only a context with pending bodies loads it
 
             self.scope_types = SCOPE_TYPES
             self._shell.listeners.append(self._body_parsed)
@@ -169,7 +169,7 @@ class ModuleContext:
 
     def _positions_of_module(self) -> Positions:
         if self._positions is None:
-            from mhalint.positions import Positions, statement_starts  # imported when first needed
+            from mhalint.parse.positions import Positions, statement_starts  # imported when first needed
 
             lines = self._statement_lines
             starts = statement_starts(self.module.body, lines) if lines is not None else None
@@ -192,7 +192,7 @@ class ModuleContext:
                 self._index_tree()
         return self.memo["parents"].get(node)
 
-    # ---- bodies parsed on demand (mhalint.lazy_bodies, mhalint.pending_scopes) ----
+    # ---- bodies parsed on demand (mhalint.parse.lazy_bodies, mhalint.parse.pending_scopes) ----
     @property
     def partial(self) -> bool:
         """Some function bodies are not parsed yet."""
@@ -202,7 +202,7 @@ class ModuleContext:
         """The index of what is parsed so far (while bodies are pending): parents, calls by scope and by name,
         assignments, in source order; a question reads it after `parse_holding` has parsed the bodies it needs."""
         if self._partial is None:
-            from mhalint.pending_scopes import PartialIndex
+            from mhalint.parse.pending_scopes import PartialIndex
 
             self._partial = PartialIndex(self.module, self.scopes, self.root, lambda: self.limits.check())
         return self._partial
@@ -412,7 +412,7 @@ class ModuleContext:
         assignment_types = (cst.Assign, cst.AugAssign)
 
         def enter(node: cst.CSTNode) -> bool:
-            check()  # the file's time and memory budget (mhalint.budget): cooperative, in this thread
+            check()  # the file's time and memory budget (mhalint.run.budget): cooperative, in this thread
             if path:
                 parents[node] = path[-1]
             path.append(node)
@@ -646,7 +646,7 @@ class _ScopeBuilder:
         inner = Scope("function", node, scope, name=node.name.value)
         pending = self.ctx._shell is not None and getattr(type(node), "body_pending", False)
         if pending:
-            from mhalint.pending_scopes import PendingBindings
+            from mhalint.parse.pending_scopes import PendingBindings
 
             inner.bindings = PendingBindings(node)  # read, they parse the body (ModuleContext._body_parsed)
         self.ctx.scopes[node] = inner
@@ -678,6 +678,6 @@ class _ScopeBuilder:
             methods = [self.ctx.scopes[statement] for statement in node.body.body
                        if isinstance(statement, cst.FunctionDef)]
             if any(getattr(type(method.node), "body_pending", False) for method in methods):
-                from mhalint.pending_scopes import PendingAttributes
+                from mhalint.parse.pending_scopes import PendingAttributes
 
                 inner.attributes = PendingAttributes(inner.attributes, self.ctx._shell, methods)

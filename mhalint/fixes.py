@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence, TypeVar
 
 from mhalint.finding import SAFE, Finding, Fix
-from mhalint.lazy import cst
 from mhalint.names import printable
-from mhalint.source import decode, line_starts
+from mhalint.parse.lazy import cst
+from mhalint.parse.source import decode, line_starts
 
 MAX_ROUNDS = 10  # ruff's limit too: fixes that keep producing fixes are a bug, not a reason to loop forever
 NOTHING_WRITTEN = "nothing was written"

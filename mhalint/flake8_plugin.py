@@ -61,15 +61,16 @@ import tokenize
 from pathlib import Path
 from typing import ClassVar, Iterator, Sequence
 
-from mhalint import __version__, config
+from mhalint import __version__
 from mhalint.analysis.project import Project, project_files, project_root
-from mhalint.budget import FileBudget
-from mhalint.discovery import excluded
-from mhalint.engine import Checker
+from mhalint.configuration import config
+from mhalint.configuration.discovery import excluded
+from mhalint.configuration.selection import SelectionError
+from mhalint.configuration.settings import Settings, resolve
 from mhalint.finding import Finding, Severity
 from mhalint.rule import load_rules
-from mhalint.selection import SelectionError
-from mhalint.settings import Settings, resolve
+from mhalint.run.budget import FileBudget
+from mhalint.run.engine import Checker
 
 _SEVERITIES = [str(severity) for severity in Severity]
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Callable, ClassVar, Iterable, Mapping
 
 from mhalint.context import ModuleContext, Scope
-from mhalint.entry_points import entry_points
 from mhalint.finding import HEADLINE_LIMIT, Edit, Finding, Fix, Severity, shorten
-from mhalint.lazy import cst
-from mhalint.source import LINE_BREAK
+from mhalint.parse.lazy import cst
+from mhalint.parse.source import LINE_BREAK
+from mhalint.run.entry_points import entry_points
 
 ENTRY_POINT_GROUP = "mhalint.rules"
 CODE_PATTERN = re.compile(r"^[A-Z]+[0-9]+$")
@@ -97,7 +97,7 @@ class Rule:
     name: ClassVar[str]
     summary: ClassVar[str]  # one line for `mhalint rule --all`
     # A file is parsed only if one of the enabled rules' trigger patterns (regular expressions; a plain identifier
-    # such as "softmax" is one) matches within a line of its code, outside comments and strings (mhalint.prefilter).
+    # such as "softmax" is one) matches within a line of its code, outside comments and strings (mhalint.run.prefilter).
     # A pattern should contain a literal word, which the prefilter finds fast. mhalint.torchapi has the ones for
     # torch's attention APIs.
     triggers: ClassVar[tuple[str, ...]] = ()

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from mhalint import torchapi
 from mhalint.finding import Severity
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 
 # Every text the rule reports. The headline names the problem and the decisive evidence in at most 160

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mhalint import ruledocs
+from mhalint.cli import ruledocs
 from mhalint.rule import load_rules
 
 RULES_DIR = Path(__file__).resolve().parents[1] / "docs" / "rules"

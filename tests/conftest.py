@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from mhalint.engine import Checker
 from mhalint.finding import Finding, Severity
 from mhalint.rule import load_rules
+from mhalint.run.engine import Checker
 
 RULES = load_rules()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from click.testing import CliRunner, Result
 
-from mhalint.cli import main
+from mhalint.cli.main import main
 
 
 def invoke(*args: str, cwd: Path | None = None, input: str | None = None, env: dict | None = None) -> Result:

@@ -14,7 +14,7 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
-from mhalint.source import LINE_BREAK, line_starts
+from mhalint.parse.source import LINE_BREAK, line_starts
 
 WAIT = 300.0  # seconds a test waits for a publish before it fails: a hang guard, never what a test asserts
 

@@ -10,7 +10,7 @@ import pytest
 
 from mhalint.analysis.dataflow import reaching, reaching_one
 from mhalint.context import ModuleContext
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 
 def reached(body: str, name: str = "x") -> list[str]:

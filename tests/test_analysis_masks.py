@@ -12,7 +12,7 @@ from mhalint.analysis.documented import stated_convention
 from mhalint.analysis.mask_axes import CAUSAL, LIKELY, PER_SAMPLE, SHARED, SQUARE, UNKNOWN, MaskAxesReader
 from mhalint.analysis.masks import ADDITIVE, BOOL, FLOAT, INTEGER, ZERO_ONE, MaskReader
 from mhalint.context import ModuleContext
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.torchapi import IGNORE, KEEP
 
 IMPORTS = "import torch\nimport torch.nn as nn\n"

@@ -11,7 +11,7 @@ import pytest
 from mhalint.analysis.axes import BATCH_FIRST, SEQ_FIRST, Role, Strength, layout
 from mhalint.analysis.tensors import ShapeReader
 from mhalint.context import ModuleContext
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 B, S, E, H, P, U = Role.BATCH, Role.SEQUENCE, Role.EMBEDDING, Role.HEADS, Role.SPATIAL, Role.UNKNOWN
 

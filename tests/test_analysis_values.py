@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from mhalint.engine import Checker
 from mhalint.finding import Finding, Severity
 from mhalint.rule import load_rules
+from mhalint.run.engine import Checker
 
 MODEL = """\
     class Model(nn.Module):

@@ -31,8 +31,8 @@ from pathlib import Path
 import pytest
 from invoke import invoke
 
-from mhalint import engine, scan
-from mhalint.source import decode
+from mhalint.parse.source import decode
+from mhalint.run import engine, scan
 
 GOOD = b"import torch.nn as nn\n\nattn = nn.MultiheadAttention(64, 8)\n"
 GOOD_AT = ("good.py", None, 3, 8, "MHA001")
@@ -473,7 +473,7 @@ def test_unreadable_file_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPa
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(file))
         return open(file, *args, **kwargs)
 
-    monkeypatch.setattr(scan, "open", fake_open, raising=False)  # the run's own reads only (mhalint.scan)
+    monkeypatch.setattr(scan, "open", fake_open, raising=False)  # the run's own reads only (mhalint.run.scan)
     run = mhalint(tmp_path)
     assert_sound(run)
     row = run.only("secret.py")

@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mhalint import engine, scan
-from mhalint.cache import FORMAT_VERSION, Cache, clean
-from mhalint.cli import main
-from mhalint.engine import Checker
+from mhalint.cli.main import main
 from mhalint.rule import load_rules
+from mhalint.run import engine, scan
+from mhalint.run.cache import FORMAT_VERSION, Cache, clean
+from mhalint.run.engine import Checker
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -153,7 +153,7 @@ def test_cli_cache_dir_no_cache_and_clean(tree: Path, tmp_path: Path, monkeypatc
 
 
 class _ThreadLanes:
-    """The worker pool's interface (mhalint.workers.Workers) over threads: the schedule alone, no processes."""
+    """The worker pool's interface (mhalint.run.workers.Workers) over threads: the schedule alone, no processes."""
 
     def __init__(self, threads: concurrent.futures.ThreadPoolExecutor, work):
         self.threads, self.work = threads, work
@@ -173,8 +173,7 @@ def test_the_largest_files_are_checked_one_at_a_time_beside_the_others():
     import threading
     import time
 
-    from mhalint import engine
-
+    from mhalint.run import engine
     sizes = [500, 200, 300, 150, 100, 50, 400, 100]
     items = [(f"f{index}.py", b"x" * size) for index, size in enumerate(sizes)]
     heavy = {"f0.py", "f6.py"}  # 500 + 400: half of the 1,800 bytes; the light files take as long
@@ -655,10 +654,10 @@ def _raise(error: BaseException):
 
 
 FAILURES = {
-    "json.dumps": ("mhalint.cache.json.dumps", TypeError("Object of type set is not JSON serializable")),
-    "os.replace": ("mhalint.cache.os.replace", OSError(errno.EXDEV, "Invalid cross-device link")),
-    "write (disk full)": ("mhalint.cache.os.fdopen", None),
-    "interrupted": ("mhalint.cache.os.replace", _Interrupted()),
+    "json.dumps": ("mhalint.run.cache.json.dumps", TypeError("Object of type set is not JSON serializable")),
+    "os.replace": ("mhalint.run.cache.os.replace", OSError(errno.EXDEV, "Invalid cross-device link")),
+    "write (disk full)": ("mhalint.run.cache.os.fdopen", None),
+    "interrupted": ("mhalint.run.cache.os.replace", _Interrupted()),
 }
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from invoke import invoke
 
-from mhalint.cache import CACHE_DIR_NAME, Cache
-from mhalint.engine import Checker
 from mhalint.rule import load_rules
+from mhalint.run.cache import CACHE_DIR_NAME, Cache
+from mhalint.run.engine import Checker
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BAD = "mha001_batch_first_default_bad.py"

@@ -137,7 +137,7 @@ def test_console_script_and_module_entry_agree(tree: Path):
 def test_static_run_never_imports_torch(tree: Path):
     probe = textwrap.dedent("""
         import sys
-        from mhalint.cli import main
+        from mhalint.cli.main import main
         try:
             main(["check", "."])
         except SystemExit:
@@ -160,7 +160,7 @@ def test_gitignored_files_are_skipped(tmp_path: Path):
 def test_version_and_help_do_not_import_libcst_or_torch():
     probe = textwrap.dedent("""
         import sys
-        from mhalint.cli import main
+        from mhalint.cli.main import main
         for args in (["--version"], ["--help"]):
             try:
                 main(args)
@@ -179,7 +179,7 @@ def test_checking_files_without_an_attention_call_does_not_load_libcst(tmp_path:
     (tmp_path / "bad.py").write_text(BAD)
     probe = textwrap.dedent("""
         import sys
-        from mhalint.cli import main
+        from mhalint.cli.main import main
         try:
             main(["check", "--no-cache", sys.argv[1]])
         except SystemExit as exit:
@@ -199,13 +199,13 @@ def test_checking_one_file_loads_only_what_it_uses(tmp_path: Path):
     (tmp_path / "bad.py").write_text(BAD)
     probe = textwrap.dedent("""
         import sys
-        from mhalint.cli import console
+        from mhalint.cli.main import console
         try:
             console()
         except SystemExit as exit:
             print("exit", exit.code)
-        unused = ("importlib.metadata", "multiprocessing", "mhalint.probe.runner", "mhalint.notebook",
-                  "mhalint.cache", "mhalint.workers", "difflib", "secrets")
+        unused = ("importlib.metadata", "multiprocessing", "mhalint.probe.runner", "mhalint.parse.notebook",
+                  "mhalint.run.cache", "mhalint.run.workers", "difflib", "secrets")
         print("loaded:", sorted(name for name in unused if name in sys.modules))
     """)
     completed = subprocess.run([sys.executable, "-c", probe, "check", "--no-cache", str(tmp_path / "bad.py")],
@@ -220,17 +220,17 @@ def test_the_console_script_collects_garbage_while_it_checks_and_main_leaves_the
     (tmp_path / "bad.py").write_text(BAD)
     probe = textwrap.dedent("""
         import gc, sys
-        import mhalint.engine, mhalint.rule
-        from mhalint.cli import console
+        import mhalint.run.engine, mhalint.rule
+        from mhalint.cli.main import console
         seen = []
-        load_rules, check_paths = mhalint.rule.load_rules, mhalint.engine.Checker.check_paths
+        load_rules, check_paths = mhalint.rule.load_rules, mhalint.run.engine.Checker.check_paths
         def loading(*args):
             seen.append(("load_rules", gc.isenabled()))
             return load_rules(*args)
         def checking(*args, **kwargs):
             seen.append(("check_paths", gc.isenabled(), gc.get_freeze_count() > 0))
             return check_paths(*args, **kwargs)
-        mhalint.rule.load_rules, mhalint.engine.Checker.check_paths = loading, checking
+        mhalint.rule.load_rules, mhalint.run.engine.Checker.check_paths = loading, checking
         try:
             console()
         except SystemExit:
@@ -309,7 +309,7 @@ def test_python_dash_m_does_not_import_from_the_checked_directory(tmp_path: Path
 def test_rule_explains_runtime_only_rules_and_the_engine_codes():
     from click.testing import CliRunner
 
-    from mhalint.cli import main
+    from mhalint.cli.main import main
 
     runner = CliRunner()
     listed = runner.invoke(main, ["rule", "--all"]).output

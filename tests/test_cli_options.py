@@ -508,7 +508,7 @@ def test_no_progress_line_when_standard_error_is_not_a_terminal(tmp_path: Path):
 def test_the_progress_line_waits_for_its_delay_redraws_at_most_ten_times_a_second_and_fits_the_width():
     import io
 
-    from mhalint.progress import Progress
+    from mhalint.cli.progress import Progress
 
     now = [0.0]
     stream = io.StringIO()

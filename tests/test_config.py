@@ -143,7 +143,7 @@ def test_exit_zero_does_not_hide_usage_errors(project: Path):
 @pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX only")
 def test_probe_settings_come_from_the_file(project: Path, monkeypatch):
     configure(project, "[tool.mhalint.probe]\ntimeout = 3\ntotal-timeout = 9\nmemory = 1024\n")
-    from mhalint import settings as settings_module
+    from mhalint.configuration import settings as settings_module
     from mhalint.rule import load_rules
 
     monkeypatch.chdir(project)

@@ -1,4 +1,4 @@
-"""mhalint/deep_stack.py: one long-lived large-stack thread per process runs each file's check."""
+"""mhalint/run/deep_stack.py: one long-lived large-stack thread per process runs each file's check."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from mhalint import deep_stack
+from mhalint.run import deep_stack
 
 
 def _depth(n: int) -> int:

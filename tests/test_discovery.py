@@ -1,4 +1,4 @@
-"""Tests for mhalint.discovery: real trees under tmp_path, and a cross-check against git."""
+"""Tests for mhalint.configuration.discovery: real trees under tmp_path, and a cross-check against git."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mhalint.discovery import DEFAULT_EXCLUDE, GitIgnore, discover
+from mhalint.configuration.discovery import DEFAULT_EXCLUDE, GitIgnore, discover
 
 
 def make(root: Path, *paths: str) -> None:

@@ -4,9 +4,9 @@ function's own scope at its own visit and leave)."""
 
 from __future__ import annotations
 
-from mhalint.engine import Checker
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.rule import Rule
+from mhalint.run.engine import Checker
 
 SOURCE = '''\
 import torch

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mhalint import ruledocs
-from mhalint.engine import Checker
+from mhalint.cli import ruledocs
 from mhalint.rule import DOC_SECTIONS, load_rules
+from mhalint.run.engine import Checker
 
 RULES = load_rules()
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -1,4 +1,4 @@
-"""mhalint.entry_points answers as importlib.metadata.entry_points(group=...) does, on generated site folders."""
+"""mhalint.run.entry_points answers as importlib.metadata.entry_points(group=...) does, on generated site folders."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mhalint import entry_points as reader
+from mhalint.run import entry_points as reader
 
 GROUP = "mhalint.rules"
 NAMES = ["foo", "Foo", "foo_bar", "foo-bar", "Foo.Bar", "baz", "qux"]

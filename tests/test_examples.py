@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mhalint.cli import main
+from mhalint.cli.main import main
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BAD = sorted(EXAMPLES.glob("*_bad.py"))

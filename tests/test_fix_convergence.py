@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from mhalint.engine import Checker
 from mhalint.finding import Finding
 from mhalint.fixes import MAX_ROUNDS, applicable, apply_fixes, fix_source
+from mhalint.parse.source import line_starts
 from mhalint.rule import load_rules
-from mhalint.source import line_starts
+from mhalint.run.engine import Checker
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = load_rules()

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from mhalint import fixes
-from mhalint.cli import main
+from mhalint.cli.main import main
 from mhalint.finding import SAFE, UNSAFE, Edit, Finding, Fix
 
 BATCH_FIRST_BUG = (

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from mhalint.engine import Checker
 from mhalint.fixes import applicable, fix_source
 from mhalint.rule import load_rules
+from mhalint.run.engine import Checker
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from wrapped import CALLER, ENCODER
 
-from mhalint.engine import Checker
 from mhalint.rule import load_rules
+from mhalint.run.engine import Checker
 
 pytest.importorskip("flake8")
 

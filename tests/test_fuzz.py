@@ -33,9 +33,9 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from invoke import invoke
 
-from mhalint.engine import Checker
 from mhalint.finding import Finding
 from mhalint.rule import load_rules
+from mhalint.run.engine import Checker
 
 RULES = list(load_rules().values())
 CHECKER = Checker(RULES)
@@ -360,7 +360,7 @@ _BREAK = re.compile(r"\r\n|\r|\n")
 
 def _lines_of(raw: bytes) -> list[str] | None:
     """The decoded source split as Python splits lines; None when it does not decode."""
-    from mhalint.source import decode
+    from mhalint.parse.source import decode
 
     try:
         text, _ = decode(raw)

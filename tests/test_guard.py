@@ -31,7 +31,7 @@ def _torch():
 # --------------------------------------------------------------------------------------- import cost
 
 def test_importing_mhalint_and_the_plugin_does_not_import_torch():
-    code = ("import sys, mhalint, mhalint.guard, mhalint.guard.plugin, mhalint.engine\n"
+    code = ("import sys, mhalint, mhalint.guard, mhalint.guard.plugin, mhalint.run.engine\n"
             "assert callable(mhalint.guard) and mhalint.guard.AttentionGuardWarning\n"
             "bad = [m for m in ('torch', 'mhalint.guard.core', 'mhalint.guard.support') if m in sys.modules]\n"
             "assert not bad, bad\n")

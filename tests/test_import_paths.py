@@ -145,8 +145,8 @@ def test_a_bare_word_counts_only_where_the_file_has_it_from_torch(tmp_path):
 
 
 def test_a_cached_file_without_a_trigger_is_checked_again_when_a_name_it_imports_becomes_the_class(tmp_path):
-    from mhalint.cache import Cache
     from mhalint.rule import load_rules
+    from mhalint.run.cache import Cache
 
     project, cache = tmp_path / "project", tmp_path / "cache"
     rules = [load_rules()["MHA001"]]

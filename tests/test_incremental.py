@@ -1,4 +1,4 @@
-"""Parsing a new version of a document with the previous version's untouched statements (mhalint.incremental):
+"""Parsing a new version of a document with the previous version's untouched statements (mhalint.parse.incremental):
 the tree must be the one a full parse gives, edit after edit, and the findings the same; and positions and source
 text taken from kept statements' generated code must be what libcst's own code generation gives."""
 
@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mhalint.context import ModuleContext
-from mhalint.engine import Checker, Result
-from mhalint.incremental import Reparser
-from mhalint.positions import first_lines
+from mhalint.parse.incremental import Reparser
+from mhalint.parse.positions import first_lines
 from mhalint.rule import load_rules
+from mhalint.run.engine import Checker, Result
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
 

@@ -14,7 +14,7 @@ from test_project import mha001, write
 from mhalint.analysis.calls import call_target
 from mhalint.context import ModuleContext
 from mhalint.finding import Severity
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 CODE = "MHA001"
 BATCH_FIRST = "B, T, C = x.shape"

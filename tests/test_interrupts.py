@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from mhalint.cache import Cache
-from mhalint.engine import Checker
 from mhalint.rule import load_rules
+from mhalint.run.cache import Cache
+from mhalint.run.engine import Checker
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -260,8 +260,7 @@ def test_sigterm_at_random_moments_exits_143_and_stops_the_workers(tmp_path: Pat
 def test_an_interrupt_while_the_cache_is_written_waits_for_the_write(tmp_path: Path, monkeypatch):
     """A Ctrl-C just after the temporary index file is created: the write finishes (no temporary file is left,
     and the index is whole), and then the interrupt is raised."""
-    from mhalint import cache as cache_module
-
+    from mhalint.run import cache as cache_module
     for name in ("mha001_batch_first_default_bad.py", "mha003_is_causal_without_mask_bad.py", "mha001_batch_first_default_fixed.py"):
         shutil.copy(EXAMPLES / name, tmp_path / name)
     rules = list(load_rules().values())
@@ -293,7 +292,7 @@ def test_an_import_of_libcst_interrupted_half_way_is_imported_again_on_next_use(
     half-initialised libcst behind: the next use imports it whole."""
     program = textwrap.dedent("""
         import sys
-        from mhalint.lazy import cst
+        from mhalint.parse.lazy import cst
 
         class Interrupt:
             def find_spec(self, name, path=None, target=None):
@@ -326,8 +325,8 @@ def test_a_signal_while_a_class_is_created_is_still_that_signal(tmp_path: Path, 
     shutil.copy(EXAMPLES / "mha001_batch_first_default_bad.py", tmp_path / "model.py")
     program = textwrap.dedent(f"""
         import signal, sys
-        from mhalint import cli, engine
-
+        from mhalint.cli import main as cli
+        from mhalint.run import engine
         check_paths = engine.Checker.check_paths
 
         def check_paths_signalled_in_a_class(self, *args, **kwargs):
@@ -389,8 +388,7 @@ def test_a_signal_while_libcst_builds_the_tree_exits_with_its_code_not_an_abort(
     program = textwrap.dedent(f"""
         import os, sys, time
         import libcst
-        from mhalint import cli
-
+        from mhalint.cli import main as cli
         echo = cli.click.echo
 
         def echo_signalled_again(*args, **kwargs):

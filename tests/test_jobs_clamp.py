@@ -1,5 +1,5 @@
 """`--jobs` is clamped (issue 34): a run starts at most min(jobs, files, usable CPUs) worker processes at once, in
-its first pass (mhalint/scan.py) and in its checks (the engine), and `--show-settings` says why `jobs` is less
+its first pass (mhalint/run/scan.py) and in its checks (the engine), and `--show-settings` says why `jobs` is less
 than asked. `--jobs 100000` once forked thousands of processes and exhausted the machine's memory."""
 
 from __future__ import annotations

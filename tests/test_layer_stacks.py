@@ -15,7 +15,7 @@ from test_mha001_layout import assert_batch_first_error, assert_sequence_first_i
 
 from mhalint.analysis import calls
 from mhalint.context import ModuleContext
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 CODE = "MHA001"
 LAYER = "nn.TransformerEncoderLayer(d, h)"

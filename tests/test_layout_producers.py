@@ -18,9 +18,9 @@ from test_mha001_layout import (
     evidence_of,
 )
 
-from mhalint.engine import Checker
 from mhalint.finding import Severity
 from mhalint.rule import load_rules
+from mhalint.run.engine import Checker
 
 
 def mha001(lint, source: str):

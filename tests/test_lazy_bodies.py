@@ -1,4 +1,4 @@
-"""Function bodies parsed on demand (mhalint.lazy_bodies, mhalint.pending_scopes): every reader sees what a whole
+"""Function bodies parsed on demand (mhalint.parse.lazy_bodies, mhalint.parse.pending_scopes): every reader sees what a whole
 parse gives, and a question parses only the bodies that can change its answer."""
 
 from __future__ import annotations
@@ -10,17 +10,17 @@ from pathlib import Path
 import libcst
 import pytest
 
-from mhalint import lazy_bodies
 from mhalint.analysis.calls import callers
 from mhalint.analysis.containers import additions
 from mhalint.analysis.project import Project
-from mhalint.budget import Limits
 from mhalint.context import ModuleContext
-from mhalint.engine import Checker
-from mhalint.lazy_bodies import LazyFunctionDef
+from mhalint.parse import lazy_bodies
+from mhalint.parse.lazy_bodies import LazyFunctionDef
+from mhalint.parse.trusted_parse import BodyParseError
+from mhalint.parse.walk import own_nodes, walk
 from mhalint.rule import load_rules
-from mhalint.trusted_parse import BodyParseError
-from mhalint.walk import own_nodes, walk
+from mhalint.run.budget import Limits
+from mhalint.run.engine import Checker
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 OWN_SOURCES = sorted(path for folder in ("mhalint", "tests", "benchmarks", "docs")

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from test_mha001_layout import assert_batch_first_error, assert_sequence_first_info, assert_unknown_warning
 
-from mhalint.engine import Checker
 from mhalint.finding import Severity
 from mhalint.rule import load_rules
+from mhalint.run.engine import Checker
 
 CODE = "MHA001"
 

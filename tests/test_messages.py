@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mhalint.cli import main
-from mhalint.engine import Checker
+from mhalint.cli.main import main
 from mhalint.finding import HEADLINE_LIMIT
 from mhalint.rule import fit, load_rules, runtime_only
+from mhalint.run.engine import Checker
 
 RULES = load_rules()
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

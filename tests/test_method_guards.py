@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mhalint.engine import Checker
 from mhalint.finding import Severity
 from mhalint.rule import load_rules
+from mhalint.run.engine import Checker
 
 MODEL = """\
     import torch.nn as nn

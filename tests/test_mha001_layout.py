@@ -13,10 +13,10 @@ import textwrap
 import pytest
 from wrapped import MODEL_AROUND
 
-from mhalint.engine import Checker
 from mhalint.finding import HEADLINE_LIMIT, Finding, Severity
 from mhalint.fixes import apply_fixes
 from mhalint.rule import load_rules
+from mhalint.run.engine import Checker
 
 CODE = "MHA001"
 

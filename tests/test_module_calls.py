@@ -259,7 +259,7 @@ def test_a_functions_returned_values_are_read_once_and_leave_out_nested_function
     same function at every call they follow into it."""
     from mhalint.analysis.calls import returned
     from mhalint.context import ModuleContext
-    from mhalint.lazy import cst
+    from mhalint.parse.lazy import cst
 
     source = "def build(x):\n    def inner():\n        return 0\n    if x:\n        return x + 1\n    return\n"
     ctx = ModuleContext(cst.parse_module(source), "snippet.py", source)

@@ -1,5 +1,5 @@
 """`# noqa` directives read from the top-level statements that mention noqa, each tokenized alone, are those
-of tokenizing the whole file (mhalint.noqa with statement lines, as the engine calls it)."""
+of tokenizing the whole file (mhalint.run.noqa with statement lines, as the engine calls it)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import ast
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mhalint import noqa
 from mhalint.finding import Finding, Severity
-from mhalint.positions import first_lines
+from mhalint.parse.positions import first_lines
+from mhalint.run import noqa
 
 STATEMENTS = [
     "import os  # noqa: F401\n",

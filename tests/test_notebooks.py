@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mhalint.cli import main
-from mhalint.notebook import Notebook
+from mhalint.cli.main import main
+from mhalint.parse.notebook import Notebook
 
 
 def notebook(path: Path, *cells: tuple[str, str]) -> Path:

@@ -11,8 +11,8 @@ from pathlib import Path
 import libcst
 import pytest
 
-from mhalint.engine import Checker
 from mhalint.rule import load_rules
+from mhalint.run.engine import Checker
 
 IMPORTERS = 30
 
@@ -100,7 +100,7 @@ def project(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def parses(monkeypatch) -> Counter:
-    """Each libcst parse, counted by the text parsed (`mhalint.lazy.cst` may be a stand-in holding its own copy)."""
+    """Each libcst parse, counted by the text parsed (`mhalint.parse.lazy.cst` may be a stand-in holding its own copy)."""
     counted: Counter = Counter()
     real = libcst.parse_module
 
@@ -109,7 +109,7 @@ def parses(monkeypatch) -> Counter:
         return real(text, *args, **kwargs)
 
     monkeypatch.setattr(libcst, "parse_module", parse)
-    monkeypatch.setattr(sys.modules["mhalint.lazy"].cst, "parse_module", parse, raising=False)
+    monkeypatch.setattr(sys.modules["mhalint.parse.lazy"].cst, "parse_module", parse, raising=False)
     return counted
 
 

@@ -11,8 +11,8 @@ import libcst as cst
 import pytest
 
 from mhalint.context import ModuleContext
-from mhalint.positions import Positions, body_lines, first_lines, statement_starts
-from mhalint.walk import walk
+from mhalint.parse.positions import Positions, body_lines, first_lines, statement_starts
+from mhalint.parse.walk import walk
 
 EXAMPLES = sorted((Path(__file__).parents[1] / "examples").glob("*.py"))
 

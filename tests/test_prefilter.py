@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mhalint import torchapi
-from mhalint.prefilter import Prefilter, anchors_of
+from mhalint.run.prefilter import Prefilter, anchors_of
 
 ALL_TRIGGERS = (torchapi.MHA_TRIGGER, torchapi.TRANSFORMER_TRIGGER, torchapi.SDPA_TRIGGER,
                 torchapi.MHA_FORWARD_FN_TRIGGER)
@@ -148,9 +148,9 @@ def test_names_only_passed_as_values(source, passed_only):
 
 
 def test_the_engine_skips_passed_values_only_when_no_enabled_rule_acts_on_them():
-    from mhalint.engine import Checker
-    from mhalint.lazy import cst
+    from mhalint.parse.lazy import cst
     from mhalint.rule import Rule
+    from mhalint.run.engine import Checker
 
     class PassedSdpa(Rule):
         code, name, summary, triggers = "XYZ201", "passed-sdpa", "sdpa passed as a value", (torchapi.SDPA_TRIGGER,)
@@ -190,8 +190,8 @@ def test_the_engine_skips_passed_values_only_when_no_enabled_rule_acts_on_them()
     ("def  scaled_dot_product_attention(q):\n    return q\n", True),  # an unusual spacing: parsed, to be safe
 ])
 def test_a_name_the_project_defines_is_not_torchs(source, expected):
-    from mhalint.engine import Checker
     from mhalint.rule import load_rules
+    from mhalint.run.engine import Checker
 
     assert Checker(list(load_rules().values())).prefilter.matches(source.encode()) is expected
 

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from conftest import PATIENT_PROBE
 
 from mhalint import torchapi
-from mhalint.cli import main
+from mhalint.cli.main import main
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, PROBE_STATUSES, REPRODUCED, SKIPPED, Finding
 from mhalint.probe import runner, support
 from mhalint.probe.runner import ProbeLimits, probe_findings
@@ -593,7 +593,7 @@ def test_the_worker_does_not_import_modules_from_the_working_directory(victim, t
         (path.parent / f"{module}.py").write_text(f"open({str(marker)!r}, 'a').write('{module}.py ran\\n')\n")
     code = ("import os, sys\n"
             "sys.path[:] = [p for p in sys.path if p not in ('', os.getcwd())]  # the parent as a console script\n"
-            "from mhalint.cli import main\n"
+            "from mhalint.cli.main import main\n"
             "sys.argv[0] = 'mhalint'\n"
             "main()\n")
     completed = subprocess.run([sys.executable, "-c", code, "check", "--probe", "victim.py"], cwd=path.parent,
@@ -676,7 +676,7 @@ HIDE_TORCH = textwrap.dedent('''
 
     sys.meta_path[sys.meta_path.index(importlib.machinery.PathFinder)] = NoTorch
     assert importlib.util.find_spec("torch") is None
-    from mhalint.cli import main
+    from mhalint.cli.main import main
     sys.argv[0] = "mhalint"
     main()
 ''')

@@ -15,10 +15,10 @@ from wrapped import CALLER, ENCODER, MODEL_AROUND
 
 from mhalint.analysis import project as project_module
 from mhalint.analysis.project import _FROM_IMPORT, Project, _from_imports, module_name, project_root
-from mhalint.cache import Cache
-from mhalint.engine import Checker
 from mhalint.finding import Severity
 from mhalint.rule import load_rules
+from mhalint.run.cache import Cache
+from mhalint.run.engine import Checker
 
 MODEL = """\
     import torch.nn as nn
@@ -77,8 +77,7 @@ def test_sequence_first_data_from_another_file_into_a_batch_first_layer_is_an_er
 def test_worker_processes_follow_a_class_into_another_file_as_one_process_does(tmp_path, monkeypatch):
     """The import index is built from the bytes the run read, before the workers fork; a run given a relative
     path, in workers, finds what a serial one finds."""
-    from mhalint import engine
-
+    from mhalint.run import engine
     fillers = {f"other{i}.py": "import torch.nn as nn\nm = nn.MultiheadAttention(64, 8, batch_first=True)\n"
                for i in range(engine._PARALLEL_FROM)}  # enough files to parse for the pool to be used
     write(tmp_path, {"pkg/__init__.py": "", "pkg/model.py": MODEL, **fillers,
@@ -358,7 +357,7 @@ def test_a_file_read_for_another_files_analysis_is_not_parsed_again_for_its_own_
     check builds on the tree already parsed. Each file is parsed once in the run."""
     import libcst
 
-    from mhalint.lazy import cst
+    from mhalint.parse.lazy import cst
 
     (tmp_path / "pyproject.toml").write_text("")
     write(tmp_path, {"model.py": SEQUENCE_FIRST_MODEL, "train.py": UNPACKED.format(unpack="B, T, C")
@@ -415,8 +414,7 @@ def test_an_edited_caller_rechecks_the_cached_file_checked_alone(tmp_path):
 
 
 def test_a_warm_index_reads_no_unchanged_file_of_the_project(tmp_path, monkeypatch):
-    from mhalint import scan
-
+    from mhalint.run import scan
     root = tmp_path / "project"
     (root / "pyproject.toml").parent.mkdir()
     (root / "pyproject.toml").write_text("")
@@ -472,8 +470,7 @@ def test_a_planted_index_entry_is_dropped_and_its_file_read_again(tmp_path, chan
 
 
 def test_a_run_over_the_whole_project_does_not_walk_it_again(tmp_path, monkeypatch):
-    from mhalint import discovery
-
+    from mhalint.configuration import discovery
     (tmp_path / "pyproject.toml").write_text("")
     write(tmp_path, {"model.py": SEQUENCE_FIRST_MODEL, "train.py": UNPACKED.format(unpack="B, T, C")})
     walks = []
@@ -602,7 +599,7 @@ def test_another_file_is_read_as_the_checked_one_is_cpython_first(tmp_path):
     """Another file of the project goes through CPython's parser before libcst's: nesting CPython refuses (which
     could overflow libcst's native stack) is not read, and a file it accepts gets its statement lines, so a
     position there generates one statement, not the module."""
-    from mhalint.budget import Limits
+    from mhalint.run.budget import Limits
 
     write(tmp_path, {"deep.py": "x = " + "(" * 300 + "1" + ")" * 300 + "\n",
                      "model.py": "import torch\n\n\nclass Block:\n    def __init__(self, n):\n        self.n = n\n"})
@@ -619,7 +616,7 @@ def test_a_checked_file_is_read_on_its_own_tree_only_while_its_text_is_the_same(
     text is no longer the one checked: then it is parsed again."""
     import libcst
 
-    from mhalint.budget import Limits
+    from mhalint.run.budget import Limits
 
     write(tmp_path, {"model.py": "class Block:\n    pass\n", "other.py": "class Head:\n    pass\n"})
     project = Project([str(p) for p in sorted(tmp_path.glob("*.py"))])

@@ -16,11 +16,11 @@ import jsonschema
 import pytest
 
 from mhalint import __version__
-from mhalint.engine import Checker
 from mhalint.finding import CONFIRMED, SAFE, UNSAFE, Edit, Finding, Fix, ProbeResult, Severity
 from mhalint.report import RenderOptions, concise, full, github, json_lines, sarif
 from mhalint.report import json as json_report
 from mhalint.rule import load_rules
+from mhalint.run.engine import Checker
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -614,7 +614,7 @@ def test_json_lines_round_trips_the_cell(tmp_path: Path):
 # ------------------------------------------------------------------------- the command line, once it is wired
 
 try:
-    from mhalint.cli import _FORMATS as CLI_FORMATS
+    from mhalint.cli.main import _FORMATS as CLI_FORMATS
 except ImportError:  # pragma: no cover
     CLI_FORMATS = {}
 
@@ -623,7 +623,7 @@ except ImportError:  # pragma: no cover
 def test_cli_github_prints_one_annotation_per_finding():
     from click.testing import CliRunner
 
-    from mhalint.cli import main
+    from mhalint.cli.main import main
 
     old = os.getcwd()
     os.chdir(REPO)
@@ -641,7 +641,7 @@ def test_cli_github_prints_one_annotation_per_finding():
 def test_cli_sarif_output_is_valid(validator):
     from click.testing import CliRunner
 
-    from mhalint.cli import main
+    from mhalint.cli.main import main
 
     old = os.getcwd()
     os.chdir(REPO)

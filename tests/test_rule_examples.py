@@ -7,9 +7,9 @@ import warnings
 
 import pytest
 
-from mhalint.engine import Checker
 from mhalint.fixes import fix_source
 from mhalint.rule import load_rules, runtime_only
+from mhalint.run.engine import Checker
 
 RULES = load_rules()
 

@@ -1,4 +1,4 @@
-"""The first pass over a run's files (mhalint.scan) gives the same run in worker processes as in one."""
+"""The first pass over a run's files (mhalint.run.scan) gives the same run in worker processes as in one."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from mhalint import scan
 from mhalint.analysis.project import Project
-from mhalint.cache import Cache
-from mhalint.engine import Checker
 from mhalint.rule import load_rules
+from mhalint.run import scan
+from mhalint.run.cache import Cache
+from mhalint.run.engine import Checker
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 MODEL = "import torch.nn as nn\n\nclass Block(nn.Module):\n    def __init__(self):\n        super().__init__()\n" \

@@ -19,9 +19,9 @@ from lsprotocol import types
 from wrapped import CALLER, ENCODER
 
 from mhalint.analysis.project import Project
-from mhalint.budget import Cancelled, Limits
+from mhalint.analysis.references import Place, places
 from mhalint.finding import Severity
-from mhalint.references import Place, places
+from mhalint.run.budget import Cancelled, Limits
 from mhalint.server.convert import Lines, replacement
 from mhalint.server.options import ClientOptions, OptionsError
 from mhalint.server.scheduler import Scheduler
@@ -366,7 +366,7 @@ def test_without_the_server_extra_it_says_what_to_install(tmp_path):
 
 
 def test_the_linter_does_not_import_the_server_or_pygls():
-    code = ("import sys, mhalint.cli, mhalint.engine, mhalint.rule; mhalint.rule.load_rules(); "
+    code = ("import sys, mhalint.cli.main, mhalint.run.engine, mhalint.rule; mhalint.rule.load_rules(); "
             "print(json.dumps(sorted(m for m in sys.modules\n"
             "                        if m.startswith(('pygls', 'lsprotocol', 'mhalint.server')))))")
     completed = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True,

@@ -1,6 +1,6 @@
 """Hostile settings (issue 34): mhalint runs on untrusted repositories, so whatever their mhalint.toml, the command
 line or an editor's options say, the outcome is a run or a one-line error (exit 2; the server: a message and the
-defaults), never a traceback. Every numeric setting has one range (mhalint/schema.py) that all three enforce."""
+defaults), never a traceback. Every numeric setting has one range (mhalint/configuration/schema.py) that all three enforce."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from invoke import invoke
 
-from mhalint import config, schema
+from mhalint.configuration import config, schema
 from mhalint.server.options import KNOWN, ClientOptions, OptionsError
 
 TRIGGER = "import torch.nn as nn\nattn = nn.MultiheadAttention(60, 5)\n"  # a finding: the rules and budgets run

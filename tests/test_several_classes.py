@@ -14,13 +14,13 @@ import pytest
 from click.testing import CliRunner
 
 from mhalint.analysis import branches
-from mhalint.cli import main
+from mhalint.cli.main import main
 from mhalint.context import ModuleContext
-from mhalint.engine import Checker
 from mhalint.finding import Severity
 from mhalint.fixes import applicable, fix_source
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.rule import load_rules
+from mhalint.run.engine import Checker
 
 CLASS_A = """\
 import torch.nn as nn

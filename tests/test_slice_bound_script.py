@@ -11,7 +11,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from mhalint.prefilter import Prefilter
+from mhalint.run.prefilter import Prefilter
 from mhalint.torchapi import trigger
 
 ROOT = Path(__file__).parents[1]

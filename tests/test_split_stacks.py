@@ -11,10 +11,10 @@ from test_loaders import write
 
 from mhalint.analysis.calls import instance
 from mhalint.analysis.project import Project
-from mhalint.budget import Limits
-from mhalint.engine import Checker
 from mhalint.finding import Severity
 from mhalint.rule import load_rules
+from mhalint.run.budget import Limits
+from mhalint.run.engine import Checker
 
 HELPERS = """\
     import copy

@@ -96,7 +96,7 @@ def test_the_index_walk_keeps_every_assignment_with_its_scope_for_the_container_
     walk, each with the scope it is in; an annotated assignment, a plain target and a lambda's body are no store."""
     from mhalint.analysis.containers import _stores
     from mhalint.context import ModuleContext
-    from mhalint.lazy import cst
+    from mhalint.parse.lazy import cst
 
     source = textwrap.dedent("""\
         c = []

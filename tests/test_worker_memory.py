@@ -8,7 +8,7 @@ import gc
 
 import pytest
 
-from mhalint import engine
+from mhalint.run import engine
 
 
 @pytest.mark.parametrize(("resident", "collects"), [
@@ -64,8 +64,8 @@ def test_a_checked_file_leaves_no_tree_for_the_cyclic_collector():
     done, so its libcst tree is freed at once instead of by a collector pass over all of it after each file."""
     import libcst
 
-    from mhalint.engine import Checker
     from mhalint.rule import load_rules
+    from mhalint.run.engine import Checker
 
     checker = Checker(list(load_rules().values()))
     assert checker.check_source(SOURCE.encode(), "model.py")  # the analyses ran: there are findings

@@ -17,7 +17,7 @@ from mhalint.analysis.values import resolve
 from mhalint.analysis.vocabulary import KEEPS_AXES, SIZE_FACTORIES
 from mhalint.context import Scope
 from mhalint.finding import shorten
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 _MAX_DEPTH = 6
 

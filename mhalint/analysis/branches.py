@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mhalint.context import ModuleContext, Scope
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 VALUE, TRUTH, CLASS = "value", "truth", "class"
 _LITERAL_NAMES = {"True": True, "False": False, "None": None}

@@ -16,8 +16,8 @@ from mhalint.analysis import branches, containers, dataflow
 from mhalint.analysis.inheritance import is_super, project_class, torch_class
 from mhalint.analysis.vocabulary import FORWARDS_TO_MODULE, KEEPS_AXES_MODULES, REGROUP, REORDER, RETURNS_MODULE
 from mhalint.context import Binding, ModuleContext, Scope
-from mhalint.lazy import cst
-from mhalint.walk import own_nodes
+from mhalint.parse.lazy import cst
+from mhalint.parse.walk import own_nodes
 
 PROJECT_PREFIX = "<module>."
 UNKNOWN_CALLABLE = "<unknown>"  # an object built by a call mhalint cannot name (e.g. a class from another file)

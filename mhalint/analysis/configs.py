@@ -20,7 +20,7 @@ from mhalint.analysis.calls import PROJECT_PREFIX, arguments_for, bind, returned
 from mhalint.analysis.options import option_values
 from mhalint.analysis.sites import constructions, place, project_callers
 from mhalint.context import Binding, ModuleContext, Scope
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 _MAX_DEPTH = 8
 _DATACLASS = {"dataclasses.dataclass", "attr.s", "attr.attrs", "attr.define", "attr.frozen", "attr.mutable",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mhalint.context import Binding, ModuleContext, Scope
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 # Calls whose result holds what their one argument holds (an iterable of elements, or the container itself).
 HOLDERS = frozenset({"torch.nn.ModuleList", "torch.nn.ModuleDict", "torch.nn.ParameterList", "copy.deepcopy",

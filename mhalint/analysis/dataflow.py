@@ -13,8 +13,8 @@ from functools import cached_property
 from typing import Callable, Iterator, TypeVar
 
 from mhalint.context import Binding, ModuleContext, Scope
-from mhalint.lazy import cst
-from mhalint.walk import walk
+from mhalint.parse.lazy import cst
+from mhalint.parse.walk import walk
 
 State = dict[str, frozenset[Binding]]  # name -> the bindings that may reach; a missing name has none
 _MAX_ROUNDS = 10

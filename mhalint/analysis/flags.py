@@ -13,7 +13,7 @@ from __future__ import annotations
 from mhalint.analysis import branches
 from mhalint.analysis.values import resolve
 from mhalint.context import Binding, ModuleContext, Scope
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 # A call being followed into a project function: (the function, the call's arguments bound to its parameters,
 # the scope the arguments are read in).

@@ -18,7 +18,7 @@ from mhalint.analysis.calls import PROJECT_PREFIX, UNKNOWN_CALLABLE, bind, calle
 from mhalint.analysis.vocabulary import KEEPS_AXES
 from mhalint.context import ModuleContext, Scope
 from mhalint.finding import shorten
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 _MAX_DEPTH = 12
 

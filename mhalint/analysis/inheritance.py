@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from mhalint import torchapi
 from mhalint.context import ModuleContext, Scope
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 _MAX_LEVELS = 8
 _HARMLESS = frozenset({"object", "torch.nn.Module", "abc.ABC", "typing.Generic"})

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from mhalint.analysis.calls import returned
 from mhalint.analysis.sites import function_called, function_callers
 from mhalint.context import ModuleContext, Scope
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 DATA_LOADERS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
 _MAX_DEPTH = 6  # names, parameters and functions followed up to the DataLoader

@@ -31,7 +31,7 @@ from mhalint.analysis.vocabulary import (
 )
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.finding import shorten
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 # PER_SAMPLE: the code establishes a batch axis; LIKELY: only a name or an idiom says so (at most a warning);
 # SHARED: one mask for every sample; NEUTRAL: a constant, which says nothing either way.

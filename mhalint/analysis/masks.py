@@ -32,7 +32,7 @@ from mhalint.analysis.vocabulary import (
 )
 from mhalint.context import ModuleContext, Scope
 from mhalint.finding import shorten
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.torchapi import IGNORE, KEEP
 
 BOOL, ADDITIVE, ZERO_ONE, INTEGER = "bool", "additive", "0/1 float", "integer"

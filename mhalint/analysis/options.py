@@ -10,7 +10,7 @@ from __future__ import annotations
 from mhalint.analysis import values as _values
 from mhalint.analysis.sites import place
 from mhalint.context import ModuleContext
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 _FLAGS = {"store_true": (False, True), "store_false": (True, False)}
 

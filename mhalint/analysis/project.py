@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from functools import cache, cached_property
 from typing import Callable, Iterable, Iterator, Mapping, Protocol
 
-from mhalint.budget import Limits
-from mhalint.source import decode, regular_only
+from mhalint.parse.source import decode, regular_only
+from mhalint.run.budget import Limits
 
 _MAX_CONTEXTS = 4  # libcst trees always kept per process, whatever their size
 _MAX_LINES = 20_000  # more are kept while their sources hold no more lines than this (about 9 KB of memory a line)
@@ -349,7 +349,7 @@ class Project:
         or a name a star import (`stars`, the modules as written) brings in. Only files whose code names torch's
         attention classes are parsed for it (or that import the name from one)."""
         from mhalint import torchapi
-        from mhalint.lazy import cst
+        from mhalint.parse.lazy import cst
 
         home = os.path.abspath(home)
         found = self.imported_class(home, local)
@@ -498,7 +498,7 @@ class Project:
     def will_check(self, paths: Iterable[str]) -> None:
         """The files the run is about to check. Read for another file's analysis first, such a file is parsed
         whole (its own check needs all of it); any other is parsed a function body at a time, as the analyses
-        ask (mhalint.lazy_bodies)."""
+        ask (mhalint.parse.lazy_bodies)."""
         self._to_check = {os.path.abspath(path) for path in paths}
 
     def forget_partial(self) -> None:
@@ -689,7 +689,7 @@ def _exported(ctx, name: str) -> bool:
     if not listed:
         return not name.startswith("_") and name in ctx.root.bindings
     value = listed[-1].value
-    from mhalint.lazy import cst
+    from mhalint.parse.lazy import cst
 
     return isinstance(value, cst.List | cst.Tuple) and any(
         isinstance(element.value, cst.SimpleString) and element.value.evaluated_value == name
@@ -699,7 +699,7 @@ def _exported(ctx, name: str) -> bool:
 @cache
 def _attention_words():
     from mhalint import torchapi
-    from mhalint.prefilter import Prefilter
+    from mhalint.run.prefilter import Prefilter
 
     return Prefilter(torchapi.MODULE_TRIGGERS)
 
@@ -714,7 +714,7 @@ def _read(path: str) -> bytes | None:
 
 def _read_with_status(path: str) -> tuple[bytes | None, os.stat_result | None]:
     """The file's bytes, and its status when it did not change while they were read (else None)."""
-    from mhalint.scan import read
+    from mhalint.run.scan import read
 
     try:
         return read(path)
@@ -794,7 +794,7 @@ def project_files(paths: Iterable[str], walked: Iterable[str] = (), **discovery)
     `discover` finds them (its keyword arguments: the configuration's excludes, .gitignore); a path with no root
     brings only itself. `walked`: folders the run has walked already (a run over the whole project), whose files
     it has: a root inside one is not walked again."""
-    from mhalint.discovery import discover
+    from mhalint.configuration.discovery import discover
 
     known: dict[str, str | None] = {}
     done = [os.path.join(os.path.abspath(folder), "") for folder in walked]
@@ -809,12 +809,12 @@ def _parse(path: str, raw: bytes | None, limits: Limits, project: Project, check
     """Another file's context, parsed as the file being checked is: CPython's parser first (it refuses nesting
     that would overflow libcst's native stack, and its statement lines spare positions a pass over the whole
     module), then libcst's without its node checks, leaving the function bodies that nothing asks about unparsed
-    (mhalint.lazy_bodies) unless it is to be parsed `whole`; or built on the tree of its own check earlier in the
+    (mhalint.parse.lazy_bodies) unless it is to be parsed `whole`; or built on the tree of its own check earlier in the
     run (`checked`), when its text is the same."""
-    from mhalint import lazy_bodies
     from mhalint.context import ModuleContext
-    from mhalint.lazy import cst
-    from mhalint.positions import body_lines, first_lines
+    from mhalint.parse import lazy_bodies
+    from mhalint.parse.lazy import cst
+    from mhalint.parse.positions import body_lines, first_lines
 
     if raw is None:
         return None

@@ -21,7 +21,7 @@ from mhalint.analysis import axes, calls, dataflow, tensors
 from mhalint.analysis.axes import Axis, Role, Strength
 from mhalint.analysis.vocabulary import KEEPS_AXES, REGROUP, REORDER
 from mhalint.context import Scope
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 _PARAMETERS = {"torch.nn.Parameter", "torch.nn.parameter.Parameter"}
 _THROUGH = KEEPS_AXES | REORDER | REGROUP | {"unsqueeze", "squeeze"}  # methods followed back to the table

@@ -24,7 +24,7 @@ from mhalint.analysis.calls import (
 )
 from mhalint.analysis.vocabulary import RETURNS_MODULE
 from mhalint.context import ModuleContext, Scope
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from mhalint.analysis.vocabulary import (
 )
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.finding import shorten
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 _MAX_DEPTH = 14  # operations and calls followed; a name's binding and an argument bound to a parameter are free
 

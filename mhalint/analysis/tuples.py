@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mhalint.analysis.calls import project_function, returned
 from mhalint.context import Binding, ModuleContext, Scope
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 _MAX_DEPTH = 4
 

@@ -21,8 +21,8 @@ from mhalint.analysis.calls import returned
 from mhalint.analysis.vocabulary import RETURNS_MODULE
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.finding import shorten
-from mhalint.lazy import cst
-from mhalint.walk import own_nodes, walk
+from mhalint.parse.lazy import cst
+from mhalint.parse.walk import own_nodes, walk
 
 # Builtins that look at a module without running it.
 _INSPECTORS = frozenset({"print", "isinstance", "len", "repr", "str", "type", "id", "hasattr", "getattr", "vars",

@@ -18,7 +18,7 @@ from mhalint.analysis.calls import arguments_for, imported_class, instance, proj
 from mhalint.analysis.names import role_of_size_name
 from mhalint.analysis.vocabulary import KEEPS_AXES, KEEPS_AXES_MODULES, REORDER
 from mhalint.context import Binding, Scope
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 _MAX_DEPTH = 10
 # Reductions over one axis that give a tensor (`max`, `min`, `median` with a dim give a (values, indices) tuple).

@@ -18,7 +18,7 @@ from mhalint.analysis.calls import Construction
 from mhalint.analysis.sites import each_project_caller, place, project_callers
 from mhalint.analysis.tuples import unpacked
 from mhalint.context import Binding, ModuleContext, Scope
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 _MAX_DEPTH = 12
 

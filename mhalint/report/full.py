@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from mhalint.finding import SAFE, Finding
-from mhalint.notebook import NotebookError, code_cells
+from mhalint.parse.notebook import NotebookError, code_cells
+from mhalint.parse.source import LINE_BREAK, decode
 from mhalint.report import FIXABLE, SEVERITY_COLOR, Painter, RenderOptions
-from mhalint.source import LINE_BREAK, decode
 
 if TYPE_CHECKING:
     from mhalint.rule import Rule

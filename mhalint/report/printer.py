@@ -11,8 +11,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from mhalint.cli.output import Output
 from mhalint.finding import Finding
-from mhalint.output import Output
 from mhalint.report import RenderOptions
 
 if TYPE_CHECKING:

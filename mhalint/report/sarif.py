@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 from urllib.parse import quote
 
 from mhalint import __version__
-from mhalint.engine import ENGINE_CODES
 from mhalint.finding import Edit, Finding, Severity
 from mhalint.report import RenderOptions
+from mhalint.run.engine import ENGINE_CODES
 
 if TYPE_CHECKING:
     from mhalint.rule import Rule

@@ -9,7 +9,7 @@ from mhalint.analysis.calls import bind, call_target, callers, with_argument
 from mhalint.analysis.values import resolve
 from mhalint.context import Scope
 from mhalint.finding import NOT_CONFIRMED, Severity
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 
 UNSAFE = "unsafe"

@@ -25,7 +25,7 @@ from mhalint.analysis.values import constructor_values, resolve, taking
 from mhalint.analysis.vocabulary import KEEPS_AXES
 from mhalint.context import Scope
 from mhalint.finding import HEADLINE_LIMIT, NOT_CONFIRMED, UNSAFE, Severity, shorten
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 
 # Fields: `api` (nn.MultiheadAttention or F.multi_head_attention_forward); `setting` (how average_attn_weights is

@@ -12,7 +12,7 @@ from mhalint.analysis.tensors import ShapeReader, Traced
 from mhalint.analysis.uncalled import unreached, why_uncalled
 from mhalint.analysis.values import Value, alternatives, constructor_values, forwarded, resolve
 from mhalint.finding import HEADLINE_LIMIT, NOT_CONFIRMED, UNSAFE, Severity, shorten
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 
 _MIXES_SAMPLES = """

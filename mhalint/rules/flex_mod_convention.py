@@ -10,9 +10,9 @@ from mhalint.analysis.calls import PROJECT_PREFIX, returned
 from mhalint.analysis.values import resolve
 from mhalint.context import Scope
 from mhalint.finding import NOT_CONFIRMED, Severity
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
+from mhalint.parse.walk import own_nodes, walk
 from mhalint.rule import Invalid, Message, Rule, Valid
-from mhalint.walk import own_nodes, walk
 
 _MAX_DEPTH = 8
 FACTS = "docs/torch-facts.md#flex-mod-convention"

@@ -9,7 +9,7 @@ from mhalint.analysis.calls import mask_arguments
 from mhalint.analysis.masks import ZERO_ONE, Mask, MaskReader
 from mhalint.context import Scope
 from mhalint.finding import NOT_CONFIRMED, UNSAFE, Severity
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.torchapi import IGNORE, KEEP
 

@@ -6,7 +6,7 @@ from mhalint import torchapi
 from mhalint.analysis.calls import construction
 from mhalint.analysis.values import Value, constructor_values, resolve
 from mhalint.finding import NOT_CONFIRMED, SKIPPED, Severity
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 
 NOT_DIVIDING = Message(

@@ -6,7 +6,7 @@ from mhalint import torchapi
 from mhalint.analysis.calls import call_target
 from mhalint.analysis.values import constructor_values, resolve, taking
 from mhalint.finding import NOT_CONFIRMED, Severity
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 
 # Fields: `flag_set` ("is_causal=True", "is_causal=CAUSAL (True)"), `missing` ("without attn_mask", "with

@@ -6,7 +6,7 @@ from mhalint import torchapi
 from mhalint.analysis.calls import mask_arguments
 from mhalint.analysis.masks import BOOL, Mask, MaskReader, describe
 from mhalint.finding import NOT_CONFIRMED, UNSAFE, Severity
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 from mhalint.torchapi import IGNORE, KEEP
 

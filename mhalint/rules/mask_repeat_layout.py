@@ -13,7 +13,7 @@ from mhalint.analysis.tensors import size_arguments
 from mhalint.analysis.values import constructor_values, resolve
 from mhalint.context import Scope
 from mhalint.finding import NOT_CONFIRMED, UNSAFE, Severity, shorten
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 
 _WHY = """

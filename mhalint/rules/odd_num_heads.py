@@ -9,7 +9,7 @@ from mhalint.analysis.calls import construction, module_calls
 from mhalint.analysis.fastpath import off_reason
 from mhalint.analysis.values import constructor_values, resolve
 from mhalint.finding import NOT_CONFIRMED, SKIPPED, Severity
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 
 _WHY = """

@@ -16,7 +16,7 @@ from mhalint.analysis.values import resolve
 from mhalint.analysis.vocabulary import ATTENTION_MASK_NAME, IGNORE_MASK_NAME, KEEPS_AXES, PAD_TOKEN
 from mhalint.context import Scope
 from mhalint.finding import NOT_CONFIRMED, UNSAFE, Severity, shorten
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 
 _SDPA_WHY = """

@@ -8,7 +8,7 @@ from mhalint.analysis.mask_axes import LIKELY, PER_SAMPLE, MaskAxesReader
 from mhalint.analysis.masks import MaskReader
 from mhalint.analysis.vocabulary import ATTENTION_MASK_NAME, KEEPS_AXES, PADDING_NAME
 from mhalint.finding import NOT_CONFIRMED, UNSAFE, Severity
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 
 _READ_AS_PADDING = """

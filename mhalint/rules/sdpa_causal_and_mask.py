@@ -7,7 +7,7 @@ from mhalint.analysis.calls import call_target
 from mhalint.analysis.masks import ADDITIVE, BOOL, MaskReader
 from mhalint.analysis.values import resolve, taking
 from mhalint.finding import NOT_CONFIRMED, Severity
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 
 # Fields: `mask` (the attn_mask argument as written, quoted); `causal` ("is_causal=True", or

@@ -14,7 +14,7 @@ from mhalint.analysis.values import resolve
 from mhalint.analysis.vocabulary import KEEPS_AXES
 from mhalint.context import Scope
 from mhalint.finding import UNSAFE, Severity
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 
 _WHY = """

@@ -11,7 +11,7 @@ from mhalint.analysis.fastpath import off_reason
 from mhalint.analysis.values import constructor_values, resolve
 from mhalint.context import Scope
 from mhalint.finding import NOT_CONFIRMED, SAFE, Severity
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 from mhalint.rule import Invalid, Message, Rule, Valid
 
 WEIGHTS_DISCARDED = Message(

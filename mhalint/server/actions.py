@@ -8,9 +8,9 @@ from typing import Iterable, Sequence
 
 from lsprotocol import types
 
-from mhalint import noqa
-from mhalint.engine import ENGINE_CODES, INTERNAL_ERROR
 from mhalint.finding import SAFE, Finding
+from mhalint.run import noqa
+from mhalint.run.engine import ENGINE_CODES, INTERNAL_ERROR
 from mhalint.server.convert import replacement
 from mhalint.server.diagnostics import Placed
 from mhalint.server.session import Source

@@ -24,8 +24,8 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from mhalint import __version__
-from mhalint.budget import Cancelled
 from mhalint.finding import SAFE, Finding
+from mhalint.run.budget import Cancelled
 from mhalint.server import actions
 from mhalint.server.diagnostics import Placed, diagnostic
 from mhalint.server.hover import hover

@@ -9,7 +9,7 @@ import bisect
 from lsprotocol import types
 
 from mhalint.finding import Edit
-from mhalint.source import LINE_BREAK, line_starts
+from mhalint.parse.source import LINE_BREAK, line_starts
 
 
 class Lines:

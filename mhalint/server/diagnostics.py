@@ -11,8 +11,8 @@ from typing import Callable, Iterable
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
+from mhalint.analysis.references import Place, places
 from mhalint.finding import Finding, Severity
-from mhalint.references import Place, places
 from mhalint.server.convert import Lines
 from mhalint.server.rule_docs import RuleDocs
 from mhalint.server.session import Source

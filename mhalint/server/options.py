@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from mhalint import schema
+from mhalint.configuration import schema
 from mhalint.finding import Severity
 
 _CAMEL = re.compile(r"(?<=[a-z])([A-Z])")

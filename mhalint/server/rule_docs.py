@@ -10,8 +10,9 @@ import tempfile
 from pathlib import Path
 from typing import Mapping
 
-from mhalint import __version__, ruledocs
-from mhalint.engine import ENGINE_CODES
+from mhalint import __version__
+from mhalint.cli import ruledocs
+from mhalint.run.engine import ENGINE_CODES
 
 
 class RuleDocs:

@@ -2,7 +2,7 @@
 
 An edit after a pause is checked at once; edits that follow each other within the debounce window (typing) are
 checked once the typing has paused that long, so a burst of keystrokes costs one check, not one per key. A newer
-text cancels the check of an older one (it stops within milliseconds, mhalint.budget.Cancelled), and only the
+text cancels the check of an older one (it stops within milliseconds, mhalint.run.budget.Cancelled), and only the
 outcome of the text the editor still has is published.
 """
 

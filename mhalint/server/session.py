@@ -14,20 +14,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
-from mhalint import config
 from mhalint.analysis.project import Project, project_root
-from mhalint.config import ConfigError
-from mhalint.discovery import discover, excluded
-from mhalint.engine import Checker, Result
+from mhalint.configuration import config
+from mhalint.configuration.config import ConfigError
+from mhalint.configuration.discovery import discover, excluded
+from mhalint.configuration.selection import SelectionError
+from mhalint.configuration.settings import Settings, resolve
 from mhalint.finding import Finding
 from mhalint.fixes import fix_source
-from mhalint.incremental import Reparser
-from mhalint.notebook import Notebook, fix_cells
+from mhalint.parse.incremental import Reparser
+from mhalint.parse.notebook import Notebook, fix_cells
+from mhalint.parse.source import decode
 from mhalint.rule import load_rules
-from mhalint.selection import SelectionError
+from mhalint.run.engine import Checker, Result
 from mhalint.server.options import ClientOptions
-from mhalint.settings import Settings, resolve
-from mhalint.source import decode
 
 CONFIG_NAMES = (*config.TOP_LEVEL_NAMES, "pyproject.toml")
 
@@ -122,7 +122,7 @@ class Session:
     # ---- checks ----
     def check(self, source: Source, cancel: threading.Event | None = None) -> Outcome:
         """The findings of `source` as the settings for its path show them. `cancel`, set from another thread,
-        stops it (mhalint.budget.Cancelled)."""
+        stops it (mhalint.run.budget.Cancelled)."""
         resolved = self.settings_for(source)
         settings = resolved.settings
         if source.on_disk and excluded(source.path, exclude=settings.exclude,

@@ -1,4 +1,4 @@
-"""What a ModuleContext knows of a module whose function bodies are parsed on demand (mhalint.lazy_bodies).
+"""What a ModuleContext knows of a module whose function bodies are parsed on demand (mhalint.parse.lazy_bodies).
 
 Each answer is the one a whole parse gives: a question about a pending function's names parses its body first,
 one about a class's `self.x` parses the methods that mention `x`, and the calls named `f` are found after the
@@ -12,13 +12,13 @@ import bisect
 from typing import TYPE_CHECKING, Callable
 
 from mhalint.context import called_word
-from mhalint.lazy import cst
-from mhalint.lazy_bodies import LazyFunctionDef
-from mhalint.walk import walk, walk_parsed
+from mhalint.parse.lazy import cst
+from mhalint.parse.lazy_bodies import LazyFunctionDef
+from mhalint.parse.walk import walk, walk_parsed
 
 if TYPE_CHECKING:
     from mhalint.context import Scope
-    from mhalint.lazy_bodies import Shell
+    from mhalint.parse.lazy_bodies import Shell
 
 # imported only by a context with pending bodies, so libcst is loaded already
 SCOPE_TYPES = frozenset((cst.Module, cst.ClassDef, cst.FunctionDef, LazyFunctionDef))  # nodes opening a scope

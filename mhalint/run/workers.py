@@ -25,7 +25,7 @@ import signal
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
-from mhalint import interrupts
+from mhalint.run import interrupts
 
 _STOP_SECONDS = 5  # how long idle workers get to exit on their own at the end of a run before they are killed
 

@@ -16,10 +16,10 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
+from mhalint.analysis.references import LINE
 from mhalint.finding import Finding, Fix
 from mhalint.fixes import NOTHING_WRITTEN, FixError, apply_fixes, fix_source, unified_diff
-from mhalint.references import LINE
-from mhalint.source import LINE_BREAK
+from mhalint.parse.source import LINE_BREAK
 
 _MAGIC = re.compile(r"^\s*[%!]")
 _CELL_MAGIC = re.compile(r"^\s*%%(\w*)")

@@ -7,16 +7,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from mhalint import config, schema
-from mhalint.budget import FileBudget
-from mhalint.discovery import DEFAULT_EXCLUDE
-from mhalint.engine import ENGINE_CODES
+from mhalint.cli.summary import plural
+from mhalint.configuration import config, schema
+from mhalint.configuration.discovery import DEFAULT_EXCLUDE
+from mhalint.configuration.selection import Selection
 from mhalint.finding import Finding, Severity
-from mhalint.noqa import UNUSED_NOQA
 from mhalint.probe.limits import ProbeLimits
 from mhalint.rule import Rule
-from mhalint.selection import Selection
-from mhalint.summary import plural
+from mhalint.run.budget import FileBudget
+from mhalint.run.engine import ENGINE_CODES
+from mhalint.run.noqa import UNUSED_NOQA
 
 
 @dataclass(frozen=True)

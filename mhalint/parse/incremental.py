@@ -11,16 +11,16 @@ used only when it must equal a full parse of the new text:
 - no comment or blank line at a seam is indented (libcst could give it to the block before the seam);
 - CPython's tree of the new text has the same top-level statements, starting on the same lines.
 Anything else is parsed whole. Every statement's generated code, with its nodes' positions, is kept
-(mhalint.positions.Generated), so that a kept statement is not generated again either.
+(mhalint.parse.positions.Generated), so that a kept statement is not generated again either.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mhalint.lazy import cst
-from mhalint.positions import Generated, generate, statement_starts
-from mhalint.source import line_starts
+from mhalint.parse.lazy import cst
+from mhalint.parse.positions import Generated, generate, statement_starts
+from mhalint.parse.source import line_starts
 
 
 @dataclass
@@ -42,7 +42,7 @@ class Reparser:
 
     def parse(self, text: str, statement_lines: list[int]) -> cst.Module:
         """The tree of `text` (ParserSyntaxError as `cst.parse_module` raises it); `statement_lines` are the
-        first lines of its top-level statements in CPython's tree (mhalint.positions.first_lines)."""
+        first lines of its top-level statements in CPython's tree (mhalint.parse.positions.first_lines)."""
         version = self._reparse(text, statement_lines) if self._last is not None else None
         if version is not None:
             self._last = version

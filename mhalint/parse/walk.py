@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 _TRIVIA = {"lpar", "rpar", "comma", "semicolon", "leading_lines", "lines_after_decorators", "trailing_whitespace",
            "header", "footer", "colon", "first_colon", "second_colon", "dot", "equal", "lbracket", "rbracket",
@@ -28,7 +28,7 @@ def _code_fields(node_type: type) -> tuple[str, ...]:
 
 def walk(node: cst.CSTNode, enter: Callable[[cst.CSTNode], bool], leave: Callable[[cst.CSTNode], None]) -> None:
     """Call `enter` on each node (its children are skipped when it returns False), then `leave`. The function
-    bodies under `node` not parsed yet (mhalint.lazy_bodies) are parsed first: `enter` and `leave` see each node
+    bodies under `node` not parsed yet (mhalint.parse.lazy_bodies) are parsed first: `enter` and `leave` see each node
     as it stays."""
     if _HOLDERS[type(node)]:
         _parse_pending(node)
@@ -93,7 +93,7 @@ def _parsed_fields(node_type: type) -> tuple[str | None, ...]:
     names = _PARSED_FIELDS.get(node_type)
     if names is None:
         names = _code_fields(node_type)
-        if getattr(node_type, "body_pending", False):  # mhalint.lazy_bodies.LazyFunctionDef
+        if getattr(node_type, "body_pending", False):  # mhalint.parse.lazy_bodies.LazyFunctionDef
             names = tuple(None if name == "body" else name for name in names)
         _PARSED_FIELDS[node_type] = names
     return names

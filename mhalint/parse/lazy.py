@@ -2,7 +2,7 @@
 
 Loading the rules is what tells mhalint their trigger patterns, and rules use libcst (about 0.2 s to import, most
 of a small run); a run whose files match no trigger (the common pre-commit case) must not pay for it. Modules get
-it with `from mhalint.lazy import cst`: a plain `import libcst` statement would load it at once.
+it with `from mhalint.parse.lazy import cst`: a plain `import libcst` statement would load it at once.
 
 The stand-in is a plain module whose module-level `__getattr__` (PEP 562) imports the real one with an ordinary
 import, then copies the real module's attributes into itself, so that every later access is a plain look-up.

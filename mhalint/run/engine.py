@@ -18,25 +18,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
-from mhalint import deep_stack, noqa
 from mhalint.analysis.project import Project, project_files
-from mhalint.budget import FileBudget, Limits, TooComplex, resident_bytes
+from mhalint.configuration.discovery import discover
+from mhalint.configuration.schema import NUMBERS, pool_size
 from mhalint.context import ModuleContext, Scope
-from mhalint.discovery import discover
 from mhalint.finding import Finding, Severity
-from mhalint.lazy import cst
 from mhalint.names import printable
-from mhalint.prefilter import Prefilter
+from mhalint.parse.lazy import cst
+from mhalint.parse.source import decode
+from mhalint.parse.trusted_parse import BodyParseError, unvalidated_nodes
 from mhalint.rule import Rule, runtime_only
-from mhalint.scan import Scanned, scan
-from mhalint.schema import NUMBERS, pool_size
-from mhalint.source import decode
-from mhalint.trusted_parse import BodyParseError, unvalidated_nodes
+from mhalint.run import deep_stack, noqa
+from mhalint.run.budget import FileBudget, Limits, TooComplex, resident_bytes
+from mhalint.run.prefilter import Prefilter
+from mhalint.run.scan import Scanned, scan
 
 if TYPE_CHECKING:
-    from mhalint.cache import Cache
-    from mhalint.incremental import Reparser  # imports libcst, which a run without a trigger never loads
-    from mhalint.workers import WorkerLost, Workers
+    from mhalint.parse.incremental import Reparser  # imports libcst, which a run without a trigger never loads
+    from mhalint.run.cache import Cache
+    from mhalint.run.workers import WorkerLost, Workers
 
 # Diagnostics of the engine itself, reported like findings so a run never stops at one bad file.
 PARSE_ERROR = "MHA900"
@@ -230,7 +230,7 @@ class Checker:
         sees no trigger in them, yet they may build one. Only a run with a matched file can have such a name."""
         if not parse or not unmatched:
             return
-        from mhalint.scan import read
+        from mhalint.run.scan import read
 
         given = {os.path.abspath(path): path for path in unmatched}
         matched = {os.path.abspath(path): raw for path, raw, _ in parse if path.endswith(".py")}
@@ -248,7 +248,7 @@ class Checker:
         done; in worker processes when it pays."""
         size = pool_size(jobs, len(files))
         if size >= 2 and len(files) >= _PARALLEL_FROM:
-            from mhalint.workers import can_fork  # only a run with enough files to spread loads multiprocessing
+            from mhalint.run.workers import can_fork  # only a run with enough files to spread loads multiprocessing
 
             if can_fork():
                 self._run_in_workers(files, size, checked)
@@ -258,7 +258,7 @@ class Checker:
 
     def _run_in_workers(self, files: list[tuple[str, bytes, os.stat_result | None]], jobs: int,
                         checked: Callable[[int, tuple[list[Finding], list[str], bool]], None]) -> None:
-        from mhalint.workers import Workers
+        from mhalint.run.workers import Workers
 
         deep_stack.stop()  # no thread of ours may be running when the workers are forked
         global _FORKED_CHECKER
@@ -294,7 +294,7 @@ class Checker:
         return findings, result.tracebacks, result.read_project
 
     def _check_notebook(self, raw: bytes, path: str, result: Result) -> list[Finding]:
-        from mhalint.notebook import Notebook, NotebookError  # only for notebooks: it loads the fixer
+        from mhalint.parse.notebook import Notebook, NotebookError  # only for notebooks: it loads the fixer
 
         try:
             notebook = Notebook.parse(raw)
@@ -305,8 +305,8 @@ class Checker:
     def check_source(self, source: bytes, path: str, result: Result | None = None, *,
                      cancel: threading.Event | None = None, reuse: Reparser | None = None) -> list[Finding]:
         """Findings for one file's bytes (noqa applied, sorted). A caller on another thread that sets `cancel`
-        stops the check within milliseconds: it raises `mhalint.budget.Cancelled`. `reuse` keeps the tree of one
-        document from version to version (mhalint.incremental), for a caller that checks it again after each
+        stops the check within milliseconds: it raises `mhalint.run.budget.Cancelled`. `reuse` keeps the tree of one
+        document from version to version (mhalint.parse.incremental), for a caller that checks it again after each
         edit."""
         if not self.prefilter.matches(source):
             return []
@@ -325,7 +325,7 @@ class Checker:
         try:
             return self._check_within(source, path, result, Limits(self.budget, cancel), findings, reuse)
         except BodyParseError:  # a function body of another file that libcst refuses: parse files whole from now
-            from mhalint.lazy_bodies import parse_whole_from_now
+            from mhalint.parse.lazy_bodies import parse_whole_from_now
 
             parse_whole_from_now()
             if self.project is not None:
@@ -350,7 +350,7 @@ class Checker:
                                                                              syntax):
             return []  # e.g. torch's 27,820-line OpInfo table, which passes sdpa to a wrapper: 0.8 GB with libcst
         with limits.excluded():  # loading libcst is the process's time, not this file's
-            from mhalint.positions import (  # imports libcst, which is needed from here on anyway
+            from mhalint.parse.positions import (  # imports libcst, which is needed from here on anyway
                 body_lines,
                 first_lines,
             )
@@ -417,7 +417,7 @@ def _dispatch_by_size(pool: Workers, items: list[tuple[str, bytes]], jobs: int, 
     idle. Memory: a worker holds the libcst tree of its file, about 25 KB a line, so two of the largest files at
     once set the peak. The largest files that make up 1/jobs of the bytes are heavy and go one at a time, beside
     the light ones, each lane in descending order; a second heavy file starts only when no light one is left."""
-    from mhalint.workers import WorkerLost
+    from mhalint.run.workers import WorkerLost
 
     order = sorted(range(len(items)), key=lambda index: -len(items[index][1]))
     share = sum(len(raw) for _, raw in items) / jobs
@@ -483,7 +483,7 @@ _RELEASE_ABOVE = 150 * 2**20  # with two workers, keeps a cold run's peak (PSS) 
 
 
 def _project_fingerprint(files: list[str]) -> str:
-    from mhalint.cache import project_fingerprint  # only a run with a cache loads it
+    from mhalint.run.cache import project_fingerprint  # only a run with a cache loads it
 
     return project_fingerprint(files)
 
@@ -502,7 +502,7 @@ def _malloc_trim():
 def _python_parse(text: str, path: str, limits: Limits) -> ast.Module | Finding:
     """CPython's own parser first: it words syntax errors well, and it refuses nesting that would overflow the
     native stack of libcst's parser (which would kill the whole run, not just this file). Its tree gives the
-    lines of the top-level statements (mhalint.positions). Raises TooComplex when its tree would pass the
+    lines of the top-level statements (mhalint.parse.positions). Raises TooComplex when its tree would pass the
     file's memory budget."""
     if "\0" in text:  # a binary file named .py; Python refuses it (a SyntaxError, a ValueError before 3.11.4)
         return _engine_finding(path, READ_ERROR, "not Python source: null bytes")

@@ -17,16 +17,18 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from mhalint import __version__, interrupts, schema
+from mhalint import __version__
+from mhalint.cli.output import Output, OutputError
+from mhalint.configuration import schema
 from mhalint.finding import Severity
 from mhalint.names import printable
-from mhalint.output import Output, OutputError
 from mhalint.probe.limits import ProbeLimits
+from mhalint.run import interrupts
 
 if TYPE_CHECKING:
     from typing import Sequence
 
-    from mhalint.engine import Checker, Result
+    from mhalint.run.engine import Checker, Result
 
 # Everything that imports libcst (the engine, the rules, the formats that need rule metadata) is imported inside the
 # commands, so that `mhalint --version` and `mhalint --help` start in a few milliseconds.
@@ -60,9 +62,9 @@ class _Group(click.Group):
             interrupt = interrupts.behind(error)
             if interrupt is not None:
                 _stop(ctx, interrupt)
-            from mhalint.config import ConfigError
+            from mhalint.configuration.config import ConfigError
+            from mhalint.configuration.selection import SelectionError
             from mhalint.rule import PluginError
-            from mhalint.selection import SelectionError
 
             if not isinstance(error, (UsageError, PluginError, SelectionError, ConfigError, OutputError)):
                 raise
@@ -107,7 +109,7 @@ def console() -> None:
 
 def _leave(code: int) -> NoReturn:
     """Exit with `code` now, the standard streams flushed, without the interpreter's finalization (every `finally`
-    of the command has run): an interrupt can leave the check thread (mhalint.deep_stack) inside libcst's native
+    of the command has run): an interrupt can leave the check thread (mhalint.run.deep_stack) inside libcst's native
     parser, and a daemon thread that wakes during finalization is ended with pthread_exit, which cannot unwind the
     parser's Rust frames, so glibc aborted the process (SIGABRT, issue 34)."""
     for stream in (sys.stdout, sys.stderr):
@@ -134,8 +136,8 @@ def main() -> None:
 
 
 class _Number(click.ParamType):
-    """A number the command line takes, refused outside its range in mhalint.schema, as the configuration file
-    and the server's options refuse it."""
+    """A number the command line takes, refused outside its range in mhalint.configuration.schema, as the configuration
+    file and the server's options refuse it."""
 
     def __init__(self, key: str):
         self.number = schema.NUMBERS[key]
@@ -149,7 +151,7 @@ class _Number(click.ParamType):
 
 
 def _number_option(name: str, key: str, default: object, metavar: str | None = None):
-    """An option for the setting `key` of mhalint.schema (None when not given), its help the schema's."""
+    """An option for the setting `key` of mhalint.configuration.schema (None when not given), its help the schema's."""
     number = schema.NUMBERS[key]
     return click.option(name, type=_Number(key), default=None, metavar=metavar or number.unit.upper(),
                         help=f"{number.doc[0].upper()}{number.doc[1:]}: {number.range} [default: {default}].")
@@ -247,13 +249,14 @@ def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_sele
           show_traceback: bool, output_file: Path | None, statistics: bool, show_fixes: bool,
           exit_non_zero_on_fix: bool, add_noqa: bool, quiet: bool, silent: bool, verbose: bool) -> None:
     """Check PATHS (files or directories; default: the current directory; - reads standard input)."""
-    from mhalint import noqa, summary
-    from mhalint.engine import ENGINE_CODES, INTERNAL_ERROR, Checker
+    from mhalint.cli import summary
+    from mhalint.configuration.settings import resolve as resolve_settings
     from mhalint.fixes import project_roots
     from mhalint.report import RenderOptions
     from mhalint.report.printer import HUMAN, Printer
     from mhalint.rule import load_rules
-    from mhalint.settings import resolve as resolve_settings
+    from mhalint.run import noqa
+    from mhalint.run.engine import ENGINE_CODES, INTERNAL_ERROR, Checker
 
     if stdin_filename and not paths:
         paths = (STDIN,)  # as ruff: a name for standard input and nothing else to check
@@ -380,7 +383,7 @@ def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_sele
 def _progress(output_format: str, quiet: bool):
     """A progress line on standard error for a long run: on a terminal only, for the formats people read, and
     not with --quiet or --silent; None otherwise."""
-    from mhalint.progress import Progress
+    from mhalint.cli.progress import Progress
     from mhalint.report.printer import HUMAN
 
     if quiet or output_format not in HUMAN or not sys.stderr.isatty() or os.environ.get("TERM") == "dumb":
@@ -391,8 +394,8 @@ def _progress(output_format: str, quiet: bool):
 def _show_files(paths, discovery: dict) -> None:
     """The files `check` would read, sorted, one per line (as ruff's --show-files); paths that cannot be checked
     go to stderr."""
-    from mhalint.discovery import discover
-    from mhalint.engine import SOURCES
+    from mhalint.configuration.discovery import discover
+    from mhalint.run.engine import SOURCES
 
     found = discover(paths, extensions=SOURCES, **discovery)
     for path in found.files:
@@ -404,11 +407,11 @@ def _show_files(paths, discovery: dict) -> None:
 def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: bool, unsafe: bool) -> Result:
     """Lint standard input, the result reported like a file's; with --fix print the fixed source (findings go to
     stderr), as ruff does."""
-    from mhalint import summary
-    from mhalint.engine import Result
+    from mhalint.cli import summary
     from mhalint.fixes import FixError, fix_source, unified_diff
+    from mhalint.parse.source import decode
     from mhalint.report import concise
-    from mhalint.source import decode
+    from mhalint.run.engine import Result
 
     raw = sys.stdin.buffer.read()  # bytes: the file's own encoding decides, as for a file on disk
     found = checker.check_source(raw, filename)
@@ -436,9 +439,10 @@ def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: boo
 @main.command()
 def clean() -> None:
     """Remove the findings cache (.mhalint_cache in the project, or MHALINT_CACHE_DIR)."""
-    from mhalint import config, summary
-    from mhalint.cache import cache_dir
-    from mhalint.cache import clean as clean_cache
+    from mhalint.cli import summary
+    from mhalint.configuration import config
+    from mhalint.run.cache import cache_dir
+    from mhalint.run.cache import clean as clean_cache
 
     found = config.find(Path.cwd())
     directory, follow = cache_dir(found.parent if found else Path.cwd())
@@ -456,7 +460,7 @@ def probe_command(source, output_format: str, explain: bool, color: str, probe_t
                   probe_total_timeout: float, probe_memory: int) -> None:
     """Run the probe on findings saved with `check --output-format json`, `json-lines` or `sarif` (SOURCE: a file,
     or - for stdin)."""
-    from mhalint import summary
+    from mhalint.cli import summary
     from mhalint.report import RenderOptions
     from mhalint.report.load import load
     from mhalint.report.printer import HUMAN, Printer
@@ -491,9 +495,9 @@ def _fix_files(checker: Checker, findings, shown, *, unsafe: bool, write: bool, 
     """Fix (or, when not writing, print the diff of) every file with an applicable fix, a notebook's cells too, in
     files whose real path is `within` the project. A file that cannot be fixed gets a one-line message, and the
     others are still fixed."""
-    from mhalint import notebook
     from mhalint.fixes import FixError, SourceFile, applicable, fix_source
-    from mhalint.lazy import cst
+    from mhalint.parse import notebook
+    from mhalint.parse.lazy import cst
 
     outcome = _FixOutcome()
     for path in sorted({f.path for f in findings if applicable(f, unsafe)}):
@@ -522,7 +526,7 @@ def _fix_files(checker: Checker, findings, shown, *, unsafe: bool, write: bool, 
 
 def _cache(settings):
     """The run's cache; only a run that keeps one loads its module (hashlib)."""
-    from mhalint.cache import Cache, cache_dir
+    from mhalint.run.cache import Cache, cache_dir
 
     directory, follow = cache_dir(settings.config.root)
     return Cache(directory, settings.selection.rules, follow=follow)
@@ -560,7 +564,7 @@ def rule(code: str | None, show_all: bool, output_format: str) -> None:
     --all."""
     import json
 
-    from mhalint import ruledocs
+    from mhalint.cli import ruledocs
     from mhalint.rule import load_rules
 
     rules = load_rules()

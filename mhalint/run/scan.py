@@ -12,13 +12,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple
 
-from mhalint import deep_stack
-from mhalint.schema import pool_size
-from mhalint.source import regular_only
+from mhalint.configuration.schema import pool_size
+from mhalint.parse.source import regular_only
+from mhalint.run import deep_stack
 
 if TYPE_CHECKING:
     from mhalint.analysis.project import Project
-    from mhalint.prefilter import Prefilter
+    from mhalint.run.prefilter import Prefilter
 
 IN_WORKERS_FROM = 400  # files to read: below this, forking costs more than it saves
 _CHUNK = 64  # files a worker reads per task: few enough messages, small enough for the cores to finish together
@@ -39,7 +39,7 @@ def scan(paths: list[str], prefilter: Prefilter, project: Project, digest: Calla
     them for every file, as they cannot know what the others found. `jobs`: as in Checker.check_paths."""
     size = pool_size(jobs, -(-len(paths) // _CHUNK))
     if size >= 2 and len(paths) >= IN_WORKERS_FROM:
-        from mhalint.workers import can_fork
+        from mhalint.run.workers import can_fork
 
         if can_fork():
             yield from _in_workers(paths, prefilter, project, digest, size)
@@ -80,7 +80,7 @@ _JOB: tuple | None = None  # (prefilter, project, digest): inherited by the fork
 
 def _in_workers(paths: list[str], prefilter: Prefilter, project: Project, digest: Callable[[bytes], str] | None,
                 jobs: int) -> Iterator[tuple[str, Scanned | str]]:
-    from mhalint.workers import WorkerLost, Workers
+    from mhalint.run.workers import WorkerLost, Workers
 
     global _JOB
     chunks = [paths[start:start + _CHUNK] for start in range(0, len(paths), _CHUNK)]

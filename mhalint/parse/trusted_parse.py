@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 
-from mhalint.lazy import cst
+from mhalint.parse.lazy import cst
 
 
 @contextlib.contextmanager
@@ -33,7 +33,7 @@ def unvalidated_nodes():
 
 
 class BodyParseError(BaseException):
-    """libcst refused a function body parsed on its own (mhalint.lazy_bodies), after the rest of the file: the
+    """libcst refused a function body parsed on its own (mhalint.parse.lazy_bodies), after the rest of the file: the
     check must start again with whole parses, where the file's parse fails as it would have at first. A
     BaseException, so that the containment of a rule's errors (MHA902) does not take it for a bug of the rule."""
 

@@ -21,13 +21,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-from mhalint import schema
+from mhalint.configuration import schema
 from mhalint.finding import Severity
 from mhalint.names import printable
-from mhalint.source import regular_only
+from mhalint.parse.source import regular_only
 
 _LISTS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
-_PROBE_KEYS = ("timeout", "total-timeout", "memory")  # numbers, each `probe.KEY` in mhalint.schema
+_PROBE_KEYS = ("timeout", "total-timeout", "memory")  # numbers, each `probe.KEY` in mhalint.configuration.schema
 _FILE_LIMITS = ("file-time-limit", "file-memory-limit")  # seconds, MB: past them a file is MHA903
 KNOWN_KEYS = (*_LISTS, "per-file-ignores", "respect-gitignore", "force-exclude", "min-severity", *_FILE_LIMITS,
               "probe")
@@ -55,7 +55,7 @@ class Config:
     force_exclude: bool = False
     min_severity: str = "warning"
     probe: dict[str, float] = field(default_factory=dict)
-    file_time_limit: float | None = None  # None: the default (mhalint.budget.FileBudget)
+    file_time_limit: float | None = None  # None: the default (mhalint.run.budget.FileBudget)
     file_memory_limit: int | None = None
 
     @property
@@ -153,8 +153,8 @@ def _probe(path: Path, table) -> dict[str, float]:
 
 
 def _number(path: Path, key: str, value) -> float:
-    """`value` when it is within the range mhalint.schema gives `key` (TOML has nan, inf and integers of any
-    size), else a ConfigError that says the range."""
+    """`value` when it is within the range mhalint.configuration.schema gives `key` (TOML has nan, inf and integers of
+    any size), else a ConfigError that says the range."""
     try:
         return schema.NUMBERS[key].check(value)
     except ValueError as error:

@@ -21,7 +21,7 @@ import bisect
 import re
 from typing import Iterable, Iterator
 
-from mhalint.source import has_wide_bom, line_starts
+from mhalint.parse.source import has_wide_bom, line_starts
 
 # Comments and string literals, in the order Python's tokenizer finds them: a quote inside a comment or a `#`
 # inside a string never starts anything. The loops are unrolled ("normal* (special normal*)*") to stay fast.

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from mhalint.source import not_regular, regular_only
+from mhalint.parse.source import not_regular, regular_only
 
 # ruff's default `exclude`, plus the two caches ruff's list lacks.
 DEFAULT_EXCLUDE = frozenset(

@@ -66,9 +66,9 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 import mhalint
-from mhalint import interrupts
-from mhalint.engine import ENGINE_CODES
 from mhalint.finding import Finding
+from mhalint.run import interrupts
+from mhalint.run.engine import ENGINE_CODES
 
 CACHE_DIR_NAME = ".mhalint_cache"
 FORMAT_NAME = "mhalint-findings-cache"

@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from mhalint.lazy import cst
-from mhalint.trusted_parse import BodyParseError, unvalidated_nodes
+from mhalint.parse.lazy import cst
+from mhalint.parse.trusted_parse import BodyParseError, unvalidated_nodes
 
 # A body shorter than this is parsed with the shell: parsing it alone costs more than it saves.
 _MIN_LINES = 4
@@ -102,7 +102,7 @@ class LazyFunctionDef(cst.FunctionDef):
     """A FunctionDef whose body is parsed on first read; then it becomes a plain FunctionDef again."""
 
     __slots__ = ()
-    body_pending = True  # what mhalint.walk looks for (it has no libcst type to compare with)
+    body_pending = True  # what mhalint.parse.walk looks for (it has no libcst type to compare with)
 
     @property
     def body(self) -> cst.BaseSuite:

@@ -22,7 +22,7 @@ def comments(source: str) -> dict[int, str]:
 def statement_lines_around(line: int, starts: list[int], last_line: int) -> tuple[int, int]:
     """The first and last line of the top-level statement around `line`, with the comment and blank lines after
     it (before the first statement: the lines up to it), from the sorted first lines of the module's top-level
-    statements (mhalint.positions.first_lines): a piece of the source that tokenizes on its own, as it does in
+    statements (mhalint.parse.positions.first_lines): a piece of the source that tokenizes on its own, as it does in
     the whole file."""
     index = bisect.bisect_right(starts, line) - 1
     first = starts[index] if index >= 0 else 1

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from mhalint.engine import ENGINE_CODES, ENGINE_EXPLANATIONS, Checker
 from mhalint.finding import SAFE, UNSAFE
 from mhalint.fixes import fix_source
-from mhalint.noqa import UNUSED_NOQA, UNUSED_NOQA_NAME
 from mhalint.rule import Rule, runtime_only
+from mhalint.run.engine import ENGINE_CODES, ENGINE_EXPLANATIONS, Checker
+from mhalint.run.noqa import UNUSED_NOQA, UNUSED_NOQA_NAME
 
 TABLE_START, TABLE_END = "<!-- rules-table:start -->", "<!-- rules-table:end -->"
 

@@ -22,10 +22,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Collection, Iterable, Sequence
 
-from mhalint.comments import statement_lines_around
 from mhalint.finding import SAFE, UNSAFE, Edit, Finding, Fix, Severity
 from mhalint.names import printable
-from mhalint.source import LINE_BREAK, line_starts
+from mhalint.parse.comments import statement_lines_around
+from mhalint.parse.source import LINE_BREAK, line_starts
 
 UNUSED_NOQA = "MHA904"
 UNUSED_NOQA_NAME = "unused-noqa"
@@ -108,7 +108,7 @@ def suppress(findings: Iterable[Finding], source: str, *, path: str, enabled: Co
              statement_lines: list[int] | None = None) -> list[Finding]:
     """The findings no directive suppresses, then (unless `enabled` is None) an MHA904 finding for each directive
     that suppresses nothing, judging only the codes in `enabled`: the rules that ran. `statement_lines`, the first
-    line of each top-level statement (mhalint.positions.first_lines), spares tokenizing the whole file: only the
+    line of each top-level statement (mhalint.parse.positions.first_lines), spares tokenizing the whole file: only the
     statements whose text mentions noqa are (a model file's `# noqa: F401` on an import is not its every class)."""
     findings = list(findings)
     if (enabled is None and not findings) or not _MENTION.search(source):

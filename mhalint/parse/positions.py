@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Sequence
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-from mhalint.source import line_starts
+from mhalint.parse.source import line_starts
 
 
 @dataclass(frozen=True)
