@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 PLUGIN = textwrap.dedent('''
     import libcst as cst
     from mhalint.rule import Invalid, Rule, Valid
@@ -127,7 +129,10 @@ def test_a_rule_written_against_mhalint_api_alone_loads_and_uses_the_analyses(tm
     assert completed.stdout.splitlines()[0] == "model.py:3:7: XYZ002 [info] a call of scaled_dot_product_attention"
 
 
-def test_importing_the_rule_api_loads_neither_libcst_nor_torch():
-    probe = "import sys, mhalint.api; print('libcst' in sys.modules, 'torch' in sys.modules)"
+@pytest.mark.parametrize("module", ["mhalint.api", "mhalint.lazy"])
+def test_importing_the_rule_api_loads_neither_libcst_nor_torch(module: str):
+    """`mhalint.lazy` is where rules written before `mhalint.api` take libcst from: it still gives the lazy module."""
+    probe = (f"import sys, {module} as m; print('libcst' in sys.modules, 'torch' in sys.modules); "
+             "print(m.cst.Call.__module__)")
     completed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert completed.stdout.split() == ["False", "False"]
+    assert completed.stdout.split() == ["False", "False", "libcst._nodes.expression"]
