@@ -144,7 +144,7 @@ def instrument(phases: Phases, parses: Parses) -> None:
     from mhalint.analysis import project
     from mhalint.parse import lazy_bodies, positions
     from mhalint.parse.lazy import cst
-    from mhalint.run import engine, noqa, scan
+    from mhalint.run import dispatch, engine, noqa, scan
     from mhalint.run.prefilter import Prefilter
 
     phases.wrap("discovery", engine, "discover")
@@ -167,7 +167,7 @@ def instrument(phases: Phases, parses: Parses) -> None:
     for name in ("_generate_statement", "_generate_module"):
         phases.wrap("positions", positions.Positions, name)
     phases.wrap("analysis", context.ModuleContext, "walk_indexed")  # the one walk, which indexes the tree
-    phases.wrap("analysis", engine._Dispatch, "run")  # the rules, and the analyses they ask
+    phases.wrap("analysis", dispatch.RuleDispatch, "run")  # the rules, and the analyses they ask
     phases.wrap("noqa", noqa, "suppress")
     gc.callbacks.append(phases.collections)
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from mhalint.configuration.discovery import discover
 from mhalint.rule import load_rules
-from mhalint.run.engine import INTERNAL_ERROR, PARSE_ERROR, READ_ERROR, SOURCES, Checker
+from mhalint.run.diagnostics import INTERNAL_ERROR, PARSE_ERROR, READ_ERROR
+from mhalint.run.engine import SOURCES, Checker
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 
 from mhalint.cli.main import main
 from mhalint.rule import load_rules
-from mhalint.run import engine, scan
+from mhalint.run import parallel, scan
 from mhalint.run.cache import FORMAT_VERSION, Cache, clean
 from mhalint.run.engine import Checker
 
@@ -173,7 +173,7 @@ def test_the_largest_files_are_checked_one_at_a_time_beside_the_others():
     import threading
     import time
 
-    from mhalint.run import engine
+    from mhalint.run import parallel
     sizes = [500, 200, 300, 150, 100, 50, 400, 100]
     items = [(f"f{index}.py", b"x" * size) for index, size in enumerate(sizes)]
     heavy = {"f0.py", "f6.py"}  # 500 + 400: half of the 1,800 bytes; the light files take as long
@@ -194,7 +194,7 @@ def test_the_largest_files_are_checked_one_at_a_time_beside_the_others():
 
     outcomes = {}
     with concurrent.futures.ThreadPoolExecutor(2) as threads:
-        engine._dispatch_by_size(_ThreadLanes(threads, fake_check), items, 2, outcomes.__setitem__)
+        parallel._dispatch_by_size(_ThreadLanes(threads, fake_check), items, 2, outcomes.__setitem__)
     assert {index: outcome[1] for index, outcome in outcomes.items()} == {i: [f"f{i}.py"] for i in range(8)}
     assert started[:2] == ["f0.py", "f2.py"]  # the largest heavy file beside the largest light one
     assert all(len(group & heavy) <= 1 for group in overlaps)
@@ -239,14 +239,14 @@ def test_a_worker_that_dies_is_an_internal_error_on_its_file_and_the_run_goes_on
     rules = list(load_rules().values())
     expected = Checker(rules).check_paths([tree], jobs=1)
     victim = str(tree / "examples" / "mha003_is_causal_without_mask_bad.py")
-    real = engine._check_in_worker
+    real = parallel._check_in_worker
 
     def dies_on_the_victim(item):
         if item[0] == victim:
             os.kill(os.getpid(), signal.SIGKILL)
         return real(item)
 
-    monkeypatch.setattr(engine, "_check_in_worker", dies_on_the_victim)
+    monkeypatch.setattr(parallel, "_check_in_worker", dies_on_the_victim)
     result = Checker(rules).check_paths([tree], jobs=2)
     assert [f.code for f in result.findings if f.path == victim] == ["MHA902"]
     assert "killed by signal 9" in next(f.message for f in result.findings if f.path == victim)

@@ -77,9 +77,9 @@ def test_sequence_first_data_from_another_file_into_a_batch_first_layer_is_an_er
 def test_worker_processes_follow_a_class_into_another_file_as_one_process_does(tmp_path, monkeypatch):
     """The import index is built from the bytes the run read, before the workers fork; a run given a relative
     path, in workers, finds what a serial one finds."""
-    from mhalint.run import engine
+    from mhalint.run import parallel
     fillers = {f"other{i}.py": "import torch.nn as nn\nm = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-               for i in range(engine._PARALLEL_FROM)}  # enough files to parse for the pool to be used
+               for i in range(parallel.PARALLEL_FROM)}  # enough files to parse for the pool to be used
     write(tmp_path, {"pkg/__init__.py": "", "pkg/model.py": MODEL, **fillers,
                      "pkg/train.py": TRAIN.format(module=".model", op=".transpose(0, 1)")})
     monkeypatch.chdir(tmp_path)

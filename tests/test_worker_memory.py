@@ -8,25 +8,25 @@ import gc
 
 import pytest
 
-from mhalint.run import engine
+from mhalint.run import parallel
 
 
 @pytest.mark.parametrize(("resident", "collects"), [
-    (engine._RELEASE_ABOVE - 1, False),  # a worker that parsed only small files keeps its pages
-    (engine._RELEASE_ABOVE, True),  # one that parsed a large file gives them back
+    (parallel._RELEASE_ABOVE - 1, False),  # a worker that parsed only small files keeps its pages
+    (parallel._RELEASE_ABOVE, True),  # one that parsed a large file gives them back
     (None, True),  # where /proc does not say, after every file, as before the threshold
 ])
 def test_a_worker_releases_memory_only_past_the_threshold(monkeypatch: pytest.MonkeyPatch, resident: int | None,
                                                           collects: bool):
     collected = []
-    monkeypatch.setattr(engine, "resident_bytes", lambda: resident)
+    monkeypatch.setattr(parallel, "resident_bytes", lambda: resident)
     monkeypatch.setattr(gc, "collect", lambda *generation: collected.append(generation) or 0)
-    engine._release_memory()
+    parallel._release_memory()
     assert bool(collected) is collects
 
 
 def test_the_resident_size_is_read_where_proc_says():
-    resident = engine.resident_bytes()
+    resident = parallel.resident_bytes()
     if resident is None:
         pytest.skip("no /proc/self/statm here")
     assert 10 * 2**20 < resident < 64 * 2**30  # a Python process with mhalint imported, in bytes

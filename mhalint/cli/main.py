@@ -256,7 +256,8 @@ def check(paths: tuple[Path, ...], config_path: Path | None, select, extend_sele
     from mhalint.report.printer import HUMAN, Printer
     from mhalint.rule import load_rules
     from mhalint.run import noqa
-    from mhalint.run.engine import ENGINE_CODES, INTERNAL_ERROR, Checker
+    from mhalint.run.diagnostics import ENGINE_CODES, INTERNAL_ERROR
+    from mhalint.run.engine import Checker
 
     if stdin_filename and not paths:
         paths = (STDIN,)  # as ruff: a name for standard input and nothing else to check

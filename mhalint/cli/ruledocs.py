@@ -13,7 +13,8 @@ from typing import Mapping
 from mhalint.finding import SAFE, UNSAFE
 from mhalint.fixes import fix_source
 from mhalint.rule import Rule, runtime_only
-from mhalint.run.engine import ENGINE_CODES, ENGINE_EXPLANATIONS, Checker
+from mhalint.run.diagnostics import ENGINE_CODES, ENGINE_EXPLANATIONS
+from mhalint.run.engine import Checker
 from mhalint.run.noqa import UNUSED_NOQA, UNUSED_NOQA_NAME
 
 TABLE_START, TABLE_END = "<!-- rules-table:start -->", "<!-- rules-table:end -->"

@@ -15,7 +15,7 @@ from mhalint.finding import Finding, Severity
 from mhalint.probe.limits import ProbeLimits
 from mhalint.rule import Rule
 from mhalint.run.budget import FileBudget
-from mhalint.run.engine import ENGINE_CODES
+from mhalint.run.diagnostics import ENGINE_CODES
 from mhalint.run.noqa import UNUSED_NOQA
 
 

@@ -22,7 +22,7 @@ from urllib.parse import quote
 from mhalint import __version__
 from mhalint.finding import Edit, Finding, Severity
 from mhalint.report import RenderOptions
-from mhalint.run.engine import ENGINE_CODES
+from mhalint.run.diagnostics import ENGINE_CODES
 
 if TYPE_CHECKING:
     from mhalint.rule import Rule

@@ -68,7 +68,7 @@ from typing import Callable, Iterable
 import mhalint
 from mhalint.finding import Finding
 from mhalint.run import interrupts
-from mhalint.run.engine import ENGINE_CODES
+from mhalint.run.diagnostics import ENGINE_CODES
 
 CACHE_DIR_NAME = ".mhalint_cache"
 FORMAT_NAME = "mhalint-findings-cache"

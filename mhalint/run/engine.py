@@ -13,75 +13,37 @@ import gc
 import os
 import sys
 import threading
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from mhalint.analysis.project import Project, project_files
 from mhalint.configuration.discovery import discover
-from mhalint.configuration.schema import NUMBERS, pool_size
-from mhalint.context import ModuleContext, Scope
-from mhalint.finding import Finding, Severity
-from mhalint.names import printable
+from mhalint.configuration.schema import pool_size
+from mhalint.context import ModuleContext
+from mhalint.finding import Finding
 from mhalint.parse.lazy import cst
 from mhalint.parse.source import decode
 from mhalint.parse.trusted_parse import BodyParseError, unvalidated_nodes
 from mhalint.rule import Rule, runtime_only
 from mhalint.run import deep_stack, noqa
-from mhalint.run.budget import FileBudget, Limits, TooComplex, resident_bytes
+from mhalint.run.budget import FileBudget, Limits, TooComplex
+from mhalint.run.diagnostics import (
+    INTERNAL_ERROR,
+    PARSE_ERROR,
+    READ_ERROR,
+    TOO_COMPLEX,
+    engine_finding,
+    internal_error,
+)
+from mhalint.run.dispatch import RuleDispatch
+from mhalint.run.parallel import PARALLEL_FROM, run_in_workers
 from mhalint.run.prefilter import Prefilter
 from mhalint.run.scan import Scanned, scan
 
 if TYPE_CHECKING:
     from mhalint.parse.incremental import Reparser  # imports libcst, which a run without a trigger never loads
     from mhalint.run.cache import Cache
-    from mhalint.run.workers import WorkerLost, Workers
-
-# Diagnostics of the engine itself, reported like findings so a run never stops at one bad file.
-PARSE_ERROR = "MHA900"
-READ_ERROR = "MHA901"
-INTERNAL_ERROR = "MHA902"
-TOO_COMPLEX = "MHA903"
-ENGINE_CODES = {
-    PARSE_ERROR: "could not parse this file",
-    READ_ERROR: "could not read this file",
-    INTERNAL_ERROR: "a rule failed on this file (internal error)",
-    TOO_COMPLEX: "too large or too complex to analyse",
-    noqa.UNUSED_NOQA: "unused noqa directive",
-}
-# What `mhalint rule MHA900` prints for the engine's own codes: what happened, and what to do.
-ENGINE_EXPLANATIONS = {
-    PARSE_ERROR: ("The file is not valid Python for libcst (a syntax error, or syntax newer than libcst reads), so "
-                  "no rule could look at it. The report gives the line and the parser's message; the other files "
-                  "are still checked. Fix the syntax, or exclude the file (`--exclude`, `extend-exclude`), or "
-                  "hide the report with `--ignore MHA900`."),
-    READ_ERROR: ("The file could not be read: permission denied, a broken symlink, not a regular file (a FIFO, a "
-                 "socket or a device, which mhalint never opens), bytes that are not in its declared encoding, a "
-                 "UTF-16 or UTF-32 file or null bytes (which Python refuses as source too), or a notebook that is "
-                 "not valid JSON. The report gives the reason; the other files are still checked. `--ignore "
-                 "MHA901` hides such reports."),
-    INTERNAL_ERROR: ("A rule raised an exception on this file: a bug in mhalint or in a plugin rule, never in the "
-                     "checked code. That file's other findings are kept, the run goes on, and the exit status is "
-                     "2. `--show-traceback` prints the traceback; please report it with the file (or a reduced "
-                     "copy)."),
-    TOO_COMPLEX: (f"Checking this file would pass its time or memory budget: `file-time-limit` "
-                  f"({NUMBERS['file-time-limit'].range}; default {FileBudget.seconds:g}) or `file-memory-limit` "
-                  f"({NUMBERS['file-memory-limit'].range}; default {FileBudget.megabytes:,}) in the "
-                  "configuration. The report gives the reason: "
-                  "the syntax tree its size predicts (judged before parsing, from its tokens), the memory the "
-                  "analysis took, or the time it ran. The file's other findings are not reported, the other files "
-                  "are still checked, and the outcome is not cached. Such a file is usually generated or vendored "
-                  "code: exclude it (`extend-exclude`), or raise the limit."),
-    noqa.UNUSED_NOQA: ("A `# noqa: MHA001` comment on a line where no enabled rule reports MHA001: it suppresses "
-                       "nothing, so it would hide a later finding nobody has looked at (ruff's RUF100). Only codes "
-                       "of the rules that ran are judged; another linter's codes (`# noqa: E501`) are left alone. "
-                       "A bare `# noqa` that suppresses no mhalint finding is reported at info severity (shown with "
-                       "`--min-severity info`), since it often serves another linter. `--fix` removes the unused "
-                       "codes, or the directive (a bare one only with `--unsafe-fixes`); `--ignore MHA904` turns "
-                       "the check off."),
-}
-
 
 SOURCES = (".py", ".pyi", ".ipynb")
 
@@ -148,7 +110,7 @@ class Checker:
 
         unreadable: dict[str, list[Finding]] = {}
         for path, reason in found.errors:
-            unreadable.setdefault(str(path), []).append(_engine_finding(str(path), READ_ERROR, reason))
+            unreadable.setdefault(str(path), []).append(engine_finding(str(path), READ_ERROR, reason))
         in_order = _InPathOrder([*files, *unreadable], deliver)
         total = len(set(files).union(unreadable))
         finished = 0
@@ -177,7 +139,7 @@ class Checker:
         with contextlib.closing(scanning):  # an exception here (an interrupt) stops its workers at once
             for path, scanned in scanning:
                 if isinstance(scanned, str):
-                    done(path, [_engine_finding(path, READ_ERROR, scanned)])
+                    done(path, [engine_finding(path, READ_ERROR, scanned)])
                     continue
                 if scanned.imports is not None:  # a file is to be analysed, so the index will be asked for
                     project.learnt(path, scanned.imports, scanned.stat)
@@ -247,31 +209,14 @@ class Checker:
         """`checked(index, (findings, tracebacks of internal errors, read_project))` for each file as it is
         done; in worker processes when it pays."""
         size = pool_size(jobs, len(files))
-        if size >= 2 and len(files) >= _PARALLEL_FROM:
+        if size >= 2 and len(files) >= PARALLEL_FROM:
             from mhalint.run.workers import can_fork  # only a run with enough files to spread loads multiprocessing
 
             if can_fork():
-                self._run_in_workers(files, size, checked)
+                run_in_workers(self, files, size, checked)
                 return
         for index, (path, raw, _) in enumerate(files):
             checked(index, self._check_one(path, raw))
-
-    def _run_in_workers(self, files: list[tuple[str, bytes, os.stat_result | None]], jobs: int,
-                        checked: Callable[[int, tuple[list[Finding], list[str], bool]], None]) -> None:
-        from mhalint.run.workers import Workers
-
-        deep_stack.stop()  # no thread of ours may be running when the workers are forked
-        global _FORKED_CHECKER
-        _FORKED_CHECKER = self  # inherited by the forked workers, so rules need not be pickled
-        cst.Module  # load libcst here, once, so that the workers share its pages instead of each loading a copy
-        if self.project is not None:
-            self.project.prepare()
-        gc.freeze()  # and keep the collector from writing to (so copying) every shared object in each worker
-        try:
-            with Workers(_check_in_worker, jobs) as pool:
-                _dispatch_by_size(pool, [(path, raw) for path, raw, _ in files], jobs, checked)
-        finally:
-            gc.unfreeze()  # a long-lived caller (an editor, flake8) must get its garbage collected again
 
     def _instances(self, context: ModuleContext, findings: list[Finding], path: str, result: Result) -> list[Rule]:
         """One instance of each rule for this file; a rule that fails to set up is an internal error."""
@@ -280,7 +225,7 @@ class Checker:
             try:
                 instances.append(rule(context, findings.append))
             except Exception as error:  # contained like an error in a visitor
-                findings.append(_internal_error(path, 1, rule.code, error, result))
+                findings.append(internal_error(path, 1, rule.code, error, result))
         return instances
 
     def _check_one(self, path: str, raw: bytes) -> tuple[list[Finding], list[str], bool]:
@@ -299,7 +244,7 @@ class Checker:
         try:
             notebook = Notebook.parse(raw)
         except NotebookError as error:
-            return [_engine_finding(path, READ_ERROR, str(error))]
+            return [engine_finding(path, READ_ERROR, str(error))]
         return [notebook.locate(f) for f in self.check_source(notebook.source.encode(), path, result)]
 
     def check_source(self, source: bytes, path: str, result: Result | None = None, *,
@@ -334,7 +279,7 @@ class Checker:
             del result.tracebacks[tracebacks:]
             return self._check(source, path, result, cancel, reuse)
         except TooComplex as reason:
-            return [_engine_finding(path, TOO_COMPLEX, f"{reason}; exclude the file or raise the limit"),
+            return [engine_finding(path, TOO_COMPLEX, f"{reason}; exclude the file or raise the limit"),
                     *(finding for finding in findings if finding.code == INTERNAL_ERROR)]
 
     def _check_within(self, source: bytes, path: str, result: Result, limits: Limits,
@@ -342,7 +287,7 @@ class Checker:
         try:
             text, _ = decode(source)
         except (UnicodeDecodeError, LookupError, SyntaxError) as error:
-            return [_engine_finding(path, READ_ERROR, f"cannot decode the source: {error}")]
+            return [engine_finding(path, READ_ERROR, f"cannot decode the source: {error}")]
         syntax = _python_parse(text, path, limits)
         if isinstance(syntax, Finding):
             return [syntax]
@@ -367,27 +312,24 @@ class Checker:
                 limits.check()
                 context = ModuleContext(module, path, text, statement_lines, self.project, limits,
                                         reuse.generated if reuse is not None else None, bodies)
-                rules = _Dispatch(context, self._instances(context, findings, path, result), path, result, findings)
+                rules = RuleDispatch(context, self._instances(context, findings, path, result), path, result, findings)
                 rules.run(context.walk_indexed(rules.visited, rules.left))
                 result.read_project = context.read_project
                 context.release()
                 if self.project is not None and reuse is None:  # for the analyses of the files after it
                     self.project.checked(path, text, module, statement_lines, bodies)
         except cst.ParserSyntaxError:
-            return [_engine_finding(path, PARSE_ERROR, "Python accepts this file but libcst, the parser mhalint "
+            return [engine_finding(path, PARSE_ERROR, "Python accepts this file but libcst, the parser mhalint "
                                                        "uses, cannot parse it (syntax newer than the installed "
                                                        "libcst, or a mix of tabs and spaces libcst does not "
                                                        "support); upgrading libcst or re-indenting with spaces "
                                                        "lets mhalint check it")]
         except RecursionError:
-            return [_engine_finding(path, PARSE_ERROR, "the code is nested too deeply to analyse")]
+            return [engine_finding(path, PARSE_ERROR, "the code is nested too deeply to analyse")]
         kept = noqa.suppress(findings, text, path=path,
                              enabled={rule.code for rule in self.rules} if self.unused_noqa else None,
                              statement_lines=statement_lines)
         return sorted(kept, key=Finding.sort_key)
-
-
-_PARALLEL_FROM = 8  # files to parse: below this, starting processes costs more than it saves
 
 
 class _InPathOrder:
@@ -409,94 +351,10 @@ class _InPathOrder:
             self._deliver(path, self._done.pop(path))
 
 
-def _dispatch_by_size(pool: Workers, items: list[tuple[str, bytes]], jobs: int, checked) -> None:
-    """`checked(index, outcome)` for each item as its worker finishes it, one file per task, largest first in
-    two lanes.
-
-    Time: a 5,000-line file takes as long as fifty small ones; handed out last, it would leave the other workers
-    idle. Memory: a worker holds the libcst tree of its file, about 25 KB a line, so two of the largest files at
-    once set the peak. The largest files that make up 1/jobs of the bytes are heavy and go one at a time, beside
-    the light ones, each lane in descending order; a second heavy file starts only when no light one is left."""
-    from mhalint.run.workers import WorkerLost
-
-    order = sorted(range(len(items)), key=lambda index: -len(items[index][1]))
-    share = sum(len(raw) for _, raw in items) / jobs
-    heavy: list[int] = []
-    heavy_bytes = 0
-    for index in order:
-        if heavy_bytes >= share:
-            break
-        heavy.append(index)
-        heavy_bytes += len(items[index][1])
-    is_heavy = set(heavy)
-    light = [index for index in order if index not in is_heavy]
-    running: set[int] = set()
-    while heavy or light or running:
-        while len(running) < jobs and (heavy or light):
-            heavy_busy = not is_heavy.isdisjoint(running)
-            queue = heavy if heavy and (not heavy_busy or not light) else light
-            index = queue.pop(0)
-            pool.submit(index, items[index])
-            running.add(index)
-        for index, outcome in pool.finished():
-            running.remove(index)
-            if isinstance(outcome, WorkerLost):
-                outcome = _lost(items[index][0], outcome)
-            checked(index, outcome)
-
-
-def _lost(path: str, error: WorkerLost) -> tuple[list[Finding], list[str], bool]:
-    """The outcome of a file whose worker process died while checking it: an internal error, and the run goes on."""
-    finding = Finding(path, 1, 1, INTERNAL_ERROR, name="internal-error", severity=Severity.ERROR,
-                      message=f"internal error: {error} while checking this file; the other files are still "
-                              f"checked. Please report it with the file (or a reduced copy).")
-    return [finding], [f"{printable(path)}: {error}"], False
-
-
-_FORKED_CHECKER: Checker | None = None
-
-
-def _check_in_worker(item: tuple[str, bytes]) -> tuple[list[Finding], list[str], bool]:
-    try:
-        return _FORKED_CHECKER._check_one(*item)
-    finally:
-        _release_memory()
-
-
-def _release_memory() -> None:
-    """Hand the memory of the last file's trees back to the system once a worker holds more than
-    _RELEASE_ABOVE. Python's allocator and glibc's keep freed pages, so a worker that once parsed a 5,000-line
-    file (about 130 MB of libcst nodes) would hold them through every later file; collecting and trimming brings it
-    back to about 50 MB. Below the threshold the collection (a walk over every object, after each file) costs more
-    than the pages are worth. Where the resident size cannot be read, after every file; elsewhere than glibc, a
-    no-op."""
-    resident = resident_bytes()
-    if resident is not None and resident < _RELEASE_ABOVE:
-        return
-    gc.collect()
-    malloc_trim = _malloc_trim()
-    if malloc_trim is not None:
-        malloc_trim(0)
-
-
-_RELEASE_ABOVE = 150 * 2**20  # with two workers, keeps a cold run's peak (PSS) near 265 MB instead of 300 MB
-
-
 def _project_fingerprint(files: list[str]) -> str:
     from mhalint.run.cache import project_fingerprint  # only a run with a cache loads it
 
     return project_fingerprint(files)
-
-
-@functools.cache
-def _malloc_trim():
-    """glibc's malloc_trim, or None where there is none."""
-    import ctypes  # only a worker that has grown loads it
-
-    try:
-        return ctypes.CDLL("libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return None
 
 
 def _python_parse(text: str, path: str, limits: Limits) -> ast.Module | Finding:
@@ -505,15 +363,15 @@ def _python_parse(text: str, path: str, limits: Limits) -> ast.Module | Finding:
     lines of the top-level statements (mhalint.parse.positions). Raises TooComplex when its tree would pass the
     file's memory budget."""
     if "\0" in text:  # a binary file named .py; Python refuses it (a SyntaxError, a ValueError before 3.11.4)
-        return _engine_finding(path, READ_ERROR, "not Python source: null bytes")
+        return engine_finding(path, READ_ERROR, "not Python source: null bytes")
     limits.check_tree(text, "ast")
     try:
         return ast.parse(text, filename=path)
     except SyntaxError as error:
         message = f"syntax error: {error.msg}; fix the syntax so mhalint can check this file"
-        return _engine_finding(path, PARSE_ERROR, message, error.lineno or 1, error.offset or 1)
+        return engine_finding(path, PARSE_ERROR, message, error.lineno or 1, error.offset or 1)
     except (RecursionError, MemoryError):
-        return _engine_finding(path, PARSE_ERROR, "the code is nested deeper than Python's parser accepts")
+        return engine_finding(path, PARSE_ERROR, "the code is nested deeper than Python's parser accepts")
 
 
 @contextlib.contextmanager
@@ -544,78 +402,3 @@ def _recursion_limit(limit: int):
 _RECURSION_LIMIT = 20_000
 
 
-class _Dispatch:
-    """Hands the rules the nodes of one walk (ModuleContext.walk_indexed, which indexes the tree on the way):
-    each rule's visit_<Node> and leave_<Node> called in walk order, with the scope current.
-
-    A rule that raises is switched off for the rest of the file and reported as an internal error, so one bug in
-    one rule never stops the run.
-    """
-
-    def __init__(self, context: ModuleContext, rules: list[Rule], path: str, result: Result,
-                 failures: list[Finding]):
-        """A rule's failure (MHA902) goes to `failures`, at once: it is kept even if the walk is cut short."""
-        self.context = context
-        self.path = path
-        self.result = result
-        self.failures = failures
-        self.visitors: dict[str, list] = {}
-        self.leavers: dict[str, list] = {}
-        for rule in rules:
-            for attribute in dir(type(rule)):
-                if attribute.startswith("visit_"):
-                    self.visitors.setdefault(attribute[6:], []).append((rule, getattr(rule, attribute)))
-                elif attribute.startswith("leave_"):
-                    self.leavers.setdefault(attribute[6:], []).append((rule, getattr(rule, attribute)))
-        self.visited = _TypesNamed(self.visitors)  # the node types some rule has a handler for
-        self.left = _TypesNamed(self.leavers)
-        self.disabled: set[int] = set()
-
-    def run(self, events: list[tuple[bool, cst.CSTNode, Scope]]) -> None:
-        context, check = self.context, self.context.limits.check
-        for entering, node, scope in events:
-            check()
-            context.scope = scope
-            handlers = (self.visitors if entering else self.leavers)[type(node).__name__]
-            for rule, handler in handlers:
-                if id(rule) in self.disabled:
-                    continue
-                try:
-                    handler(node)
-                except Exception as error:  # contained, even a RecursionError: CPython already refused deep code
-                    self.disabled.add(id(rule))
-                    self.failures.append(_internal_error(self.path, _line_or_one(context, node), rule.code, error,
-                                                         self.result))
-
-
-class _TypesNamed(dict):
-    """node type -> whether its name is a key of `handlers`, filled as types are met (the walk asks per node)."""
-
-    def __init__(self, handlers: dict[str, list]):
-        super().__init__()
-        self.names = frozenset(handlers)
-
-    def __missing__(self, node_type: type) -> bool:
-        self[node_type] = named = node_type.__name__ in self.names
-        return named
-
-
-def _internal_error(path: str, line: int, code: str, error: Exception, result: Result) -> Finding:
-    """MHA902 for one rule on one file, with the traceback kept for --show-traceback."""
-    result.internal_errors += 1
-    result.tracebacks.append(f"{printable(path)}: {code}\n{traceback.format_exc()}")
-    return Finding(path, line, 1, INTERNAL_ERROR, name="internal-error", severity=Severity.ERROR,
-                   message=f"internal error in rule {code} ({type(error).__name__}: {error}); the rest of this "
-                           f"file was not checked by {code}. Run with --show-traceback and report it.")
-
-
-def _line_or_one(context: ModuleContext, node: cst.CSTNode) -> int:
-    try:
-        return context.line(node)
-    except Exception:  # positions themselves may be what failed
-        return 1
-
-
-def _engine_finding(path: str, code: str, reason: str, line: int = 1, column: int = 1) -> Finding:
-    return Finding(path, line, column, code, message=f"{ENGINE_CODES[code]}: {reason}",
-                   name=ENGINE_CODES[code], severity=Severity.ERROR)

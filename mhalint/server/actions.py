@@ -10,7 +10,7 @@ from lsprotocol import types
 
 from mhalint.finding import SAFE, Finding
 from mhalint.run import noqa
-from mhalint.run.engine import ENGINE_CODES, INTERNAL_ERROR
+from mhalint.run.diagnostics import ENGINE_CODES, INTERNAL_ERROR
 from mhalint.server.convert import replacement
 from mhalint.server.diagnostics import Placed
 from mhalint.server.session import Source

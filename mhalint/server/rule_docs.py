@@ -12,7 +12,7 @@ from typing import Mapping
 
 from mhalint import __version__
 from mhalint.cli import ruledocs
-from mhalint.run.engine import ENGINE_CODES
+from mhalint.run.diagnostics import ENGINE_CODES
 
 
 class RuleDocs:
