@@ -405,39 +405,13 @@ class ModuleContext:
         parents: dict[cst.CSTNode, cst.CSTNode] = {}
         calls: list[tuple[cst.Call, Scope]] = []
         assignments: list[tuple[cst.Assign | cst.AugAssign, Scope]] = []
-        events: list[tuple[bool, cst.CSTNode, Scope]] = []
-        path: list[cst.CSTNode] = []
-        scopes = [self.root]
-        scope_types, call_type, check = self.scope_types, cst.Call, self.limits.check
-        assignment_types = (cst.Assign, cst.AugAssign)
+        call_type = cst.Call
 
-        def enter(node: cst.CSTNode) -> bool:
-            check()  # the file's time and memory budget (mhalint.run.budget): cooperative, in this thread
-            if path:
-                parents[node] = path[-1]
-            path.append(node)
-            node_type = type(node)
-            if node_type in scope_types:
-                scope = self.scopes.get(node)
-                if scope is not None:
-                    scopes.append(scope)
-            elif node_type is call_type:
-                calls.append((node, scopes[-1]))
-            elif node_type in assignment_types:
-                assignments.append((node, scopes[-1]))
-            if visited[node_type]:
-                events.append((True, node, scopes[-1]))
-            return True
+        def indexed(node: cst.CSTNode, scope: Scope) -> None:
+            (calls if type(node) is call_type else assignments).append((node, scope))
 
-        def leave(node: cst.CSTNode) -> None:
-            path.pop()
-            node_type = type(node)
-            if left[node_type]:
-                events.append((False, node, scopes[-1]))
-            if node_type in scope_types and node in self.scopes and len(scopes) > 1:
-                scopes.pop()
-
-        walk(self.module, enter, leave)
+        events = scoped_walk(self.module, self.root, self.scopes, self.scope_types, self.limits.check, parents,
+                             indexed, walk, visited=visited, left=left)
         self.memo["parents"] = parents
         self._calls = calls
         self._assignments = assignments
@@ -506,6 +480,48 @@ class ModuleContext:
                 return scope
             scope = scope.parent
         return None
+
+
+def scoped_walk(root: cst.CSTNode, scope: Scope, scopes: Mapping[cst.CSTNode, Scope], scope_types: frozenset,
+                check: Callable[[], None], parents: dict[cst.CSTNode, cst.CSTNode],
+                indexed: Callable[[cst.CSTNode, Scope], None], walker: Callable, parent: cst.CSTNode | None = None,
+                visited: Mapping[type, bool] = _NONE,
+                left: Mapping[type, bool] = _NONE) -> list[tuple[bool, cst.CSTNode, Scope]]:
+    """Walk `root`, whose nodes lie in `scope` (under `parent`), with `walker` (mhalint.parse.walk's `walk` or
+    `walk_parsed`): each node's parent goes into `parents`, each call and assignment to `indexed` with the innermost
+    scope around it (`scopes` maps the nodes of `scope_types` that open one), and the events `walk_indexed` describes
+    are returned. The one indexing walk of a module, whole or parsed a body at a time (mhalint.parse.pending_scopes)."""
+    events: list[tuple[bool, cst.CSTNode, Scope]] = []
+    path: list[cst.CSTNode] = [parent] if parent is not None else []
+    stack = [scope]
+    call_type, assignment_types = cst.Call, (cst.Assign, cst.AugAssign)
+
+    def enter(node: cst.CSTNode) -> bool:
+        check()  # the file's time and memory budget (mhalint.run.budget): cooperative, in this thread
+        if path:
+            parents[node] = path[-1]
+        path.append(node)
+        node_type = type(node)
+        if node_type in scope_types:
+            inner = scopes.get(node)
+            if inner is not None:
+                stack.append(inner)
+        elif node_type is call_type or node_type in assignment_types:
+            indexed(node, stack[-1])
+        if visited[node_type]:
+            events.append((True, node, stack[-1]))
+        return True
+
+    def leave(node: cst.CSTNode) -> None:
+        path.pop()
+        node_type = type(node)
+        if left[node_type]:
+            events.append((False, node, stack[-1]))
+        if node_type in scope_types and node in scopes and len(stack) > 1:
+            stack.pop()
+
+    walker(root, enter, leave)
+    return events
 
 
 def called_word(call: cst.Call) -> str | None:

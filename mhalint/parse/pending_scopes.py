@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING, Callable
 
-from mhalint.context import called_word
+from mhalint.context import called_word, scoped_walk
 from mhalint.parse.lazy import cst
 from mhalint.parse.lazy_bodies import LazyFunctionDef
 from mhalint.parse.walk import walk, walk_parsed
@@ -142,33 +142,18 @@ class PartialIndex:
                walker: Callable) -> None:
         """Index `root`'s nodes, which lie in `scope` under `parent`: in walk order (`place` None), or at the
         place of a body parsed later."""
-        stack, path, sequence = [scope], [parent] if parent is not None else [], 0
+        sequence = 0
 
-        def enter(node: cst.CSTNode) -> bool:
+        def indexed(node: cst.CSTNode, inner: Scope) -> None:
             nonlocal sequence
-            self.check()
-            if path:
-                self.parents[node] = path[-1]
-            path.append(node)
-            kind = type(node)
-            inner = self.scopes.get(node) if kind in SCOPE_TYPES else None
-            if inner is not None:
-                stack.append(inner)
-            elif kind is cst.Call or kind in _ASSIGNMENTS:
-                if place is None:
-                    key, self._count = (self._count, 0), self._count + 1
-                else:
-                    sequence += 1
-                    key = (place, sequence)
-                self._add(node, stack[-1], key)
-            return True
+            if place is None:
+                key, self._count = (self._count, 0), self._count + 1
+            else:
+                sequence += 1
+                key = (place, sequence)
+            self._add(node, inner, key)
 
-        def leave(node: cst.CSTNode) -> None:
-            path.pop()
-            if type(node) in SCOPE_TYPES and node in self.scopes and len(stack) > 1:
-                stack.pop()
-
-        walker(root, enter, leave)
+        scoped_walk(root, scope, self.scopes, SCOPE_TYPES, self.check, self.parents, indexed, walker, parent)
 
     def _add(self, node: cst.CSTNode, scope: Scope, key: tuple[int, int]) -> None:
         if type(node) in _ASSIGNMENTS:
