@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from mhalint.finding import SAFE, UNSAFE
+from mhalint.finding import SAFE, UNSAFE, Finding
 from mhalint.fixes import fix_source
 from mhalint.rule import Rule, runtime_only
 from mhalint.run.diagnostics import ENGINE_CODES, ENGINE_EXPLANATIONS
@@ -75,15 +75,21 @@ def page(rule: type[Rule]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def _flagged(rule: type[Rule], code: str) -> str:
-    def lint(source: str):
+def example_outcome(rule: type[Rule], code: str) -> tuple[list[Finding], str | None]:
+    """What the rule alone reports on an example, and the source `--fix --unsafe-fixes` makes of it (None when it
+    offers no fix): what a rule's page shows and what its `Invalid` examples pin."""
+    def lint(source: str) -> list[Finding]:
         return Checker([rule]).check_source(source.encode(), "example.py")
 
-    found = lint(code)
+    fixed, count = fix_source(code, lint, unsafe=True)
+    return lint(code), fixed if count else None
+
+
+def _flagged(rule: type[Rule], code: str) -> str:
+    found, fixed = example_outcome(rule, code)
     reported = "".join(f"- line {f.line}: `{f.code} [{f.severity}]` {f.message}\n" for f in found)
     shown = f"Flagged:\n\n```python\n{code.strip(chr(10))}\n```\n\n{reported}"
-    fixed, count = fix_source(code, lint, unsafe=True)
-    if count:
+    if fixed is not None:
         safety = fix_availability(rule)
         shown += f"\nWith the fix ({safety}):\n\n```python\n{fixed.strip(chr(10))}\n```\n"
     return shown.rstrip("\n")
