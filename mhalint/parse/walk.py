@@ -69,7 +69,7 @@ def _parse_pending(node: cst.CSTNode) -> None:
     statements = node.body if kind is cst.Module or kind is cst.IndentedBlock else node.body.body \
         if kind is cst.ClassDef and type(node.body) is cst.IndentedBlock else (node,)
     for statement in statements:
-        if type(statement) is cst.ClassDef and type(node) is cst.Module:
+        if type(statement) is cst.ClassDef and kind is cst.Module:
             _parse_pending(statement)
         elif getattr(type(statement), "body_pending", False):
             statement.body  # noqa: B018 -- reading it parses it

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 PARALLEL_FROM = 8  # files to parse: below this, starting processes costs more than it saves
 
 
-
 def run_in_workers(checker: Checker, files: list[tuple[str, bytes, os.stat_result | None]], jobs: int,
                    checked: Callable[[int, tuple[list[Finding], list[str], bool]], None]) -> None:
     """`checked(index, outcome)` for each file, checked by `checker` in `jobs` forked worker processes."""
