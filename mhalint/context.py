@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, TypeVar
 from mhalint import torchapi
 from mhalint.parse.comments import comments, statement_lines_around
 from mhalint.parse.lazy import cst
+from mhalint.parse.literals import literal
 from mhalint.parse.source import line_starts
 from mhalint.parse.walk import walk
 from mhalint.run.budget import Limits
@@ -630,7 +631,7 @@ class _ScopeBuilder:
                 and isinstance(func.value, cst.Name) and func.value.value == scope.self_name
                 and len(call.args) >= 2 and isinstance(call.args[0].value, cst.SimpleString)):
             klass = scope.enclosing_class
-            name = call.args[0].value.evaluated_value
+            name = literal(call.args[0].value)
             if klass is not None and isinstance(name, str):
                 klass.attributes.setdefault(name, []).append(Binding(name, call.args[1].value, scope, call))
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from mhalint.context import ModuleContext, Scope
 from mhalint.parse.lazy import cst
+from mhalint.parse.literals import literal
 
 VALUE, TRUTH, CLASS = "value", "truth", "class"
 _LITERAL_NAMES = {"True": True, "False": False, "None": None}
@@ -186,7 +187,7 @@ _UNKNOWN = object()
 def _constant(expr: cst.BaseExpression):
     """A literal's value (a string, a number, True/False/None), else _UNKNOWN."""
     if isinstance(expr, cst.SimpleString | cst.Integer | cst.Float):
-        return expr.evaluated_value
+        return literal(expr)
     if isinstance(expr, cst.Name) and expr.value in _LITERAL_NAMES:
         return _LITERAL_NAMES[expr.value]
     return _UNKNOWN

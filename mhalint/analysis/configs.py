@@ -21,6 +21,7 @@ from mhalint.analysis.options import option_values
 from mhalint.analysis.sites import constructions, place, project_callers
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.parse.lazy import cst
+from mhalint.parse.literals import literal
 
 _MAX_DEPTH = 8
 _DATACLASS = {"dataclasses.dataclass", "attr.s", "attr.attrs", "attr.define", "attr.frozen", "attr.mutable",
@@ -82,8 +83,8 @@ def string_key(expr: cst.BaseExpression) -> str | None:
     """`"x"` for `cfg["x"]`; None for any other expression."""
     if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
         key = expr.slice[0].slice.value
-        if isinstance(key, cst.SimpleString) and isinstance(key.evaluated_value, str):
-            return key.evaluated_value
+        if isinstance(key, cst.SimpleString) and isinstance(literal(key), str):
+            return literal(key)
     return None
 
 
@@ -103,8 +104,8 @@ def _access(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope):
             base, key, default = func.value, args[0].value, args[1].value if len(args) == 2 else cst.Name("None")
         else:
             return None, "", None
-        if isinstance(key, cst.SimpleString) and isinstance(key.evaluated_value, str):
-            return base, key.evaluated_value, default
+        if isinstance(key, cst.SimpleString) and isinstance(literal(key), str):
+            return base, literal(key), default
     return None, "", None
 
 
@@ -240,9 +241,9 @@ def _annotated(ctx: ModuleContext, param: cst.Param | None) -> tuple[ModuleConte
     if isinstance(annotation, cst.Subscript) and len(annotation.slice) == 1 and isinstance(
             annotation.slice[0].slice, cst.Index):
         annotation = annotation.slice[0].slice.value  # Optional[X]
-    if isinstance(annotation, cst.SimpleString) and isinstance(annotation.evaluated_value, str) \
-            and annotation.evaluated_value.isidentifier():
-        annotation = cst.Name(annotation.evaluated_value)
+    if isinstance(annotation, cst.SimpleString) and isinstance(literal(annotation), str) \
+            and literal(annotation).isidentifier():
+        annotation = cst.Name(literal(annotation))
     if not isinstance(annotation, cst.Name):
         return None
     return project_class(ctx, annotation.value)
@@ -413,7 +414,7 @@ def _entries(obj: Obj) -> list[tuple[str, cst.BaseExpression, cst.CSTNode]] | No
     for element in obj.mapping.elements:
         if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
             return None
-        entries.append((element.key.evaluated_value, element.value, element.key))
+        entries.append((literal(element.key), element.value, element.key))
     return entries
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.parse.lazy import cst
+from mhalint.parse.literals import literal
 
 # Calls whose result holds what their one argument holds (an iterable of elements, or the container itself).
 HOLDERS = frozenset({"torch.nn.ModuleList", "torch.nn.ModuleDict", "torch.nn.ParameterList", "copy.deepcopy",
@@ -49,8 +50,8 @@ def called_name(ctx: ModuleContext, func: cst.BaseExpression, scope: Scope) -> s
 
 def key_of(expr: cst.BaseExpression) -> str | int | None:
     """A literal key: `"x"`, `0`, `-1`."""
-    if isinstance(expr, cst.SimpleString) and isinstance(expr.evaluated_value, str):
-        return expr.evaluated_value
+    if isinstance(expr, cst.SimpleString) and isinstance(literal(expr), str):
+        return literal(expr)
     if isinstance(expr, cst.Integer):
         return int(expr.value)
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus) \

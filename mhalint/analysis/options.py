@@ -11,6 +11,7 @@ from mhalint.analysis import values as _values
 from mhalint.analysis.sites import place
 from mhalint.context import ModuleContext
 from mhalint.parse.lazy import cst
+from mhalint.parse.literals import literal
 
 _FLAGS = {"store_true": (False, True), "store_false": (True, False)}
 
@@ -25,17 +26,17 @@ def option_values(ctx: ModuleContext, name: str, depth: int) -> list | None:
     line = place(ctx, call)
     keywords = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
     action = keywords.get("action")
-    if isinstance(action, cst.SimpleString) and action.evaluated_value in _FLAGS:
-        without, given = _FLAGS[action.evaluated_value]
+    if isinstance(action, cst.SimpleString) and literal(action) in _FLAGS:
+        without, given = _FLAGS[literal(action)]
         if "default" in keywords or _set_default(ctx, name) is not None:  # `default=True` beside store_true
             default = _values.resolve(ctx, _set_default(ctx, name) or keywords["default"], ctx.root, depth + 1)
             if default is None:
                 return None
             without = default.value
             if without == given and type(without) is type(given):
-                return [_values.Reach(_values.Value(given, (f"`{written}` is {action.evaluated_value} with "
+                return [_values.Reach(_values.Value(given, (f"`{written}` is {literal(action)} with "
                                                             f"default {given!r} ({line}): {given} in every run",)))]
-        return [_values.Reach(_values.Value(value, (f"`{written}` is {action.evaluated_value} ({line}): "
+        return [_values.Reach(_values.Value(value, (f"`{written}` is {literal(action)} ({line}): "
                                                     f"{value} {when}",)), line, f"a run {when}")
                 for value, when in ((without, f"without {written}"), (given, f"with {written}"))]
     default = _set_default(ctx, name) or keywords.get("default")
@@ -55,12 +56,12 @@ def _options(ctx: ModuleContext) -> dict[str, list[tuple[cst.Call, str]]]:
     if memo is None:
         memo = ctx.memo["options"] = {}
         for call, _ in ctx.calls_named("add_argument"):
-            strings = [arg.value.evaluated_value for arg in call.args if arg.keyword is None
-                       and isinstance(arg.value, cst.SimpleString) and isinstance(arg.value.evaluated_value, str)]
+            strings = [literal(arg.value) for arg in call.args if arg.keyword is None
+                       and isinstance(arg.value, cst.SimpleString) and isinstance(literal(arg.value), str)]
             dest = next((arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == "dest"),
                         None)
-            if isinstance(dest, cst.SimpleString) and isinstance(dest.evaluated_value, str):
-                name = dest.evaluated_value
+            if isinstance(dest, cst.SimpleString) and isinstance(literal(dest), str):
+                name = literal(dest)
             else:
                 longs = [s for s in strings if s.startswith("--")]
                 chosen = longs[0] if longs else strings[0] if strings else ""

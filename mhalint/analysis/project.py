@@ -690,9 +690,10 @@ def _exported(ctx, name: str) -> bool:
         return not name.startswith("_") and name in ctx.root.bindings
     value = listed[-1].value
     from mhalint.parse.lazy import cst
+    from mhalint.parse.literals import literal
 
     return isinstance(value, cst.List | cst.Tuple) and any(
-        isinstance(element.value, cst.SimpleString) and element.value.evaluated_value == name
+        isinstance(element.value, cst.SimpleString) and literal(element.value) == name
         for element in value.elements)
 
 

@@ -43,6 +43,7 @@ from mhalint.analysis.vocabulary import (
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.finding import shorten
 from mhalint.parse.lazy import cst
+from mhalint.parse.literals import literal
 
 _MAX_DEPTH = 14  # operations and calls followed; a name's binding and an argument bound to a parameter are free
 
@@ -1158,7 +1159,7 @@ class ShapeReader:
         tensor it is given (`side` 0)."""
         if len(call.args) < 2 or not isinstance(call.args[1].value, cst.SimpleString):
             return None
-        pattern = call.args[1].value.evaluated_value
+        pattern = literal(call.args[1].value)
         if not isinstance(pattern, str) or "->" not in pattern:
             return None
         source, result = pattern.split("->", 1)
@@ -1206,7 +1207,7 @@ class ShapeReader:
         spec = call.args[0].value
         if not isinstance(spec, cst.SimpleString) or any(a.keyword or a.star for a in call.args):
             return None
-        text = spec.evaluated_value.replace(" ", "") if isinstance(spec.evaluated_value, str) else ""
+        text = literal(spec).replace(" ", "") if isinstance(literal(spec), str) else ""
         inputs, arrow, output = text.partition("->")
         operands = inputs.split(",")
         if not arrow or "." in text or len(operands) != len(call.args) - 1:

@@ -19,6 +19,7 @@ from mhalint.analysis.sites import each_project_caller, place, project_callers
 from mhalint.analysis.tuples import unpacked
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.parse.lazy import cst
+from mhalint.parse.literals import literal
 
 _MAX_DEPTH = 12
 
@@ -68,9 +69,9 @@ def resolve(ctx: ModuleContext, expr: cst.BaseExpression | None, scope: Scope, d
         return None
     ctx.limits.check()
     if isinstance(expr, cst.Integer | cst.Float):
-        return Value(expr.evaluated_value)
+        return Value(literal(expr))
     if isinstance(expr, cst.SimpleString):
-        return Value(expr.evaluated_value)
+        return Value(literal(expr))
     if isinstance(expr, cst.Name):
         if expr.value in _CONSTANT_NAMES and not ctx.bindings(expr.value, scope):
             return Value(_CONSTANT_NAMES[expr.value])

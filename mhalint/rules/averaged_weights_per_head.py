@@ -26,6 +26,7 @@ from mhalint.analysis.vocabulary import KEEPS_AXES
 from mhalint.context import Scope
 from mhalint.finding import HEADLINE_LIMIT, NOT_CONFIRMED, UNSAFE, Severity, shorten
 from mhalint.parse.lazy import cst
+from mhalint.parse.literals import literal
 from mhalint.rule import Invalid, Message, Rule, Valid
 
 # Fields: `api` (nn.MultiheadAttention or F.multi_head_attention_forward); `setting` (how average_attn_weights is
@@ -700,7 +701,7 @@ def _range_bound(ctx, iterable: cst.BaseExpression, scope: Scope) -> cst.BaseExp
     args = [a for a in iterable.args if not a.keyword and not a.star]
     if len(args) == 1:
         return args[0].value
-    if len(args) == 2 and isinstance(args[0].value, cst.Integer) and args[0].value.evaluated_value == 0:
+    if len(args) == 2 and isinstance(args[0].value, cst.Integer) and literal(args[0].value) == 0:
         return args[1].value
     return None
 
@@ -725,5 +726,5 @@ def _literal_index(node: cst.Subscript) -> int | None:
         return None
     inner = node.slice[0].slice
     if isinstance(inner, cst.Index) and isinstance(inner.value, cst.Integer):
-        return inner.value.evaluated_value
+        return literal(inner.value)
     return None

@@ -12,6 +12,7 @@ from mhalint.analysis.values import constructor_values, resolve
 from mhalint.context import Scope
 from mhalint.finding import NOT_CONFIRMED, SAFE, Severity
 from mhalint.parse.lazy import cst
+from mhalint.parse.literals import literal
 from mhalint.rule import Invalid, Message, Rule, Valid
 
 WEIGHTS_DISCARDED = Message(
@@ -331,7 +332,7 @@ def _is_index(node: cst.Subscript, index: int) -> bool:
         return False
     inner = node.slice[0].slice
     return (isinstance(inner, cst.Index) and isinstance(inner.value, cst.Integer)
-            and inner.value.evaluated_value == index)
+            and literal(inner.value) == index)
 
 
 def _forwarded(ctx, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
