@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from mhalint import torchapi
 from mhalint.analysis.calls import PROJECT_PREFIX, returned
+from mhalint.analysis.comparisons import MIRROR, conjuncts, is_boolean, names_compared
 from mhalint.analysis.values import resolve
 from mhalint.context import Scope
 from mhalint.finding import NOT_CONFIRMED, Severity
@@ -91,12 +92,6 @@ _NOT_LENGTH = re.compile(r"prefix|prompt|start|begin|offset|pos|window|chunk|blo
 _HEAD_SIZE_NAME = re.compile(r"^_?(d|e|dk|d_k|d_head|dim_head|head_dim|headdim|head_size|hd|d_qk|qk_dim|"
                              r"qk_head_dim|attention_head_size|dim_per_head|head_dim_qk|kv_channels|c)$", re.I)
 _SQRTS = {"math.sqrt", "torch.sqrt", "numpy.sqrt", "np.sqrt"}
-_MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "==": "==", "!=": "!="}
-_NEGATE = {"<": ">=", ">": "<=", "<=": ">", ">=": "<", "==": "!=", "!=": "=="}
-_OPS = {"LessThan": "<", "GreaterThan": ">", "LessThanEqual": "<=", "GreaterThanEqual": ">=", "Equal": "==",
-        "NotEqual": "!="}
-_BOOL_CALLS = {"torch.logical_and", "torch.logical_or", "torch.logical_not", "torch.logical_xor", "torch.eq",
-               "torch.ne", "torch.lt", "torch.le", "torch.gt", "torch.ge", "torch.isin"}
 
 
 @dataclass
@@ -442,10 +437,10 @@ class FlexModConvention(Rule):
         if body is None:
             return
         batch, q, kv = mod.params[0], mod.params[2], mod.params[3]
-        for leaf, op, negated, anchor in _conjuncts(self.context, body, mod.outer, False, _Locals(mod)):
+        for leaf, op, negated, anchor in conjuncts(self.context, body, mod.outer, read=_Locals(mod).read):
             if (id(anchor), "leaf") in self._done:
                 continue
-            side = _index_comparison(leaf, op, q, kv)
+            side = names_compared(leaf, op, q, kv)
             if side is not None:
                 self._causal(mod, leaf, side, negated, anchor)
                 continue
@@ -510,7 +505,7 @@ class FlexModConvention(Rule):
         body = self._body(mod)
         if body is None:
             return
-        if _is_bool(self.context, body, mod.outer, _Locals(mod)):
+        if is_boolean(self.context, body, mod.outer, _Locals(mod).read):
             self.report(body, BOOL_SCORE, severity=Severity.ERROR,
                         evidence=[where, f"line {line(body)}: it returns `{code(body)}`, a bool"],
                         arguments={"kind": "score_bool"}, fn=mod.name, expr=f"`{code(body)}`", score=score,
@@ -815,85 +810,10 @@ class _Locals:
         return expr
 
 
-def _conjuncts(ctx, expr, scope, negated: bool, local: _Locals, depth: int = 0):
-    """(comparison, effective operator read left to right, negated) for each comparison that must hold for the
-    mask_mod to keep a position: the expression itself, or a conjunct of `&` / `and` / torch.logical_and, with
-    `~` / `not` / torch.logical_not flipping (De Morgan through `|`). Anything else is not read. A link of a
-    chained comparison (`a <= b < c`) comes as a new node: the fourth item is the node to report at."""
-    expr = local.read(expr)
-    if depth > _MAX_DEPTH:
-        return
-    if isinstance(expr, cst.Comparison):
-        parts = [expr.left] + [c.comparator for c in expr.comparisons]
-        if len(expr.comparisons) == 1:
-            op = _OPS.get(type(expr.comparisons[0].operator).__name__)
-            if op is not None:
-                yield expr, (_NEGATE[op] if negated else op), negated, expr
-        elif not negated:  # a <= b < c: each link must hold
-            for left, link, right in zip(parts, expr.comparisons, parts[1:]):
-                op = _OPS.get(type(link.operator).__name__)
-                if op is not None:
-                    yield cst.Comparison(left, [link.with_changes(comparator=right)]), op, False, expr
-        return
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.BitInvert, cst.Not)):
-        yield from _conjuncts(ctx, expr.expression, scope, not negated, local, depth + 1)
-        return
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr)):
-        if isinstance(expr.operator, cst.BitAnd) == negated:
-            return  # a disjunction: either part may keep a position
-        yield from _conjuncts(ctx, expr.left, scope, negated, local, depth + 1)
-        yield from _conjuncts(ctx, expr.right, scope, negated, local, depth + 1)
-        return
-    if isinstance(expr, cst.BooleanOperation):
-        if isinstance(expr.operator, cst.And) == negated:
-            return
-        yield from _conjuncts(ctx, expr.left, scope, negated, local, depth + 1)
-        yield from _conjuncts(ctx, expr.right, scope, negated, local, depth + 1)
-        return
-    if isinstance(expr, cst.Call) and not any(a.keyword or a.star for a in expr.args):
-        name = ctx.qualified_name(expr.func, scope)
-        if name == "torch.logical_not" and len(expr.args) == 1:
-            yield from _conjuncts(ctx, expr.args[0].value, scope, not negated, local, depth + 1)
-        elif name == ("torch.logical_or" if negated else "torch.logical_and") and len(expr.args) == 2:
-            for arg in expr.args:
-                yield from _conjuncts(ctx, arg.value, scope, negated, local, depth + 1)
-
-
-def _terms(expr, sign: int, out: list) -> bool:
-    """Split a sum into signed terms; False when it is not a sum of plain terms."""
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)):
-        return _terms(expr.left, sign, out) and _terms(
-            expr.right, sign if isinstance(expr.operator, cst.Add) else -sign, out)
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
-        return _terms(expr.expression, -sign, out)
-    out.append((sign, expr))
-    return True
-
-
-def _index_comparison(leaf: cst.Comparison, op: str, q: str, kv: str) -> str | None:
-    """The operator of `q OP kv` when the comparison is exactly that (also as `kv OP' q`, `q - kv OP 0`)."""
-    terms: list = []
-    if not (_terms(leaf.left, 1, terms) and _terms(leaf.comparisons[0].comparator, -1, terms)):
-        return None
-    coefficients = {q: 0, kv: 0}
-    for sign, term in terms:
-        if isinstance(term, cst.Name) and term.value in coefficients:
-            coefficients[term.value] += sign
-        elif isinstance(term, cst.Integer) and term.evaluated_value == 0:
-            continue
-        else:
-            return None  # an offset, a window, a scaled index: not the plain causal comparison
-    if (coefficients[q], coefficients[kv]) == (1, -1):
-        return op
-    if (coefficients[q], coefficients[kv]) == (-1, 1):
-        return _MIRROR[op]
-    return None
-
-
 def _padding_comparison(leaf: cst.Comparison, op: str, batch: str, q: str, kv: str):
     """(index name, the lengths subscript, operator read as `index OP lengths[b]`) for `kv_idx >= lengths[b]`."""
     left, right = leaf.left, leaf.comparisons[0].comparator
-    for index, other, oriented in ((left, right, op), (right, left, _MIRROR[op])):
+    for index, other, oriented in ((left, right, op), (right, left, MIRROR[op])):
         if (isinstance(index, cst.Name) and index.value in (q, kv) and isinstance(other, cst.Subscript)
                 and len(other.slice) == 1 and isinstance(other.slice[0].slice, cst.Index)
                 and isinstance(other.slice[0].slice.value, cst.Name) and other.slice[0].slice.value.value == batch):
@@ -903,23 +823,6 @@ def _padding_comparison(leaf: cst.Comparison, op: str, batch: str, q: str, kv: s
             if _LENGTH_NAME.search(word) and not _NOT_LENGTH.search(word):
                 return index.value, other, oriented
     return None
-
-
-def _is_bool(ctx, expr, scope, local: _Locals, depth: int = 0) -> bool:
-    expr = local.read(expr)
-    if depth > _MAX_DEPTH:
-        return False
-    if isinstance(expr, cst.Comparison):
-        return all(_OPS.get(type(c.operator).__name__) for c in expr.comparisons)
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Not, cst.BitInvert)):
-        return _is_bool(ctx, expr.expression, scope, local, depth + 1)
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
-        return _is_bool(ctx, expr.left, scope, local, depth + 1) and _is_bool(ctx, expr.right, scope, local, depth + 1)
-    if isinstance(expr, cst.BooleanOperation):
-        return _is_bool(ctx, expr.left, scope, local, depth + 1) and _is_bool(ctx, expr.right, scope, local, depth + 1)
-    if isinstance(expr, cst.Call):
-        return ctx.qualified_name(expr.func, scope) in _BOOL_CALLS
-    return False
 
 
 def _sqrt_argument(ctx, expr, scope, inverse: bool):
