@@ -614,7 +614,7 @@ def test_json_lines_round_trips_the_cell(tmp_path: Path):
 # ------------------------------------------------------------------------- the command line, once it is wired
 
 try:
-    from mhalint.cli.main import _FORMATS as CLI_FORMATS
+    from mhalint.cli.main import FORMATS as CLI_FORMATS
 except ImportError:  # pragma: no cover
     CLI_FORMATS = {}
 
