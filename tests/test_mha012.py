@@ -205,7 +205,8 @@ def test_through_a_helper_function(check, count, severity):
         "def plot(weights, num_heads):\n    return [weights[:, h] for h in range(num_heads)]\n")
     (finding,) = check(source)
     assert finding.severity is severity
-    assert any("passed to `plot()` at line 10 as `weights`" in e for e in finding.evidence)
+    assert any("passed as a positional argument to `plot(...)` at line 10, parameter `weights` of `plot()`" in e
+               for e in finding.evidence)
 
 
 def test_through_a_name_holding_the_result_tuple(check):

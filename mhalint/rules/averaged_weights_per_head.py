@@ -11,14 +11,12 @@ from mhalint.analysis import dataflow, documented
 from mhalint.analysis.axes import Role, Strength
 from mhalint.analysis.calls import (
     PROJECT_PREFIX,
-    arguments_for,
     call_target,
-    callers,
     instance,
     project_function,
     with_argument,
 )
-from mhalint.analysis.forward import function_of
+from mhalint.analysis.forward import Follower, function_of
 from mhalint.analysis.names import is_head_count, roles_of_names
 from mhalint.analysis.tensors import ShapeReader
 from mhalint.analysis.values import constructor_values, resolve, taking
@@ -242,7 +240,7 @@ class AveragedWeightsPerHead(Rule):
         if self._unbatched(arguments.get("query"), node):
             return
         tracker = _Tracker(self, target, node)
-        tracker.result(node, self.scope, 1, (), 0)
+        tracker.follow(node, self.scope, element=1)
         uses = tracker.uses
         if not uses:
             return
@@ -311,18 +309,20 @@ class AveragedWeightsPerHead(Rule):
                                f"from head `head`'s weights ({sizes})")
 
 
-class _Tracker:
-    """Follows the weights of one call forward and collects the per-head uses it finds, each with its route."""
+class _Tracker(Follower):
+    """Follows the weights of one call forward (the core's Follower) and collects the per-head uses it finds,
+    each with its route: an index of axis 1, a reshape or an unpacking with the head count, a per-head name, a
+    shape comment or docstring."""
+
+    max_depth = _MAX_DEPTH
 
     def __init__(self, rule: AveragedWeightsPerHead, target, call: cst.Call):
-        self.rule = rule
-        self.ctx = rule.context
+        super().__init__(rule.context)
         self.target = target
         self.call = call
         self.uses: list[Use] = []
         self.routes: dict[int, tuple[str, ...]] = {}
         self.averaged_documented = False
-        self.seen: set = set()
 
     def route_of(self, use: Use) -> tuple[str, ...]:
         return self.routes.get(id(use), ())
@@ -333,97 +333,8 @@ class _Tracker:
         self.uses.append(use)
         self.routes[id(use)] = route
 
-    # ---- the (output, weights) tuple ----
-    def result(self, expr: cst.BaseExpression, scope: Scope, index: int, route: tuple[str, ...], depth: int) -> None:
-        """`expr` evaluates to a tuple whose element `index` is the weights (the call's result, or a project
-        function's return that carries it)."""
-        if depth > _MAX_DEPTH or (id(expr), index) in self.seen:
-            return
-        self.seen.add((id(expr), index))
-        ctx = self.ctx
-        parent = ctx.parent(expr)
-        if isinstance(parent, cst.Subscript) and parent.value is expr:
-            if _literal_index(parent) == index:
-                self.weights(parent, scope, route, depth + 1)
-            return
-        if isinstance(parent, cst.Assign) and parent.value is expr and len(parent.targets) == 1:
-            target = parent.targets[0].target
-            if isinstance(target, cst.Tuple | cst.List):
-                elements = target.elements
-                if index < len(elements) and not any(isinstance(e, cst.StarredElement) for e in elements):
-                    self.bound(elements[index].value, parent, scope, route, depth + 1)
-            elif isinstance(target, cst.Name):
-                binding = next((b for b in ctx.bindings(target.value, scope) if b.node is parent), None)
-                for load in dataflow.uses(ctx, binding) if binding is not None else []:
-                    self.result(load, scope, index, route, depth + 1)
-            return
-        if isinstance(parent, cst.Return) and isinstance(scope.node, cst.FunctionDef):
-            for site in callers(ctx, scope):
-                step = f"returned by `{scope.name}()` to the call at line {ctx.line(site.call)}"
-                self.result(site.call, site.scope, index, route + (step,), depth + 1)
-
-    def bound(self, target: cst.BaseExpression, statement: cst.CSTNode, scope: Scope, route, depth: int) -> None:
-        """The weights assigned to `target` (a name, `self.x`) by `statement`."""
-        ctx = self.ctx
-        line = ctx.line(statement)
-        if isinstance(target, cst.Name):
-            name = target.value
-            if name == "_":
-                return
-            step = f"`{name}` holds the weights (line {line})"
-            self._named(name, line, route + (step,))
-            self._commented(name, line, route + (step,))
-            binding = next((b for b in ctx.bindings(name, scope) if b.node is statement), None)
-            for load in dataflow.uses(ctx, binding) if binding is not None else []:
-                self.weights(load, scope, route + (step,), depth + 1)
-        elif (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
-              and target.value.value == scope.self_name):
-            attribute = target.attr.value
-            step = f"`self.{attribute}` holds the weights (line {line})"
-            self._named(attribute, line, route + (step,))
-            self._commented(attribute, line, route + (step,))
-            klass = ctx.class_of(scope)
-            if klass is None or (id(klass), attribute) in self.seen:
-                return
-            self.seen.add((id(klass), attribute))
-            for read, method in dataflow.attribute_reads(ctx, klass, attribute):
-                self.weights(read, method, route + (step,), depth + 1)
-
-    # ---- the weights themselves ----
-    def weights(self, expr: cst.BaseExpression, scope: Scope, route: tuple[str, ...], depth: int) -> None:
-        """`expr` evaluates to the (N, L, S) weights: how is it used?"""
-        if depth > _MAX_DEPTH or id(expr) in self.seen:
-            return
-        self.seen.add(id(expr))
-        ctx = self.ctx
-        top = self._carrier(expr)
-        parent = ctx.parent(top)
-        if isinstance(parent, cst.Subscript) and parent.value is top:
-            self._indexed(parent, scope, route)
-        elif isinstance(parent, cst.Attribute) and parent.value is top:
-            call = ctx.parent(parent)
-            if parent.attr.value in ("view", "reshape") and isinstance(call, cst.Call) and call.func is parent:
-                self._reshaped(call, scope, route)
-            elif parent.attr.value == "shape" or (parent.attr.value == "size" and isinstance(call, cst.Call)
-                                                  and call.func is parent and not call.args):
-                self._unpacked(call if parent.attr.value == "size" else parent, route)
-        elif isinstance(parent, cst.Assign | cst.AnnAssign) and parent.value is top:
-            targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
-            for target in targets:
-                self.bound(target, parent, scope, route, depth + 1)
-        elif isinstance(parent, cst.Return) and isinstance(scope.node, cst.FunctionDef):
-            self._returned(top, scope, None, route, depth)
-        elif isinstance(parent, cst.Element) and isinstance(ctx.parent(parent), cst.Tuple):
-            group = ctx.parent(parent)
-            holder = ctx.parent(group)
-            if isinstance(holder, cst.Return) and isinstance(scope.node, cst.FunctionDef):
-                position = next(i for i, e in enumerate(group.elements) if e is parent)
-                if not any(isinstance(e, cst.StarredElement) for e in group.elements):
-                    self._returned(top, scope, position, route, depth)
-        elif isinstance(parent, cst.Arg) and parent.value is top:
-            self._passed(parent, scope, route, depth)
-
-    def _carrier(self, expr: cst.BaseExpression) -> cst.BaseExpression:
+    # ---- the Follower's hooks ----
+    def carrier(self, expr: cst.BaseExpression) -> cst.BaseExpression:
         """The outermost `.detach()`, `.cpu()`, `.float()`... around `expr`: the same weights."""
         current = expr
         while True:
@@ -434,6 +345,68 @@ class _Tracker:
                 current = call
                 continue
             return current
+
+    def assigned_step(self, target, statement, value, route) -> str:
+        line = self.ctx.line(statement)
+        held = target.value if isinstance(target, cst.Name) else f"self.{target.attr.value}"
+        return f"`{held}` holds the weights (line {line})"
+
+    def bound(self, name: str, statement: cst.CSTNode, route: tuple[str, ...]) -> list:
+        line = self.ctx.line(statement)
+        self._named(name, line, route)
+        if not isinstance(statement, cst.Call):  # a parameter: the call's line is not where it is named
+            self._commented(name, line, route)
+        return []
+
+    def used(self, reached) -> list:
+        """`w[:, head]`, `w.view(B, num_heads, L, S)`, `B, H, L, S = w.shape`."""
+        parent = reached.parent
+        if isinstance(parent, cst.Subscript) and parent.value is reached.value:
+            self._indexed(parent, reached.scope, reached.route)
+        elif isinstance(parent, cst.Attribute) and parent.value is reached.value:
+            call = self.ctx.parent(parent)
+            if parent.attr.value in ("view", "reshape") and isinstance(call, cst.Call) and call.func is parent:
+                self._reshaped(call, reached.scope, reached.route)
+            elif parent.attr.value == "shape" or (parent.attr.value == "size" and isinstance(call, cst.Call)
+                                                  and call.func is parent and not call.args):
+                self._unpacked(call if parent.attr.value == "size" else parent, reached.route)
+        return []
+
+    def returned(self, value: cst.BaseExpression, function: Scope, element: int | None, route) -> list:
+        """The function's docstring entry for the weights it returns."""
+        docstring = function.node.get_docstring() or ""
+        names = [n for n in (_last_name(value), "attentions", "attn_weights", "attention_weights") if n]
+        for name in dict.fromkeys(names):
+            for text in documented.entry(docstring, name):
+                shape = documented.shape_in_text(text)
+                if shape is None:
+                    continue
+                self._documented(shape, f"the docstring of `{function.name}()` documents `{name}`: "
+                                        f"{text.strip(' :-.')}",
+                                 f"the docstring of `{function.name}()` documents them as ({', '.join(shape)})", route)
+                break
+        return []
+
+    def stop(self, arrival) -> list | None:
+        """The weights are followed into a function or method of this file they are passed to; a class of this
+        file that documents the keyword they are passed as says their shape; any other call ends the path."""
+        ctx, call, arg = self.ctx, arrival.call, arrival.arg
+        if project_function(ctx, call, arrival.scope) is not None:
+            return None
+        name = ctx.qualified_name(call.func, arrival.scope) or ""
+        klass = ctx.classes.get(name[len(PROJECT_PREFIX):]) if name.startswith(PROJECT_PREFIX) else None
+        if klass is None or arg.keyword is None:
+            return []
+        keyword = arg.keyword.value
+        for text in documented.entry(klass.node.get_docstring() or "", keyword):
+            shape = documented.shape_in_text(text)
+            if shape is not None:
+                step = f"passed as `{keyword}=` to `{klass.name}(...)` at line {ctx.line(call)}"
+                self._documented(shape, f"the docstring of class `{klass.name}` documents `{keyword}`: "
+                                        f"{text.strip(' :-.')}", f"`{klass.name}` documents `{keyword}` as "
+                                                           f"({', '.join(shape)})", arrival.route + (step,))
+                return []
+        return []
 
     def _indexed(self, subscript: cst.Subscript, scope: Scope, route) -> None:
         """`w[:, head]`, `w[0, head]`, `w[0][head]`: what indexes the weights' axis 1 (the queries)."""
@@ -527,60 +500,6 @@ class _Tracker:
                       route)
         elif len(names) == 3:
             self.averaged_documented = True  # the code itself reads them as (N, L, S)
-
-    def _returned(self, value: cst.BaseExpression, scope: Scope, position: int | None, route, depth: int) -> None:
-        """The weights returned by a function (alone, or as element `position` of a returned tuple): its
-        docstring's entry, and its callers in this file."""
-        ctx = self.ctx
-        function = scope.node
-        docstring = function.get_docstring() or ""
-        names = [n for n in (_last_name(value), "attentions", "attn_weights", "attention_weights") if n]
-        for name in dict.fromkeys(names):
-            for text in documented.entry(docstring, name):
-                shape = documented.shape_in_text(text)
-                if shape is None:
-                    continue
-                self._documented(shape, f"the docstring of `{scope.name}()` documents `{name}`: {text.strip(' :-.')}",
-                                 f"the docstring of `{scope.name}()` documents them as ({', '.join(shape)})", route)
-                break
-        for site in callers(ctx, scope):
-            step = f"returned by `{scope.name}()` to the call at line {ctx.line(site.call)}"
-            if position is None:
-                self.weights(site.call, site.scope, route + (step,), depth + 1)
-            else:
-                self.result(site.call, site.scope, position, route + (step,), depth + 1)
-
-    def _passed(self, arg: cst.Arg, scope: Scope, route, depth: int) -> None:
-        """The weights passed to a function or class of this file: its parameter, or its documented field."""
-        ctx = self.ctx
-        call = ctx.parent(arg)
-        if not isinstance(call, cst.Call):
-            return
-        function = project_function(ctx, call, scope)
-        if function is not None:
-            parameter = next((p for p, a in arguments_for(call, function).by_name.items() if a is arg), None)
-            binding = next((b for b in ctx.bindings(parameter, function) if b.kind == "param"), None) \
-                if parameter in function.params else None
-            if binding is None:
-                return
-            step = f"passed to `{function.name}()` at line {ctx.line(call)} as `{parameter}`"
-            self._named(parameter, ctx.line(call), route + (step,))
-            for load in dataflow.uses(ctx, binding):
-                self.weights(load, function, route + (step,), depth + 1)
-            return
-        name = ctx.qualified_name(call.func, scope) or ""
-        klass = ctx.classes.get(name[len(PROJECT_PREFIX):]) if name.startswith(PROJECT_PREFIX) else None
-        if klass is None or arg.keyword is None:
-            return
-        keyword = arg.keyword.value
-        for text in documented.entry(klass.node.get_docstring() or "", keyword):
-            shape = documented.shape_in_text(text)
-            if shape is not None:
-                step = f"passed as `{keyword}=` to `{klass.name}(...)` at line {ctx.line(call)}"
-                self._documented(shape, f"the docstring of class `{klass.name}` documents `{keyword}`: "
-                                        f"{text.strip(' :-.')}", f"`{klass.name}` documents `{keyword}` as "
-                                                           f"({', '.join(shape)})", route + (step,))
-                return
 
     # ---- what names, comments and docstrings say ----
     def _documented(self, shape: list[str], sentence: str, phrase: str, route) -> None:
@@ -718,13 +637,4 @@ def _last_name(expr: cst.BaseExpression) -> str | None:
         return expr.value
     if isinstance(expr, cst.Attribute):
         return expr.attr.value
-    return None
-
-
-def _literal_index(node: cst.Subscript) -> int | None:
-    if len(node.slice) != 1 or node.slice[0].comma != cst.MaybeSentinel.DEFAULT:
-        return None
-    inner = node.slice[0].slice
-    if isinstance(inner, cst.Index) and isinstance(inner.value, cst.Integer):
-        return literal(inner.value)
     return None
