@@ -26,18 +26,27 @@ DOC_SECTIONS = ("What it does", "Why is this bad?", "Known problems", "Example",
                 "References")
 
 
+def example_source(text: str) -> str:
+    """An example's code as a module. Written as an indented triple-quoted block (the code starting on the line after
+    the opening quotes), it is dedented and that first newline dropped; code written flat is kept as it is."""
+    return textwrap.dedent(text[1:] if text.startswith("\n") else text)
+
+
 @dataclass(frozen=True)
 class Valid:
     """Source the rule must not flag."""
 
     code: str
 
+    def __post_init__(self):
+        object.__setattr__(self, "code", example_source(self.code))
+
 
 @dataclass(frozen=True)
 class Invalid:
     """Source the rule must flag. When given, `line`, `severity` and `headline` (all of it) or `message` (a piece of
     it) pin the first finding, and `fixed` the source that `--fix --unsafe-fixes` makes of it (Fixit's
-    expected_replacement; the built-in rules pin every fix)."""
+    expected_replacement; the built-in rules pin every fix). `code` and `fixed` are read as `Valid`'s code is."""
 
     code: str
     line: int | None = None
@@ -45,6 +54,11 @@ class Invalid:
     severity: Severity | None = None
     headline: str | None = None
     fixed: str | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "code", example_source(self.code))
+        if self.fixed is not None:
+            object.__setattr__(self, "fixed", example_source(self.fixed))
 
 
 @dataclass(frozen=True)

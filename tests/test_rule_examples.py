@@ -92,3 +92,21 @@ def test_invalid_example_is_pinned_whole(code, example):
     assert example.headline is not None and example.severity is not None, f"{code}: an example not pinned"
     _, fixed = ruledocs.example_outcome(RULES[code], example.code)
     assert fixed == example.fixed
+
+
+def test_an_example_written_as_an_indented_block_is_the_module_it_shows():
+    from mhalint.rule import Invalid, Valid
+
+    block = Invalid("""
+        import torch
+        def f(x):
+            return x
+        """, line=3, fixed="""
+        import torch
+        def f(y):
+            return y
+        """)
+    assert block.code == "import torch\ndef f(x):\n    return x\n"
+    assert block.fixed == "import torch\ndef f(y):\n    return y\n"
+    flat = "import torch\n\ndef f(x):\n    return x\n"  # as third-party rules write them: kept as it is
+    assert Valid(flat).code == flat and Invalid(flat, fixed=flat).fixed == flat
