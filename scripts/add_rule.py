@@ -76,7 +76,7 @@ class {klass}(Rule):
     triggers = (torchapi.trigger(r"{trigger}"),)
     acts_on_passed_values = False
 
-    valid = (  # TODO: correct code that looks like the bug, each left alone
+    valid = (  # TODO: correct code that looks like the bug, each left alone, as Valid("""<indented code>""")
     )
     invalid = (  # TODO: the bug, each with its line, whole headline, severity and `fixed` source where it has a fix
     )

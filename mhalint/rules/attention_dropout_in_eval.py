@@ -121,66 +121,168 @@ class AttentionDropoutInEval(Rule):
     acts_on_passed_values = False
 
     valid = (
-        Valid("import torch.nn.functional as F\nfrom torch import nn\nclass A(nn.Module):\n"
-              "    def __init__(self, p=0.1):\n        super().__init__()\n        self.p = p\n"
-              "    def forward(self, q, k, v):\n"
-              "        return F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0)\n"),
-        Valid("import torch.nn.functional as F\nfrom torch import nn\nclass A(nn.Module):\n"
-              "    def __init__(self, p=0.1):\n        super().__init__()\n        self.p = p\n"
-              "    def forward(self, q, k, v):\n        p = self.p\n        if not self.training:\n"
-              "            p = 0.0\n        return F.scaled_dot_product_attention(q, k, v, dropout_p=p)\n"),
-        Valid("import torch.nn.functional as F\ndef attend(q, k, v, dropout_p=0.0):\n"
-              "    return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)\n"
-              "class A:\n    def forward(self, q):\n"
-              "        return attend(q, q, q, dropout_p=self.p if self.training else 0.0)\n"),
-        Valid("import torch.nn.functional as F\ndef f(q, k, v):\n"
-              "    return F.scaled_dot_product_attention(q, k, v, dropout_p=0.0)\n"),
-        Valid("import torch.nn.functional as F\ndef f(q, k, v, p):\n"
-              "    return F.scaled_dot_product_attention(q, k, v, dropout_p=p)\n"),
-        Valid("import torch.nn.functional as F\ndef f(q, k, v, training):\n"
-              "    scores = (q @ k.transpose(-2, -1)).softmax(-1)\n"
-              "    return F.dropout(scores, 0.1, training) @ v\n"),
-        Valid("import torch.nn.functional as F\ndef f(q, k, v):\n"
-              "    return F.scaled_dot_product_attention(q, k, v, dropout_p=0.1)  # noqa: MHA011\n"),
+        Valid(
+            """
+            import torch.nn.functional as F
+            from torch import nn
+            class A(nn.Module):
+                def __init__(self, p=0.1):
+                    super().__init__()
+                    self.p = p
+                def forward(self, q, k, v):
+                    return F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn.functional as F
+            from torch import nn
+            class A(nn.Module):
+                def __init__(self, p=0.1):
+                    super().__init__()
+                    self.p = p
+                def forward(self, q, k, v):
+                    p = self.p
+                    if not self.training:
+                        p = 0.0
+                    return F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn.functional as F
+            def attend(q, k, v, dropout_p=0.0):
+                return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+            class A:
+                def forward(self, q):
+                    return attend(q, q, q, dropout_p=self.p if self.training else 0.0)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn.functional as F
+            def f(q, k, v):
+                return F.scaled_dot_product_attention(q, k, v, dropout_p=0.0)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn.functional as F
+            def f(q, k, v, p):
+                return F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn.functional as F
+            def f(q, k, v, training):
+                scores = (q @ k.transpose(-2, -1)).softmax(-1)
+                return F.dropout(scores, 0.1, training) @ v
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn.functional as F
+            def f(q, k, v):
+                return F.scaled_dot_product_attention(q, k, v, dropout_p=0.1)  # noqa: MHA011
+            """,
+        ),
     )
     invalid = (
-        Invalid("import torch.nn.functional as F\nfrom torch import nn\nclass A(nn.Module):\n"
-                "    def __init__(self, p=0.1):\n        super().__init__()\n        self.p = p\n"
-                "    def forward(self, q, k, v):\n"
-                "        return F.scaled_dot_product_attention(q, k, v, dropout_p=self.p)\n",
-                line=8, severity=Severity.ERROR,
-                headline=("F.scaled_dot_product_attention gets dropout_p=`self.p` (0.1) with no training guard: its "
-                          "dropout stays on in eval"),
-                fixed=("import torch.nn.functional as F\nfrom torch import nn\nclass A(nn.Module):\n"
-                       "    def __init__(self, p=0.1):\n        super().__init__()\n        self.p = p\n"
-                       "    def forward(self, q, k, v):\n        return F.scaled_dot_product_attention(q, k, v, "
-                       "dropout_p=self.p if self.training else 0.0)\n")),
-        Invalid("import torch.nn.functional as F\ndef f(q, k, v):\n"
-                "    return F.scaled_dot_product_attention(q, k, v, None, 0.1)\n",
-                line=3, severity=Severity.ERROR,
-                headline=("F.scaled_dot_product_attention gets dropout_p=0.1 with no training guard: its dropout "
-                          "stays on in eval")),
-        Invalid("import torch.nn.functional as F\nfrom torch import nn\nclass A(nn.Module):\n"
-                "    def __init__(self, config):\n        super().__init__()\n"
-                "        self.dropout = config.attention_dropout\n    def forward(self, q, k, v):\n"
-                "        return F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout)\n",
-                line=8, severity=Severity.WARNING,
-                headline=("F.scaled_dot_product_attention gets dropout_p=`self.dropout` with no training guard: its "
-                          "dropout stays on in eval if it is non-zero"),
-                fixed=("import torch.nn.functional as F\nfrom torch import nn\nclass A(nn.Module):\n"
-                       "    def __init__(self, config):\n        super().__init__()\n"
-                       "        self.dropout = config.attention_dropout\n    def forward(self, q, k, v):\n        "
-                       "return F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else "
-                       "0.0)\n")),
-        Invalid("import torch.nn.functional as F\nfrom torch import nn\nclass A(nn.Module):\n"
-                "    def forward(self, q, k, v):\n        attn = (q @ k.transpose(-2, -1)).softmax(dim=-1)\n"
-                "        attn = F.dropout(attn, p=0.1)\n        return attn @ v\n",
-                line=6, severity=Severity.ERROR,
-                headline=("F.dropout on attention weights `attn` (softmax at line 5) without training=: it drops "
-                          "weights in eval too (training defaults to True)"),
-                fixed=("import torch.nn.functional as F\nfrom torch import nn\nclass A(nn.Module):\n"
-                       "    def forward(self, q, k, v):\n        attn = (q @ k.transpose(-2, -1)).softmax(dim=-1)\n"
-                       "        attn = F.dropout(attn, p=0.1, training=self.training)\n        return attn @ v\n")),
+        Invalid(
+            """
+            import torch.nn.functional as F
+            from torch import nn
+            class A(nn.Module):
+                def __init__(self, p=0.1):
+                    super().__init__()
+                    self.p = p
+                def forward(self, q, k, v):
+                    return F.scaled_dot_product_attention(q, k, v, dropout_p=self.p)
+            """,
+            line=8,
+            severity=Severity.ERROR,
+            headline=(
+                "F.scaled_dot_product_attention gets dropout_p=`self.p` (0.1) with no training guard: its dropout "
+                "stays on in eval"
+            ),
+            fixed="""
+            import torch.nn.functional as F
+            from torch import nn
+            class A(nn.Module):
+                def __init__(self, p=0.1):
+                    super().__init__()
+                    self.p = p
+                def forward(self, q, k, v):
+                    return F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0)
+            """,
+        ),
+        Invalid(
+            """
+            import torch.nn.functional as F
+            def f(q, k, v):
+                return F.scaled_dot_product_attention(q, k, v, None, 0.1)
+            """,
+            line=3,
+            severity=Severity.ERROR,
+            headline=(
+                "F.scaled_dot_product_attention gets dropout_p=0.1 with no training guard: its dropout stays on in eval"
+            ),
+        ),
+        Invalid(
+            """
+            import torch.nn.functional as F
+            from torch import nn
+            class A(nn.Module):
+                def __init__(self, config):
+                    super().__init__()
+                    self.dropout = config.attention_dropout
+                def forward(self, q, k, v):
+                    return F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout)
+            """,
+            line=8,
+            severity=Severity.WARNING,
+            headline=(
+                "F.scaled_dot_product_attention gets dropout_p=`self.dropout` with no training guard: its dropout "
+                "stays on in eval if it is non-zero"
+            ),
+            fixed="""
+            import torch.nn.functional as F
+            from torch import nn
+            class A(nn.Module):
+                def __init__(self, config):
+                    super().__init__()
+                    self.dropout = config.attention_dropout
+                def forward(self, q, k, v):
+                    return F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
+            """,
+        ),
+        Invalid(
+            """
+            import torch.nn.functional as F
+            from torch import nn
+            class A(nn.Module):
+                def forward(self, q, k, v):
+                    attn = (q @ k.transpose(-2, -1)).softmax(dim=-1)
+                    attn = F.dropout(attn, p=0.1)
+                    return attn @ v
+            """,
+            line=6,
+            severity=Severity.ERROR,
+            headline=(
+                "F.dropout on attention weights `attn` (softmax at line 5) without training=: it drops weights in eval "
+                "too (training defaults to True)"
+            ),
+            fixed="""
+            import torch.nn.functional as F
+            from torch import nn
+            class A(nn.Module):
+                def forward(self, q, k, v):
+                    attn = (q @ k.transpose(-2, -1)).softmax(dim=-1)
+                    attn = F.dropout(attn, p=0.1, training=self.training)
+                    return attn @ v
+            """,
+        ),
     )
     example_inputs = (
         "import types\nimport torch\nq = k = v = torch.randn(2, 2, 6, 4)\n"
@@ -446,22 +548,54 @@ class AttentionDropoutInEval(Rule):
             "the function has no train/eval state; two identical eval calls differ (docs/torch-facts.md#dropout)"))]
 
     runtime_valid = (
-        Valid("import torch\nimport torch.nn.functional as F\nq = torch.randn(1, 2, 4, 8)\n"
-              "with torch.no_grad():\n    F.scaled_dot_product_attention(q, q, q, dropout_p=0.0)\n"
-              "F.scaled_dot_product_attention(q, q, q, dropout_p=0.1)\n"),
-        Valid("import torch\nimport torch.nn.functional as F\nclass Attention(torch.nn.Module):\n"
-              "    def forward(self, q):\n        return F.scaled_dot_product_attention(\n"
-              "            q, q, q, dropout_p=0.1 if self.training else 0.0)\n"
-              "model = Attention()\nmodel(torch.randn(1, 2, 4, 8))\nmodel.eval()(torch.randn(1, 2, 4, 8))\n"),
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+            q = torch.randn(1, 2, 4, 8)
+            with torch.no_grad():
+                F.scaled_dot_product_attention(q, q, q, dropout_p=0.0)
+            F.scaled_dot_product_attention(q, q, q, dropout_p=0.1)
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+            class Attention(torch.nn.Module):
+                def forward(self, q):
+                    return F.scaled_dot_product_attention(
+                        q, q, q, dropout_p=0.1 if self.training else 0.0)
+            model = Attention()
+            model(torch.randn(1, 2, 4, 8))
+            model.eval()(torch.randn(1, 2, 4, 8))
+            """,
+        ),
     )
     runtime_invalid = (
-        Invalid("import torch\nimport torch.nn.functional as F\nq = torch.randn(1, 2, 4, 8)\n"
-                "with torch.no_grad():\n    F.scaled_dot_product_attention(q, q, q, dropout_p=0.1)\n",
-                line=5, message="dropped with dropout_p=0.1 while gradients were off"),
-        Invalid("import torch\nimport torch.nn.functional as F\nclass Attention(torch.nn.Module):\n"
-                "    def forward(self, q):\n        return F.scaled_dot_product_attention(q, q, q, dropout_p=0.1)\n"
-                "Attention().eval()(torch.randn(1, 2, 4, 8))\n",
-                line=5, message="dropped with dropout_p=0.1 in Attention.eval() mode"),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+            q = torch.randn(1, 2, 4, 8)
+            with torch.no_grad():
+                F.scaled_dot_product_attention(q, q, q, dropout_p=0.1)
+            """,
+            line=5,
+            message="dropped with dropout_p=0.1 while gradients were off",
+        ),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+            class Attention(torch.nn.Module):
+                def forward(self, q):
+                    return F.scaled_dot_product_attention(q, q, q, dropout_p=0.1)
+            Attention().eval()(torch.randn(1, 2, 4, 8))
+            """,
+            line=5,
+            message="dropped with dropout_p=0.1 in Attention.eval() mode",
+        ),
     )
 
 

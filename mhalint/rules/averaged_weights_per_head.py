@@ -151,62 +151,162 @@ class AveragedWeightsPerHead(Rule):
     acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-              "def f(x):\n    out, w = attn(x, x, x, average_attn_weights=False)\n"
-              "    return [w[:, h] for h in range(attn.num_heads)]\n"),
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-              "def f(x):\n    out, w = attn(x, x, x)\n    return w[:, 0], w.mean(dim=1)\n"),
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-              "def f(x, avg):\n    out, w = attn(x, x, x, average_attn_weights=avg)\n"
-              "    return [w[:, h] for h in range(attn.num_heads)]\n"),
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-              "def f(x):\n    out, w = attn(x, x, x)\n    B, L, S = w.shape\n    return w.view(B, L * S)\n"),
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-              "def f(x):\n    out, w = attn(x, x, x)  # noqa: MHA012\n"
-              "    return [w[:, h] for h in range(attn.num_heads)]\n"),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def f(x):
+                out, w = attn(x, x, x, average_attn_weights=False)
+                return [w[:, h] for h in range(attn.num_heads)]
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def f(x):
+                out, w = attn(x, x, x)
+                return w[:, 0], w.mean(dim=1)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def f(x, avg):
+                out, w = attn(x, x, x, average_attn_weights=avg)
+                return [w[:, h] for h in range(attn.num_heads)]
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def f(x):
+                out, w = attn(x, x, x)
+                B, L, S = w.shape
+                return w.view(B, L * S)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def f(x):
+                out, w = attn(x, x, x)  # noqa: MHA012
+                return [w[:, h] for h in range(attn.num_heads)]
+            """,
+        ),
     )
     invalid = (
-        Invalid("import torch.nn as nn\nclass Probe(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-                "        self.attn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-                "    def forward(self, x):\n        out, weights = self.attn(x, x, x)\n"
-                "        maps = [weights[:, head] for head in range(self.attn.num_heads)]\n"
-                "        return out, maps\n", line=7,
-                severity=Severity.ERROR,
-                headline=("nn.MultiheadAttention weights are averaged over heads by default, but `weights[:, head]` "
-                          "(line 8) reads axis 1 (the queries) as head `head`"),
-                fixed=("import torch.nn as nn\nclass Probe(nn.Module):\n    def __init__(self):\n"
-                       "        super().__init__()\n"
-                       "        self.attn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-                       "    def forward(self, x):\n"
-                       "        out, weights = self.attn(x, x, x, average_attn_weights=False)\n"
-                       "        maps = [weights[:, head] for head in range(self.attn.num_heads)]\n"
-                       "        return out, maps\n")),
-        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-                "def f(x):\n    out, w = attn(x, x, x)\n    B, L, S = x.shape\n"
-                "    return w.view(B, 8, L, L)\n", line=4, severity=Severity.ERROR,
-                headline=("nn.MultiheadAttention weights are averaged over heads by default, but `w.view(B, 8, L, "
-                          "L)` (line 6) reshapes them with the head count"),
-                fixed=("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\ndef f(x):\n"
-                       "    out, w = attn(x, x, x, average_attn_weights=False)\n    B, L, S = x.shape\n"
-                       "    return w.view(B, 8, L, L)\n")),
-        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-                "def f(x):\n    out, w = attn(x, x, x)\n    B, H, L, S = w.shape\n    return w, H\n", line=4,
-                severity=Severity.ERROR,
-                headline=("nn.MultiheadAttention weights are averaged over heads by default, but `B, H, L, S = "
-                          "w.shape` (line 5) unpacks 4 sizes from them"),
-                fixed=("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\ndef f(x):\n"
-                       "    out, w = attn(x, x, x, average_attn_weights=False)\n    B, H, L, S = w.shape\n"
-                       "    return w, H\n")),
-        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-                "def f(x, head_idx):\n    w = attn(x, x, x)[1]\n    return w[0, head_idx]\n", line=4,
-                severity=Severity.WARNING,
-                headline=("nn.MultiheadAttention weights are averaged over heads by default, but `w[0, head_idx]` "
-                          "(line 5) reads axis 1 (the queries) as head `head_idx`")),
-        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-                "def f(x):\n    out, attn_per_head = attn(x, x, x)\n    return out, attn_per_head\n", line=4,
-                severity=Severity.WARNING,
-                headline=("nn.MultiheadAttention weights are averaged over heads by default, but `attn_per_head` "
-                          "(line 4) names them per head")),
+        Invalid(
+            """
+            import torch.nn as nn
+            class Probe(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.attn = nn.MultiheadAttention(64, 8, batch_first=True)
+                def forward(self, x):
+                    out, weights = self.attn(x, x, x)
+                    maps = [weights[:, head] for head in range(self.attn.num_heads)]
+                    return out, maps
+            """,
+            line=7,
+            severity=Severity.ERROR,
+            headline=(
+                "nn.MultiheadAttention weights are averaged over heads by default, but `weights[:, head]` (line 8) "
+                "reads axis 1 (the queries) as head `head`"
+            ),
+            fixed="""
+            import torch.nn as nn
+            class Probe(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.attn = nn.MultiheadAttention(64, 8, batch_first=True)
+                def forward(self, x):
+                    out, weights = self.attn(x, x, x, average_attn_weights=False)
+                    maps = [weights[:, head] for head in range(self.attn.num_heads)]
+                    return out, maps
+            """,
+        ),
+        Invalid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def f(x):
+                out, w = attn(x, x, x)
+                B, L, S = x.shape
+                return w.view(B, 8, L, L)
+            """,
+            line=4,
+            severity=Severity.ERROR,
+            headline=(
+                "nn.MultiheadAttention weights are averaged over heads by default, but `w.view(B, 8, L, L)` (line 6) "
+                "reshapes them with the head count"
+            ),
+            fixed="""
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def f(x):
+                out, w = attn(x, x, x, average_attn_weights=False)
+                B, L, S = x.shape
+                return w.view(B, 8, L, L)
+            """,
+        ),
+        Invalid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def f(x):
+                out, w = attn(x, x, x)
+                B, H, L, S = w.shape
+                return w, H
+            """,
+            line=4,
+            severity=Severity.ERROR,
+            headline=(
+                "nn.MultiheadAttention weights are averaged over heads by default, but `B, H, L, S = w.shape` (line 5) "
+                "unpacks 4 sizes from them"
+            ),
+            fixed="""
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def f(x):
+                out, w = attn(x, x, x, average_attn_weights=False)
+                B, H, L, S = w.shape
+                return w, H
+            """,
+        ),
+        Invalid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def f(x, head_idx):
+                w = attn(x, x, x)[1]
+                return w[0, head_idx]
+            """,
+            line=4,
+            severity=Severity.WARNING,
+            headline=(
+                "nn.MultiheadAttention weights are averaged over heads by default, but `w[0, head_idx]` (line 5) reads "
+                "axis 1 (the queries) as head `head_idx`"
+            ),
+        ),
+        Invalid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def f(x):
+                out, attn_per_head = attn(x, x, x)
+                return out, attn_per_head
+            """,
+            line=4,
+            severity=Severity.WARNING,
+            headline=(
+                "nn.MultiheadAttention weights are averaged over heads by default, but `attn_per_head` (line 4) names "
+                "them per head"
+            ),
+        ),
     )
     example_inputs = "import torch\nx = torch.randn(2, 5, 64)\n"
 

@@ -186,62 +186,175 @@ class BatchFirstDefault(Rule):
     acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"),
-        Valid("import torch\nlayer = torch.nn.TransformerEncoderLayer(64, 8, 256, 0.1, 'relu', 1e-5, True)\n"),
-        Valid("from torch import nn\nclass Block(nn.Module):\n    def __init__(self, batch_first=True):\n"
-              "        super().__init__()\n"
-              "        self.attn = nn.MultiheadAttention(64, 8, batch_first=batch_first)\n"),
-        Valid("class MultiheadAttention:\n    def __init__(self, d, h): ...\nattn = MultiheadAttention(64, 8)\n"),
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)  # noqa\n"),
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=False)\n"),
-        Valid("import torch.nn as nn\ndef make(**kw):\n    return nn.MultiheadAttention(64, 8, **kw)\n"),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            layer = torch.nn.TransformerEncoderLayer(64, 8, 256, 0.1, 'relu', 1e-5, True)
+            """,
+        ),
+        Valid(
+            """
+            from torch import nn
+            class Block(nn.Module):
+                def __init__(self, batch_first=True):
+                    super().__init__()
+                    self.attn = nn.MultiheadAttention(64, 8, batch_first=batch_first)
+            """,
+        ),
+        Valid(
+            """
+            class MultiheadAttention:
+                def __init__(self, d, h): ...
+            attn = MultiheadAttention(64, 8)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8)  # noqa
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=False)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            def make(**kw):
+                return nn.MultiheadAttention(64, 8, **kw)
+            """,
+        ),
     )
     invalid = (
-        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n", line=2,
-                severity=Severity.WARNING,
-                headline=("nn.MultiheadAttention is built without batch_first: it reads (L, N, E), and `attn` is "
-                          "never called in this file")),
-        Invalid("import torch\nlayer = torch.nn.modules.transformer.TransformerEncoderLayer(\n    d_model=64,\n"
-                "    nhead=8,\n)\n", line=2,
-                severity=Severity.WARNING,
-                headline=("nn.TransformerEncoderLayer is built without batch_first: it reads (L, N, E), and `layer` "
-                          "is never called in this file")),
-        Invalid("from torch.nn.modules.activation import MultiheadAttention\nattn = MultiheadAttention(64, 8)\n",
-                line=2,
-                severity=Severity.WARNING,
-                headline=("nn.MultiheadAttention is built without batch_first: it reads (L, N, E), and `attn` is "
-                          "never called in this file")),
-        Invalid("from torch import nn\nclass Block(nn.Module):\n    def __init__(self, batch_first=False):\n"
-                "        super().__init__()\n"
-                "        self.attn = nn.MultiheadAttention(64, 8, batch_first=batch_first)\n",
-                line=5,
-                severity=Severity.WARNING,
-                headline=("nn.MultiheadAttention gets batch_first=batch_first (`batch_first` defaults to False in "
-                          "`__init__()` at line 3): it reads (L, N, E), and `self.attn` is never ...")),
-        Invalid("import torch.nn as nn\nBATCH_FIRST = False\nt = nn.Transformer(batch_first=BATCH_FIRST)\n", line=3,
-                severity=Severity.WARNING,
-                headline=("nn.Transformer gets batch_first=BATCH_FIRST (`BATCH_FIRST` = False at line 2): it reads "
-                          "(L, N, E), and `t` is never called in this file")),
-        Invalid("import torch.nn as nn\nclass Attn(nn.MultiheadAttention):\n    def __init__(self):\n"
-                "        super().__init__(64, 8)\n", line=4,
-                severity=Severity.WARNING,
-                headline=("nn.MultiheadAttention is built without batch_first: it reads (L, N, E), and no call of it "
-                          "is found in this file")),
-        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)  # noqa: MHA004\n", line=2,
-                severity=Severity.WARNING,
-                headline=("nn.MultiheadAttention is built without batch_first: it reads (L, N, E), and `attn` is "
-                          "never called in this file")),
-        Invalid("import torch.nn as nn\nclass Encoder(nn.Module):\n    def __init__(self):\n"
-                "        super().__init__()\n"
-                "        self.attn = nn.MultiheadAttention(64, 8)\n    def forward(self, x):\n"
-                "        B, T, C = x.shape\n        return self.attn(x, x, x)[0]\n", line=5,
-                severity=Severity.ERROR,
-                headline=("nn.MultiheadAttention gets batch-first data (`B, T, C = x.shape`, line 7) but batch_first "
-                          "is False"),
-                fixed=("import torch.nn as nn\nclass Encoder(nn.Module):\n    def __init__(self):\n"
-                       "        super().__init__()\n"
-                       "        self.attn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-                       "    def forward(self, x):\n        B, T, C = x.shape\n        return self.attn(x, x, x)[0]\n")),
+        Invalid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8)
+            """,
+            line=2,
+            severity=Severity.WARNING,
+            headline=(
+                "nn.MultiheadAttention is built without batch_first: it reads (L, N, E), and `attn` is never called in "
+                "this file"
+            ),
+        ),
+        Invalid(
+            """
+            import torch
+            layer = torch.nn.modules.transformer.TransformerEncoderLayer(
+                d_model=64,
+                nhead=8,
+            )
+            """,
+            line=2,
+            severity=Severity.WARNING,
+            headline=(
+                "nn.TransformerEncoderLayer is built without batch_first: it reads (L, N, E), and `layer` is never "
+                "called in this file"
+            ),
+        ),
+        Invalid(
+            """
+            from torch.nn.modules.activation import MultiheadAttention
+            attn = MultiheadAttention(64, 8)
+            """,
+            line=2,
+            severity=Severity.WARNING,
+            headline=(
+                "nn.MultiheadAttention is built without batch_first: it reads (L, N, E), and `attn` is never called in "
+                "this file"
+            ),
+        ),
+        Invalid(
+            """
+            from torch import nn
+            class Block(nn.Module):
+                def __init__(self, batch_first=False):
+                    super().__init__()
+                    self.attn = nn.MultiheadAttention(64, 8, batch_first=batch_first)
+            """,
+            line=5,
+            severity=Severity.WARNING,
+            headline=(
+                "nn.MultiheadAttention gets batch_first=batch_first (`batch_first` defaults to False in `__init__()` "
+                "at line 3): it reads (L, N, E), and `self.attn` is never ..."
+            ),
+        ),
+        Invalid(
+            """
+            import torch.nn as nn
+            BATCH_FIRST = False
+            t = nn.Transformer(batch_first=BATCH_FIRST)
+            """,
+            line=3,
+            severity=Severity.WARNING,
+            headline=(
+                "nn.Transformer gets batch_first=BATCH_FIRST (`BATCH_FIRST` = False at line 2): it reads (L, N, E), "
+                "and `t` is never called in this file"
+            ),
+        ),
+        Invalid(
+            """
+            import torch.nn as nn
+            class Attn(nn.MultiheadAttention):
+                def __init__(self):
+                    super().__init__(64, 8)
+            """,
+            line=4,
+            severity=Severity.WARNING,
+            headline=(
+                "nn.MultiheadAttention is built without batch_first: it reads (L, N, E), and no call of it is found in "
+                "this file"
+            ),
+        ),
+        Invalid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8)  # noqa: MHA004
+            """,
+            line=2,
+            severity=Severity.WARNING,
+            headline=(
+                "nn.MultiheadAttention is built without batch_first: it reads (L, N, E), and `attn` is never called in "
+                "this file"
+            ),
+        ),
+        Invalid(
+            """
+            import torch.nn as nn
+            class Encoder(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.attn = nn.MultiheadAttention(64, 8)
+                def forward(self, x):
+                    B, T, C = x.shape
+                    return self.attn(x, x, x)[0]
+            """,
+            line=5,
+            severity=Severity.ERROR,
+            headline=(
+                "nn.MultiheadAttention gets batch-first data (`B, T, C = x.shape`, line 7) but batch_first is False"
+            ),
+            fixed="""
+            import torch.nn as nn
+            class Encoder(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.attn = nn.MultiheadAttention(64, 8, batch_first=True)
+                def forward(self, x):
+                    B, T, C = x.shape
+                    return self.attn(x, x, x)[0]
+            """,
+        ),
     )
     example_inputs = "import torch\nx = torch.randn(2, 5, 64)\n"  # batch-first, as the examples' data
 

@@ -205,85 +205,217 @@ class FlexModConvention(Rule):
     # `score_mod=` keywords) in the same file: a file where every trigger is a passed value has nothing to read.
     acts_on_passed_values = False
 
-    _IMPORTS = "from torch.nn.attention.flex_attention import create_block_mask, flex_attention\n"
     valid = (
-        Valid(_IMPORTS + "def causal(b, h, q_idx, kv_idx):\n    return q_idx >= kv_idx\n"
-              "def f(q, k, v, T):\n    return flex_attention(q, k, v, block_mask=create_block_mask(causal, None, "
-              "None, T, T))\n"),
-        Valid(_IMPORTS + "W = 256\ndef sliding(b, h, q_idx, kv_idx):\n"
-              "    return (q_idx >= kv_idx) & (q_idx - kv_idx <= W)\n"
-              "m = create_block_mask(sliding, None, None, 8, 8)\n"),
-        Valid(_IMPORTS + "def f(q, k, v, lengths, T):\n    def pad(b, h, q_idx, kv_idx):\n"
-              "        return kv_idx < lengths[b]\n    m = create_block_mask(pad, None, None, T, T)\n"
-              "    return flex_attention(q, k, v, block_mask=m)\n"),
-        Valid(_IMPORTS + "def alibi(score, b, h, q_idx, kv_idx):\n    return score + (kv_idx - q_idx) * 0.5\n"
-              "def f(q, k, v):\n    return flex_attention(q, k, v, score_mod=alibi)\n"),
-        Valid(_IMPORTS + "import math\ndef rescale(score, b, h, q_idx, kv_idx):\n"
-              "    return score / math.sqrt(64)\n"
-              "def f(q, k, v):\n    return flex_attention(q, k, v, score_mod=rescale)\n"),
-        Valid(_IMPORTS + "import math\nD = 64\ndef rescale(score, b, h, q_idx, kv_idx):\n"
-              "    return score / math.sqrt(D)\n"
-              "def f(q, k, v):\n    return flex_attention(q, k, v, score_mod=rescale, scale=1.0)\n"),
-        Valid(_IMPORTS + "def causal(b, h, q_idx, kv_idx):\n    return q_idx < kv_idx  # noqa: MHA015\n"
-              "m = create_block_mask(causal, None, None, 8, 8)\n"),
+        Valid(
+            """
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            def causal(b, h, q_idx, kv_idx):
+                return q_idx >= kv_idx
+            def f(q, k, v, T):
+                return flex_attention(q, k, v, block_mask=create_block_mask(causal, None, None, T, T))
+            """,
+        ),
+        Valid(
+            """
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            W = 256
+            def sliding(b, h, q_idx, kv_idx):
+                return (q_idx >= kv_idx) & (q_idx - kv_idx <= W)
+            m = create_block_mask(sliding, None, None, 8, 8)
+            """,
+        ),
+        Valid(
+            """
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            def f(q, k, v, lengths, T):
+                def pad(b, h, q_idx, kv_idx):
+                    return kv_idx < lengths[b]
+                m = create_block_mask(pad, None, None, T, T)
+                return flex_attention(q, k, v, block_mask=m)
+            """,
+        ),
+        Valid(
+            """
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            def alibi(score, b, h, q_idx, kv_idx):
+                return score + (kv_idx - q_idx) * 0.5
+            def f(q, k, v):
+                return flex_attention(q, k, v, score_mod=alibi)
+            """,
+        ),
+        Valid(
+            """
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            import math
+            def rescale(score, b, h, q_idx, kv_idx):
+                return score / math.sqrt(64)
+            def f(q, k, v):
+                return flex_attention(q, k, v, score_mod=rescale)
+            """,
+        ),
+        Valid(
+            """
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            import math
+            D = 64
+            def rescale(score, b, h, q_idx, kv_idx):
+                return score / math.sqrt(D)
+            def f(q, k, v):
+                return flex_attention(q, k, v, score_mod=rescale, scale=1.0)
+            """,
+        ),
+        Valid(
+            """
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            def causal(b, h, q_idx, kv_idx):
+                return q_idx < kv_idx  # noqa: MHA015
+            m = create_block_mask(causal, None, None, 8, 8)
+            """,
+        ),
     )
     invalid = (
-        Invalid(_IMPORTS + "def causal(b, h, q_idx, kv_idx):\n    return q_idx < kv_idx\n"
-                "m = create_block_mask(causal, None, None, 8, 8)\nout = flex_attention(q, q, q, block_mask=m)\n",
-                line=3, severity=Severity.ERROR,
-                headline=("mask_mod `causal` keeps `q_idx < kv_idx`: flex_attention keeps the positions where a "
-                          "mask_mod is True, so each query sees only later keys"),
-                fixed=("from torch.nn.attention.flex_attention import create_block_mask, flex_attention\n"
-                       "def causal(b, h, q_idx, kv_idx):\n    return q_idx >= kv_idx\n"
-                       "m = create_block_mask(causal, None, None, 8, 8)\n"
-                       "out = flex_attention(q, q, q, block_mask=m)\n")),
-        Invalid(_IMPORTS + "def f(q, k, v, seq_lens, T):\n    keep = lambda b, h, qi, ki: ki >= seq_lens[b]\n"
-                "    m = create_block_mask(keep, None, None, T, T)\n    return flex_attention(q, k, v, block_mask=m)\n",
-                line=3, severity=Severity.WARNING,
-                headline=("mask_mod `keep` keeps `ki >= seq_lens[b]`: flex_attention keeps the positions where a "
-                          "mask_mod is True, so only the padding past `seq_lens[b]` is attended")),
-        Invalid(_IMPORTS + "def causal(score, b, h, q_idx, kv_idx):\n    return q_idx >= kv_idx\n"
-                "def f(q, k, v):\n    return flex_attention(q, k, v, causal)\n",
-                line=3, severity=Severity.ERROR,
-                headline=("score_mod `causal` returns the comparison `q_idx >= kv_idx`: flex_attention uses it as "
-                          "the score itself (0 or 1), so q\u00b7k is dropped")),
-        Invalid(_IMPORTS + "def f(q, k, v, bias):\n    def rel(score, b, h, q_idx, kv_idx):\n"
-                "        return bias[h][q_idx][kv_idx]\n    return flex_attention(q, k, v, score_mod=rel)\n",
-                line=4, severity=Severity.ERROR,
-                headline=("score_mod `rel` returns `bias[h][q_idx][kv_idx]` without its score `score`: the attention "
-                          "no longer depends on the query and key")),
-        Invalid(_IMPORTS + "import math\nclass Attn:\n    def __init__(self, head_dim):\n"
-                "        self.head_dim = head_dim\n    def forward(self, q, k, v):\n"
-                "        def mod(score, b, h, q_idx, kv_idx):\n            return score / math.sqrt(self.head_dim)\n"
-                "        return flex_attention(q, k, v, score_mod=mod)\n",
-                line=8, severity=Severity.ERROR,
-                headline=("score_mod `mod` rescales the score by 1/sqrt(self.head_dim), but flex_attention's score "
-                          "is already scaled by 1/sqrt(E): 1/self.head_dim in all")),
+        Invalid(
+            """
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            def causal(b, h, q_idx, kv_idx):
+                return q_idx < kv_idx
+            m = create_block_mask(causal, None, None, 8, 8)
+            out = flex_attention(q, q, q, block_mask=m)
+            """,
+            line=3,
+            severity=Severity.ERROR,
+            headline=(
+                "mask_mod `causal` keeps `q_idx < kv_idx`: flex_attention keeps the positions where a mask_mod is "
+                "True, so each query sees only later keys"
+            ),
+            fixed="""
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            def causal(b, h, q_idx, kv_idx):
+                return q_idx >= kv_idx
+            m = create_block_mask(causal, None, None, 8, 8)
+            out = flex_attention(q, q, q, block_mask=m)
+            """,
+        ),
+        Invalid(
+            """
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            def f(q, k, v, seq_lens, T):
+                keep = lambda b, h, qi, ki: ki >= seq_lens[b]
+                m = create_block_mask(keep, None, None, T, T)
+                return flex_attention(q, k, v, block_mask=m)
+            """,
+            line=3,
+            severity=Severity.WARNING,
+            headline=(
+                "mask_mod `keep` keeps `ki >= seq_lens[b]`: flex_attention keeps the positions where a mask_mod is "
+                "True, so only the padding past `seq_lens[b]` is attended"
+            ),
+        ),
+        Invalid(
+            """
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            def causal(score, b, h, q_idx, kv_idx):
+                return q_idx >= kv_idx
+            def f(q, k, v):
+                return flex_attention(q, k, v, causal)
+            """,
+            line=3,
+            severity=Severity.ERROR,
+            headline=(
+                "score_mod `causal` returns the comparison `q_idx >= kv_idx`: flex_attention uses it as the score "
+                "itself (0 or 1), so q·k is dropped"
+            ),
+        ),
+        Invalid(
+            """
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            def f(q, k, v, bias):
+                def rel(score, b, h, q_idx, kv_idx):
+                    return bias[h][q_idx][kv_idx]
+                return flex_attention(q, k, v, score_mod=rel)
+            """,
+            line=4,
+            severity=Severity.ERROR,
+            headline=(
+                "score_mod `rel` returns `bias[h][q_idx][kv_idx]` without its score `score`: the attention no longer "
+                "depends on the query and key"
+            ),
+        ),
+        Invalid(
+            """
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            import math
+            class Attn:
+                def __init__(self, head_dim):
+                    self.head_dim = head_dim
+                def forward(self, q, k, v):
+                    def mod(score, b, h, q_idx, kv_idx):
+                        return score / math.sqrt(self.head_dim)
+                    return flex_attention(q, k, v, score_mod=mod)
+            """,
+            line=8,
+            severity=Severity.ERROR,
+            headline=(
+                "score_mod `mod` rescales the score by 1/sqrt(self.head_dim), but flex_attention's score is already "
+                "scaled by 1/sqrt(E): 1/self.head_dim in all"
+            ),
+        ),
     )
     example_inputs = (  # a mask_mod's arguments, and a query for flex_attention
         "import torch\nb = h = 0\nq_idx, kv_idx = torch.arange(8)[:, None], torch.arange(8)[None, :]\n"
         "q = torch.randn(1, 2, 8, 16)\n")
-    _RUNTIME = ("import torch\nfrom torch.nn.attention.flex_attention import create_block_mask, flex_attention\n"
-                "q = torch.randn(2, 4, 16, 8)\n")
     runtime_valid = (
-        Valid(_RUNTIME + "def causal(b, h, q_idx, kv_idx):\n    return q_idx >= kv_idx\n"
-              "mask = create_block_mask(causal, None, None, 16, 16, device='cpu')\n"
-              "out = flex_attention(q, q, q, block_mask=mask)\n"),
-        Valid(_RUNTIME + "def attend(q, lengths):\n"
-              "    def padded(b, h, q_idx, kv_idx):\n        return (q_idx >= kv_idx) & (kv_idx < lengths[b])\n"
-              "    mask = create_block_mask(padded, 2, None, 16, 16, device='cpu')\n"
-              "    return flex_attention(q, q, q, score_mod=lambda s, b, h, qi, ki: s + (ki - qi) * 0.1, "
-              "block_mask=mask)\n"
-              "out = attend(q, torch.tensor([16, 9]))\n"),
+        Valid(
+            """
+            import torch
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            q = torch.randn(2, 4, 16, 8)
+            def causal(b, h, q_idx, kv_idx):
+                return q_idx >= kv_idx
+            mask = create_block_mask(causal, None, None, 16, 16, device='cpu')
+            out = flex_attention(q, q, q, block_mask=mask)
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            q = torch.randn(2, 4, 16, 8)
+            def attend(q, lengths):
+                def padded(b, h, q_idx, kv_idx):
+                    return (q_idx >= kv_idx) & (kv_idx < lengths[b])
+                mask = create_block_mask(padded, 2, None, 16, 16, device='cpu')
+                return flex_attention(q, q, q, score_mod=lambda s, b, h, qi, ki: s + (ki - qi) * 0.1, block_mask=mask)
+            out = attend(q, torch.tensor([16, 9]))
+            """,
+        ),
     )
     runtime_invalid = (
-        Invalid(_RUNTIME + "def causal(b, h, q_idx, kv_idx):\n    return q_idx < kv_idx  # True = hide the future\n"
-                "mask = create_block_mask(causal, None, None, 16, 16, device='cpu')\n"
-                "out = flex_attention(q, q, q, block_mask=mask)\n",
-                line=7, message="leaves query rows [15] with no allowed key"),
-        Invalid(_RUNTIME + "def causal(score, b, h, q_idx, kv_idx):\n    return q_idx >= kv_idx\n"
-                "out = flex_attention(q, q, q, score_mod=causal)\n",
-                line=6, message="score_mod `causal` returned a bool tensor"),
+        Invalid(
+            """
+            import torch
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            q = torch.randn(2, 4, 16, 8)
+            def causal(b, h, q_idx, kv_idx):
+                return q_idx < kv_idx  # True = hide the future
+            mask = create_block_mask(causal, None, None, 16, 16, device='cpu')
+            out = flex_attention(q, q, q, block_mask=mask)
+            """,
+            line=7,
+            message="leaves query rows [15] with no allowed key",
+        ),
+        Invalid(
+            """
+            import torch
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            q = torch.randn(2, 4, 16, 8)
+            def causal(score, b, h, q_idx, kv_idx):
+                return q_idx >= kv_idx
+            out = flex_attention(q, q, q, score_mod=causal)
+            """,
+            line=6,
+            message="score_mod `causal` returned a bool tensor",
+        ),
     )
 
     # ---------------------------------------------------------------------------------------------- visiting

@@ -108,95 +108,225 @@ class FloatKeepMask(Rule):
     acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
-        Valid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, L):\n"
-              "    keep = torch.tril(torch.ones(L, L, dtype=torch.bool))\n"
-              "    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)\n"),
-        Valid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, L):\n"
-              "    keep = torch.tril(torch.ones(L, L))\n"
-              "    bias = keep.masked_fill(keep == 0, float('-inf'))\n"
-              "    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)\n"),
-        Valid("import torch\nfrom torch import nn\nclass SelfAttention(nn.Module):\n"
-              "    def __init__(self, block_size):\n        super().__init__()\n"
-              "        self.register_buffer('bias', torch.tril(torch.ones(block_size, block_size))"
-              ".view(1, 1, block_size, block_size))\n"
-              "    def forward(self, att, T):\n"
-              "        return att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))\n"),
-        Valid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 2, batch_first=True)\n"
-              "def f(x, tokens):\n    keep = (tokens != 0).float()\n"
-              "    return attn(x, x, x, key_padding_mask=(1.0 - keep) * -1e9)[0]\n"),
-        Valid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 2, batch_first=True)\n"
-              "def f(x, L):\n    m = torch.zeros(L, L)\n    m[0, 1:] = float('-inf')\n"
-              "    return attn(x, x, x, attn_mask=m)[0]\n"),
-        Valid("def scaled_dot_product_attention(q, k, v, attn_mask): ...\nimport torch\n"
-              "out = scaled_dot_product_attention(1, 2, 3, attn_mask=torch.tril(torch.ones(4, 4)))\n"),
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+            def f(q, k, v, L):
+                keep = torch.tril(torch.ones(L, L, dtype=torch.bool))
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+            def f(q, k, v, L):
+                keep = torch.tril(torch.ones(L, L))
+                bias = keep.masked_fill(keep == 0, float('-inf'))
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class SelfAttention(nn.Module):
+                def __init__(self, block_size):
+                    super().__init__()
+                    self.register_buffer('bias', torch.tril(torch.ones(block_size, block_size)).view(1, 1, block_size, block_size))
+                def forward(self, att, T):
+                    return att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))
+            """,  # noqa: E501 -- a line of the example's code
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 2, batch_first=True)
+            def f(x, tokens):
+                keep = (tokens != 0).float()
+                return attn(x, x, x, key_padding_mask=(1.0 - keep) * -1e9)[0]
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 2, batch_first=True)
+            def f(x, L):
+                m = torch.zeros(L, L)
+                m[0, 1:] = float('-inf')
+                return attn(x, x, x, attn_mask=m)[0]
+            """,
+        ),
+        Valid(
+            """
+            def scaled_dot_product_attention(q, k, v, attn_mask): ...
+            import torch
+            out = scaled_dot_product_attention(1, 2, 3, attn_mask=torch.tril(torch.ones(4, 4)))
+            """,
+        ),
     )
     invalid = (
-        Invalid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, L):\n"
-                "    causal = torch.tril(torch.ones(L, L))\n"
-                "    return F.scaled_dot_product_attention(q, k, v, attn_mask=causal)\n", line=5,
-                severity=Severity.ERROR,
-                headline=("F.scaled_dot_product_attention gets attn_mask=`causal`, a 0/1 float mask (1 = attend) "
-                          "built at line 4: added to the scores, it masks nothing"),
-                fixed=("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, L):\n"
-                       "    causal = torch.tril(torch.ones(L, L))\n"
-                       "    return F.scaled_dot_product_attention(q, k, v, attn_mask=causal.bool())\n")),
-        Invalid("import torch\nfrom torch import nn\nclass Block(nn.Module):\n"
-                "    def __init__(self, n):\n        super().__init__()\n"
-                "        self.attn = nn.MultiheadAttention(16, 2, batch_first=True)\n"
-                "        self.register_buffer('mask', torch.tril(torch.ones(n, n)))\n"
-                "    def forward(self, x):\n        return self.attn(x, x, x, attn_mask=self.mask)[0]\n",
-                line=9,
-                severity=Severity.ERROR,
-                headline=("nn.MultiheadAttention gets attn_mask=`self.mask`, a 0/1 float mask (1 = attend) built at "
-                          "line 7: added to the scores, it masks nothing"),
-                fixed=("import torch\nfrom torch import nn\nclass Block(nn.Module):\n    def __init__(self, n):\n"
-                       "        super().__init__()\n"
-                       "        self.attn = nn.MultiheadAttention(16, 2, batch_first=True)\n"
-                       "        self.register_buffer('mask', torch.tril(torch.ones(n, n)))\n"
-                       "    def forward(self, x):\n        return self.attn(x, x, x, attn_mask=self.mask == 0)[0]\n")),
-        Invalid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 2, batch_first=True)\n"
-                "def f(x, tokens, pad_id):\n    keep = (tokens != pad_id).float()\n"
-                "    return attn(x, x, x, key_padding_mask=keep)[0]\n", line=6,
-                severity=Severity.ERROR,
-                headline=("nn.MultiheadAttention gets key_padding_mask=`keep`, a 0/1 float mask (1 = attend) built "
-                          "at line 5: added to the scores, it masks nothing"),
-                fixed=("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 2, batch_first=True)\n"
-                       "def f(x, tokens, pad_id):\n    keep = (tokens != pad_id).float()\n"
-                       "    return attn(x, x, x, key_padding_mask=keep == 0)[0]\n")),
-        Invalid("import torch\nfrom torch import nn\nlayer = nn.TransformerEncoderLayer(16, 2, batch_first=True)\n"
-                "def f(x, lengths):\n    valid = torch.ones(x.size(0), x.size(1))\n"
-                "    for i, n in enumerate(lengths):\n        valid[i, n:] = 0\n"
-                "    return layer(x, src_key_padding_mask=valid)\n", line=8,
-                severity=Severity.ERROR,
-                headline=("nn.TransformerEncoderLayer gets src_key_padding_mask=`valid`, a 0/1 float mask built at "
-                          "line 5: added to the scores, it masks nothing")),
-        Invalid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, tokens):\n"
-                "    m = (tokens == 0).to(q.dtype)\n"
-                "    return F.scaled_dot_product_attention(q, k, v, m[:, None, None, :])\n", line=5,
-                severity=Severity.ERROR,
-                headline=("F.scaled_dot_product_attention gets attn_mask=`m[:, None, None, :]`, a 0/1 float mask "
-                          "built at line 4: added to the scores, it masks nothing")),
-        Invalid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
-                "mask = torch.ones(5, 5); mask = torch.tril(mask)\nx = torch.randn(1, 5, 8)\n"
-                "out = attn(x, x, x, attn_mask=mask)\n", line=6,
-                severity=Severity.ERROR,
-                headline=("nn.MultiheadAttention gets attn_mask=`mask`, a 0/1 float mask (1 = attend) built at line "
-                          "4: added to the scores, it masks nothing"),
-                fixed=("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
-                       "mask = torch.ones(5, 5); mask = torch.tril(mask)\nx = torch.randn(1, 5, 8)\n"
-                       "out = attn(x, x, x, attn_mask=mask == 0)\n")),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+            def f(q, k, v, L):
+                causal = torch.tril(torch.ones(L, L))
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=causal)
+            """,
+            line=5,
+            severity=Severity.ERROR,
+            headline=(
+                "F.scaled_dot_product_attention gets attn_mask=`causal`, a 0/1 float mask (1 = attend) built at line "
+                "4: added to the scores, it masks nothing"
+            ),
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+            def f(q, k, v, L):
+                causal = torch.tril(torch.ones(L, L))
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=causal.bool())
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            class Block(nn.Module):
+                def __init__(self, n):
+                    super().__init__()
+                    self.attn = nn.MultiheadAttention(16, 2, batch_first=True)
+                    self.register_buffer('mask', torch.tril(torch.ones(n, n)))
+                def forward(self, x):
+                    return self.attn(x, x, x, attn_mask=self.mask)[0]
+            """,
+            line=9,
+            severity=Severity.ERROR,
+            headline=(
+                "nn.MultiheadAttention gets attn_mask=`self.mask`, a 0/1 float mask (1 = attend) built at line 7: "
+                "added to the scores, it masks nothing"
+            ),
+            fixed="""
+            import torch
+            from torch import nn
+            class Block(nn.Module):
+                def __init__(self, n):
+                    super().__init__()
+                    self.attn = nn.MultiheadAttention(16, 2, batch_first=True)
+                    self.register_buffer('mask', torch.tril(torch.ones(n, n)))
+                def forward(self, x):
+                    return self.attn(x, x, x, attn_mask=self.mask == 0)[0]
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 2, batch_first=True)
+            def f(x, tokens, pad_id):
+                keep = (tokens != pad_id).float()
+                return attn(x, x, x, key_padding_mask=keep)[0]
+            """,
+            line=6,
+            severity=Severity.ERROR,
+            headline=(
+                "nn.MultiheadAttention gets key_padding_mask=`keep`, a 0/1 float mask (1 = attend) built at line 5: "
+                "added to the scores, it masks nothing"
+            ),
+            fixed="""
+            import torch
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 2, batch_first=True)
+            def f(x, tokens, pad_id):
+                keep = (tokens != pad_id).float()
+                return attn(x, x, x, key_padding_mask=keep == 0)[0]
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            layer = nn.TransformerEncoderLayer(16, 2, batch_first=True)
+            def f(x, lengths):
+                valid = torch.ones(x.size(0), x.size(1))
+                for i, n in enumerate(lengths):
+                    valid[i, n:] = 0
+                return layer(x, src_key_padding_mask=valid)
+            """,
+            line=8,
+            severity=Severity.ERROR,
+            headline=(
+                "nn.TransformerEncoderLayer gets src_key_padding_mask=`valid`, a 0/1 float mask built at line 5: added "
+                "to the scores, it masks nothing"
+            ),
+        ),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+            def f(q, k, v, tokens):
+                m = (tokens == 0).to(q.dtype)
+                return F.scaled_dot_product_attention(q, k, v, m[:, None, None, :])
+            """,
+            line=5,
+            severity=Severity.ERROR,
+            headline=(
+                "F.scaled_dot_product_attention gets attn_mask=`m[:, None, None, :]`, a 0/1 float mask built at line "
+                "4: added to the scores, it masks nothing"
+            ),
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            attn = nn.MultiheadAttention(8, 2, batch_first=True)
+            mask = torch.ones(5, 5); mask = torch.tril(mask)
+            x = torch.randn(1, 5, 8)
+            out = attn(x, x, x, attn_mask=mask)
+            """,
+            line=6,
+            severity=Severity.ERROR,
+            headline=(
+                "nn.MultiheadAttention gets attn_mask=`mask`, a 0/1 float mask (1 = attend) built at line 4: added to "
+                "the scores, it masks nothing"
+            ),
+            fixed="""
+            import torch
+            from torch import nn
+            attn = nn.MultiheadAttention(8, 2, batch_first=True)
+            mask = torch.ones(5, 5); mask = torch.tril(mask)
+            x = torch.randn(1, 5, 8)
+            out = attn(x, x, x, attn_mask=mask == 0)
+            """,
+        ),
     )
     example_inputs = (
         "import torch\nN, H, L, E = 2, 2, 6, 4\nn = L\nq = k = v = torch.randn(N, H, L, E)\nx = torch.randn(N, L, 16)\n"
         "pad_id = 0\ntokens = torch.tensor([[5, 3, 2, 7, 0, 0], [4, 1, 0, 0, 0, 0]])\n")
     runtime_valid = (
-        Valid("import torch\nimport torch.nn.functional as F\nq = torch.randn(1, 2, 4, 8)\n"
-              "F.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(4, 4).tril().bool())\n"),
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+            q = torch.randn(1, 2, 4, 8)
+            F.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(4, 4).tril().bool())
+            """,
+        ),
     )
     runtime_invalid = (
-        Invalid("import torch\nimport torch.nn.functional as F\nq = torch.randn(1, 2, 4, 8)\n"
-                "F.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(4, 4).tril())\n", line=4,
-                message="a float attn_mask of only 0s and 1s"),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+            q = torch.randn(1, 2, 4, 8)
+            F.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(4, 4).tril())
+            """,
+            line=4,
+            message="a float attn_mask of only 0s and 1s",
+        ),
     )
 
     def __init__(self, context, emit):

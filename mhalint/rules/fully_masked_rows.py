@@ -53,15 +53,28 @@ class FullyMaskedRows(Rule):
     name = "fully-masked-rows"
     summary = "At run time: a query row with no key left to attend to (NaN, or zeros from SDPA)"
     runtime_valid = (
-        Valid("import torch\nmha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()\n"
-              "x = torch.randn(2, 3, 8)\npad = torch.tensor([[False, False, True], [False, True, True]])\n"
-              "mha(x, x, x, key_padding_mask=pad)\n"),
+        Valid(
+            """
+            import torch
+            mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+            x = torch.randn(2, 3, 8)
+            pad = torch.tensor([[False, False, True], [False, True, True]])
+            mha(x, x, x, key_padding_mask=pad)
+            """,
+        ),
     )
     runtime_invalid = (
-        Invalid("import torch\nmha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()\n"
-                "x = torch.randn(2, 3, 8)\npad = torch.tensor([[False, False, True], [True, True, True]])\n"
-                "mha(x, x, x, key_padding_mask=pad)\n", line=5, message="has query rows with no key to attend to in "
-                "sample 1"),
+        Invalid(
+            """
+            import torch
+            mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+            x = torch.randn(2, 3, 8)
+            pad = torch.tensor([[False, False, True], [True, True, True]])
+            mha(x, x, x, key_padding_mask=pad)
+            """,
+            line=5,
+            message="has query rows with no key to attend to in sample 1",
+        ),
     )
 
     @staticmethod

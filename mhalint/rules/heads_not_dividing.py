@@ -104,35 +104,111 @@ class HeadsNotDividing(Rule):
     acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"),
-        Valid("import torch.nn as nn\nmodel = nn.Transformer(batch_first=True)\n"),
-        Valid("import torch.nn as nn\nlayer = nn.TransformerEncoderLayer(d_model=300, nhead=6, batch_first=True)\n"),
-        Valid("import torch.nn as nn\ndef build(dim):\n    return nn.MultiheadAttention(dim, 8, batch_first=True)\n"),
-        Valid("class MultiheadAttention:\n    def __init__(self, d, h): ...\nattn = MultiheadAttention(100, 8)\n"),
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(100, 8)  # noqa: MHA005\n"),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            model = nn.Transformer(batch_first=True)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            layer = nn.TransformerEncoderLayer(d_model=300, nhead=6, batch_first=True)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            def build(dim):
+                return nn.MultiheadAttention(dim, 8, batch_first=True)
+            """,
+        ),
+        Valid(
+            """
+            class MultiheadAttention:
+                def __init__(self, d, h): ...
+            attn = MultiheadAttention(100, 8)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(100, 8)  # noqa: MHA005
+            """,
+        ),
     )
     invalid = (
-        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(100, 8, batch_first=True)\n", line=2,
-                severity=Severity.ERROR,
-                headline=("nn.MultiheadAttention gets embed_dim=100, which num_heads=8 does not divide (100 = 12 x 8 "
-                          "+ 4): building it raises AssertionError")),
-        Invalid("from torch import nn\nD_MODEL = 300\nlayer = nn.TransformerEncoderLayer(D_MODEL, nhead=8)\n",
-                line=3, severity=Severity.ERROR,
-                headline=("nn.TransformerEncoderLayer gets d_model=300 (`D_MODEL`), which nhead=8 does not divide "
-                          "(300 = 37 x 8 + 4): building it raises AssertionError")),
-        Invalid("import torch.nn as nn\nmodel = nn.Transformer(d_model=100, batch_first=True)\n", line=2,
-                severity=Severity.ERROR,
-                headline=("nn.Transformer gets d_model=100, which nhead=8 (the default) does not divide (100 = 12 x "
-                          "8 + 4): building it raises AssertionError")),
-        Invalid("import torch\nclass Block(torch.nn.Module):\n    def __init__(self, dim=96, heads=8):\n"
-                "        super().__init__()\n        self.attn = torch.nn.MultiheadAttention(dim, heads)\n"
-                "block = Block(dim=100)\n", line=5, severity=Severity.ERROR,
-                headline=("nn.MultiheadAttention gets embed_dim=100 (`dim`), which num_heads=8 (`heads`) does not "
-                          "divide (100 = 12 x 8 + 4): building it raises AssertionError")),
-        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 0)\n", line=2,
-                severity=Severity.ERROR,
-                headline=("nn.MultiheadAttention gets embed_dim=64 and num_heads=0, but both must be positive: "
-                          "building it raises ValueError")),
+        Invalid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(100, 8, batch_first=True)
+            """,
+            line=2,
+            severity=Severity.ERROR,
+            headline=(
+                "nn.MultiheadAttention gets embed_dim=100, which num_heads=8 does not divide (100 = 12 x 8 + 4): "
+                "building it raises AssertionError"
+            ),
+        ),
+        Invalid(
+            """
+            from torch import nn
+            D_MODEL = 300
+            layer = nn.TransformerEncoderLayer(D_MODEL, nhead=8)
+            """,
+            line=3,
+            severity=Severity.ERROR,
+            headline=(
+                "nn.TransformerEncoderLayer gets d_model=300 (`D_MODEL`), which nhead=8 does not divide (300 = 37 x 8 "
+                "+ 4): building it raises AssertionError"
+            ),
+        ),
+        Invalid(
+            """
+            import torch.nn as nn
+            model = nn.Transformer(d_model=100, batch_first=True)
+            """,
+            line=2,
+            severity=Severity.ERROR,
+            headline=(
+                "nn.Transformer gets d_model=100, which nhead=8 (the default) does not divide (100 = 12 x 8 + 4): "
+                "building it raises AssertionError"
+            ),
+        ),
+        Invalid(
+            """
+            import torch
+            class Block(torch.nn.Module):
+                def __init__(self, dim=96, heads=8):
+                    super().__init__()
+                    self.attn = torch.nn.MultiheadAttention(dim, heads)
+            block = Block(dim=100)
+            """,
+            line=5,
+            severity=Severity.ERROR,
+            headline=(
+                "nn.MultiheadAttention gets embed_dim=100 (`dim`), which num_heads=8 (`heads`) does not divide (100 = "
+                "12 x 8 + 4): building it raises AssertionError"
+            ),
+        ),
+        Invalid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 0)
+            """,
+            line=2,
+            severity=Severity.ERROR,
+            headline=(
+                "nn.MultiheadAttention gets embed_dim=64 and num_heads=0, but both must be positive: building it "
+                "raises ValueError"
+            ),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:

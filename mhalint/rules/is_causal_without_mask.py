@@ -115,63 +115,166 @@ class IsCausalWithoutMask(Rule):
     acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
-        Valid("import torch.nn.functional as F\ndef f(q, k, v):\n"
-              "    return F.scaled_dot_product_attention(q, k, v, is_causal=True)\n"),
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-              "def f(x, m):\n    return attn(x, x, x, attn_mask=m, is_causal=True)\n"),
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-              "def f(x, m):\n    return attn(x, x, x, None, True, m, True, True)\n"),
-        Valid("class Attn:\n    def __call__(self, *a, **k): ...\nattn = Attn()\nattn(1, 2, 3, is_causal=True)\n"),
-        Valid("import torch.nn as nn\nenc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2), 2)\n"
-              "def f(x):\n    return enc(x, is_causal=False)\n"),
+        Valid(
+            """
+            import torch.nn.functional as F
+            def f(q, k, v):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def f(x, m):
+                return attn(x, x, x, attn_mask=m, is_causal=True)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def f(x, m):
+                return attn(x, x, x, None, True, m, True, True)
+            """,
+        ),
+        Valid(
+            """
+            class Attn:
+                def __call__(self, *a, **k): ...
+            attn = Attn()
+            attn(1, 2, 3, is_causal=True)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2), 2)
+            def f(x):
+                return enc(x, is_causal=False)
+            """,
+        ),
     )
     invalid = (
-        Invalid("import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-                "        self.attn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-                "    def forward(self, x):\n        return self.attn(x, x, x, is_causal=True)[0]\n",
-                line=7,
-                severity=Severity.ERROR,
-                headline=("is_causal=True without attn_mask: nn.MultiheadAttention takes it as a hint, and its fast "
-                          "inference path attends to the future")),
-        Invalid("import torch.nn as nn\nlayer = nn.TransformerEncoderLayer(64, 8, batch_first=True)\n"
-                "def f(x):\n    return layer(x, is_causal=True)\n", line=4,
-                severity=Severity.ERROR,
-                headline=("is_causal=True without src_mask: nn.TransformerEncoderLayer takes it as a hint, and its "
-                          "fast inference path attends to the future")),
-        Invalid("import torch.nn as nn\nmodel = nn.Transformer(batch_first=True)\n"
-                "def f(s, t):\n    return model(s, t, tgt_is_causal=True)\n", line=4,
-                severity=Severity.ERROR,
-                headline=("tgt_is_causal=True without tgt_mask: nn.Transformer takes it as a hint, and its fast "
-                          "inference path attends to the future")),
-        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-                "def f(x):\n    return attn(x, x, x, None, True, None, True, True)\n", line=4,
-                severity=Severity.ERROR,
-                headline=("is_causal=True with attn_mask=None: nn.MultiheadAttention takes it as a hint, and its "
-                          "fast inference path attends to the future")),
-        Invalid("import torch.nn as nn\nlayers = nn.ModuleList([nn.TransformerDecoderLayer(64, 8) for _ in range(2)])\n"
-                "def f(x, mem):\n    for layer in layers:\n        x = layer(\n            x, mem,\n"
-                "            tgt_is_causal=True,\n        )\n    return x\n", line=5,
-                severity=Severity.ERROR,
-                headline=("tgt_is_causal=True without tgt_mask: nn.TransformerDecoderLayer takes it as a hint, and "
-                          "its fast inference path attends to the future")),
-        Invalid("import torch.nn.functional as F\nCAUSAL = True\ndef f(q, w, b, ow, ob):\n"
-                "    return F.multi_head_attention_forward(q, q, q, 8, 2, w, b, None, None, False, 0.0, ow, ob,\n"
-                "                                          is_causal=CAUSAL)\n", line=4,
-                severity=Severity.WARNING,
-                headline=("is_causal=CAUSAL (True) without attn_mask: F.multi_head_attention_forward raises 'Need "
-                          "attn_mask if specifying the is_causal hint'")),
+        Invalid(
+            """
+            import torch.nn as nn
+            class M(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.attn = nn.MultiheadAttention(64, 8, batch_first=True)
+                def forward(self, x):
+                    return self.attn(x, x, x, is_causal=True)[0]
+            """,
+            line=7,
+            severity=Severity.ERROR,
+            headline=(
+                "is_causal=True without attn_mask: nn.MultiheadAttention takes it as a hint, and its fast inference "
+                "path attends to the future"
+            ),
+        ),
+        Invalid(
+            """
+            import torch.nn as nn
+            layer = nn.TransformerEncoderLayer(64, 8, batch_first=True)
+            def f(x):
+                return layer(x, is_causal=True)
+            """,
+            line=4,
+            severity=Severity.ERROR,
+            headline=(
+                "is_causal=True without src_mask: nn.TransformerEncoderLayer takes it as a hint, and its fast "
+                "inference path attends to the future"
+            ),
+        ),
+        Invalid(
+            """
+            import torch.nn as nn
+            model = nn.Transformer(batch_first=True)
+            def f(s, t):
+                return model(s, t, tgt_is_causal=True)
+            """,
+            line=4,
+            severity=Severity.ERROR,
+            headline=(
+                "tgt_is_causal=True without tgt_mask: nn.Transformer takes it as a hint, and its fast inference path "
+                "attends to the future"
+            ),
+        ),
+        Invalid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def f(x):
+                return attn(x, x, x, None, True, None, True, True)
+            """,
+            line=4,
+            severity=Severity.ERROR,
+            headline=(
+                "is_causal=True with attn_mask=None: nn.MultiheadAttention takes it as a hint, and its fast inference "
+                "path attends to the future"
+            ),
+        ),
+        Invalid(
+            """
+            import torch.nn as nn
+            layers = nn.ModuleList([nn.TransformerDecoderLayer(64, 8) for _ in range(2)])
+            def f(x, mem):
+                for layer in layers:
+                    x = layer(
+                        x, mem,
+                        tgt_is_causal=True,
+                    )
+                return x
+            """,
+            line=5,
+            severity=Severity.ERROR,
+            headline=(
+                "tgt_is_causal=True without tgt_mask: nn.TransformerDecoderLayer takes it as a hint, and its fast "
+                "inference path attends to the future"
+            ),
+        ),
+        Invalid(
+            """
+            import torch.nn.functional as F
+            CAUSAL = True
+            def f(q, w, b, ow, ob):
+                return F.multi_head_attention_forward(q, q, q, 8, 2, w, b, None, None, False, 0.0, ow, ob,
+                                                      is_causal=CAUSAL)
+            """,
+            line=4,
+            severity=Severity.WARNING,
+            headline=(
+                "is_causal=CAUSAL (True) without attn_mask: F.multi_head_attention_forward raises 'Need attn_mask if "
+                "specifying the is_causal hint'"
+            ),
+        ),
     )
     example_inputs = "import torch\nx = torch.randn(2, 5, 64)\n"
     runtime_valid = (
-        Valid("import torch\nmha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()\n"
-              "x = torch.randn(2, 4, 8)\nmask = torch.nn.Transformer.generate_square_subsequent_mask(4)\n"
-              "with torch.no_grad():\n    mha(x, x, x, attn_mask=mask, is_causal=True, need_weights=False)\n"),
+        Valid(
+            """
+            import torch
+            mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+            x = torch.randn(2, 4, 8)
+            mask = torch.nn.Transformer.generate_square_subsequent_mask(4)
+            with torch.no_grad():
+                mha(x, x, x, attn_mask=mask, is_causal=True, need_weights=False)
+            """,
+        ),
     )
     runtime_invalid = (
-        Invalid("import torch\nmha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()\n"
-                "x = torch.randn(2, 4, 8)\nwith torch.no_grad():\n"
-                "    mha(x, x, x, is_causal=True, need_weights=False)\n", line=5,
-                message="got is_causal=True and no attn_mask"),
+        Invalid(
+            """
+            import torch
+            mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+            x = torch.randn(2, 4, 8)
+            with torch.no_grad():
+                mha(x, x, x, is_causal=True, need_weights=False)
+            """,
+            line=5,
+            message="got is_causal=True and no attn_mask",
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:

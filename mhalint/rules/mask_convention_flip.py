@@ -105,102 +105,248 @@ class MaskConventionFlip(Rule):
     acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
-        Valid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, tokens):\n"
-              "    pad = tokens == 0\n"
-              "    return F.scaled_dot_product_attention(q, k, v, attn_mask=~pad[:, None, None, :])\n"),
-        Valid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, L):\n"
-              "    keep = torch.tril(torch.ones(L, L, dtype=torch.bool))\n"
-              "    return F.scaled_dot_product_attention(q, k, v, keep)\n"),
-        Valid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
-              "def f(x, L):\n    causal = nn.Transformer.generate_square_subsequent_mask(L)\n"
-              "    return torch.nn.functional.scaled_dot_product_attention(x, x, x, attn_mask=causal)\n"),
-        Valid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, key_padding_mask):\n"
-              "    m = torch.zeros(key_padding_mask.shape).masked_fill(key_padding_mask, float('-inf'))\n"
-              "    return F.scaled_dot_product_attention(q, k, v, attn_mask=m[:, None, None, :])\n"),
-        Valid("from torch import nn\nattn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
-              "def f(x, tokens):\n    return attn(x, x, x, key_padding_mask=tokens == 0)\n"),
-        Valid("import torch.nn.functional as F\ndef attend(q, k, v, keep):\n"
-              "    \"\"\"keep: (N, S) bool, True for tokens to attend to.\"\"\"\n"
-              "    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])\n"),
-        Valid("def scaled_dot_product_attention(q, k, v, attn_mask): ...\ndef f(q, tokens):\n"
-              "    return scaled_dot_product_attention(q, q, q, attn_mask=tokens == 0)\n"),
-        Valid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
-              "mask = torch.ones(5, 5); mask = torch.tril(mask)\nx = torch.randn(1, 5, 8)\n"
-              "out = attn(x, x, x, attn_mask=mask)\n"),  # a float mask: MHA008's (0/1), never `~`'d (TypeError)
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+            def f(q, k, v, tokens):
+                pad = tokens == 0
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=~pad[:, None, None, :])
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+            def f(q, k, v, L):
+                keep = torch.tril(torch.ones(L, L, dtype=torch.bool))
+                return F.scaled_dot_product_attention(q, k, v, keep)
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            attn = nn.MultiheadAttention(8, 2, batch_first=True)
+            def f(x, L):
+                causal = nn.Transformer.generate_square_subsequent_mask(L)
+                return torch.nn.functional.scaled_dot_product_attention(x, x, x, attn_mask=causal)
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+            def f(q, k, v, key_padding_mask):
+                m = torch.zeros(key_padding_mask.shape).masked_fill(key_padding_mask, float('-inf'))
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=m[:, None, None, :])
+            """,
+        ),
+        Valid(
+            """
+            from torch import nn
+            attn = nn.MultiheadAttention(8, 2, batch_first=True)
+            def f(x, tokens):
+                return attn(x, x, x, key_padding_mask=tokens == 0)
+            """,
+        ),
+        Valid(
+            '''
+            import torch.nn.functional as F
+            def attend(q, k, v, keep):
+                """keep: (N, S) bool, True for tokens to attend to."""
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])
+            ''',
+        ),
+        Valid(
+            """
+            def scaled_dot_product_attention(q, k, v, attn_mask): ...
+            def f(q, tokens):
+                return scaled_dot_product_attention(q, q, q, attn_mask=tokens == 0)
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            attn = nn.MultiheadAttention(8, 2, batch_first=True)
+            mask = torch.ones(5, 5); mask = torch.tril(mask)
+            x = torch.randn(1, 5, 8)
+            out = attn(x, x, x, attn_mask=mask)
+            """,
+        ),  # a float mask: MHA008's (0/1), never `~`'d (TypeError)
     )
     invalid = (
-        Invalid("import torch.nn.functional as F\nPAD = 0\ndef f(q, k, v, tokens):\n"
-                "    pad = tokens == PAD\n"
-                "    return F.scaled_dot_product_attention(q, k, v, attn_mask=pad[:, None, None, :])\n",
-                line=5, severity=Severity.ERROR,
-                headline=("F.scaled_dot_product_attention gets attn_mask=`pad[:, None, None, :]`, built at line 4 as "
-                          "True = ignore, but it reads True as attend"),
-                fixed=("import torch.nn.functional as F\nPAD = 0\ndef f(q, k, v, tokens):\n    pad = tokens == PAD\n"
-                       "    return F.scaled_dot_product_attention(q, k, v, attn_mask=~pad[:, None, None, :])\n")),
-        Invalid("import torch\nfrom torch.nn.functional import scaled_dot_product_attention as sdpa\n"
-                "def f(q, L):\n    future = torch.triu(torch.ones(L, L), diagonal=1).bool()\n"
-                "    return sdpa(q, q, q, future)\n", line=5, severity=Severity.ERROR,
-                headline=("F.scaled_dot_product_attention gets attn_mask=`future`, built at line 4 as True = ignore, "
-                          "but it reads True as attend"),
-                fixed=("import torch\nfrom torch.nn.functional import scaled_dot_product_attention as sdpa\n"
-                       "def f(q, L):\n    future = torch.triu(torch.ones(L, L), diagonal=1).bool()\n"
-                       "    return sdpa(q, q, q, ~future)\n")),
-        Invalid("import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n"
-                "        super().__init__()\n        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
-                "    def forward(self, x, lengths):\n"
-                "        valid = torch.arange(x.size(1))[None, :] < lengths[:, None]\n"
-                "        return self.attn(x, x, x, key_padding_mask=valid)[0]\n", line=9,
-                severity=Severity.ERROR,
-                headline=("nn.MultiheadAttention gets key_padding_mask=`valid`, built at line 8 as True = attend, "
-                          "but it reads True as ignore"),
-                fixed=("import torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self):\n"
-                       "        super().__init__()\n"
-                       "        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)\n"
-                       "    def forward(self, x, lengths):\n"
-                       "        valid = torch.arange(x.size(1))[None, :] < lengths[:, None]\n"
-                       "        return self.attn(x, x, x, key_padding_mask=~valid)[0]\n")),
-        Invalid("import torch.nn.functional as F\ndef f(q, k, v, key_padding_mask):\n"
-                "    return F.scaled_dot_product_attention(\n        q, k, v,\n"
-                "        attn_mask=key_padding_mask[:, None, None, :],\n    )\n", line=3, severity=Severity.WARNING,
-                headline=("F.scaled_dot_product_attention gets attn_mask=`key_padding_mask[:, None, None, :]`, which "
-                          "looks like a True = ignore mask, but it reads True as attend"),
-                fixed=("import torch.nn.functional as F\ndef f(q, k, v, key_padding_mask):\n"
-                       "    return F.scaled_dot_product_attention(\n        q, k, v,\n"
-                       "        attn_mask=key_padding_mask[:, None, None, :] == 0,\n    )\n")),
-        Invalid("import torch\nimport torch.nn.functional as F\ndef f(q, tokens, pad_id):\n"
-                "    keep = tokens != pad_id\n    pad = ~keep\n"
-                "    return F.scaled_dot_product_attention(q, q, q, attn_mask=pad.unsqueeze(1).unsqueeze(2))\n",
-                line=6,
-                severity=Severity.ERROR,
-                headline=("F.scaled_dot_product_attention gets attn_mask=`pad.unsqueeze(1).unsqueeze(2)`, built at "
-                          "line 4 and inverted to True = ignore, but it reads True as attend"),
-                fixed=("import torch\nimport torch.nn.functional as F\ndef f(q, tokens, pad_id):\n"
-                       "    keep = tokens != pad_id\n    pad = ~keep\n    return F.scaled_dot_product_attention(q, "
-                       "q, q, attn_mask=~pad.unsqueeze(1).unsqueeze(2))\n")),
-        Invalid("import torch.nn.functional as F\ndef attend(q, k, v, padding):\n"
-                "    \"\"\"padding: (N, S) bool, True at padding positions.\"\"\"\n"
-                "    return F.scaled_dot_product_attention(q, k, v, attn_mask=padding[:, None, None, :])\n",
-                line=4, severity=Severity.ERROR,
-                headline=("F.scaled_dot_product_attention gets attn_mask=`padding[:, None, None, :]`, documented at "
-                          "line 3 as True = ignore, but it reads True as attend"),
-                fixed=("import torch.nn.functional as F\ndef attend(q, k, v, padding):\n"
-                       "    \"\"\"padding: (N, S) bool, True at padding positions.\"\"\"\n"
-                       "    return F.scaled_dot_product_attention(q, k, v, attn_mask=~padding[:, None, None, :])\n")),
+        Invalid(
+            """
+            import torch.nn.functional as F
+            PAD = 0
+            def f(q, k, v, tokens):
+                pad = tokens == PAD
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=pad[:, None, None, :])
+            """,
+            line=5,
+            severity=Severity.ERROR,
+            headline=(
+                "F.scaled_dot_product_attention gets attn_mask=`pad[:, None, None, :]`, built at line 4 as True = "
+                "ignore, but it reads True as attend"
+            ),
+            fixed="""
+            import torch.nn.functional as F
+            PAD = 0
+            def f(q, k, v, tokens):
+                pad = tokens == PAD
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=~pad[:, None, None, :])
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch.nn.functional import scaled_dot_product_attention as sdpa
+            def f(q, L):
+                future = torch.triu(torch.ones(L, L), diagonal=1).bool()
+                return sdpa(q, q, q, future)
+            """,
+            line=5,
+            severity=Severity.ERROR,
+            headline=(
+                "F.scaled_dot_product_attention gets attn_mask=`future`, built at line 4 as True = ignore, but it "
+                "reads True as attend"
+            ),
+            fixed="""
+            import torch
+            from torch.nn.functional import scaled_dot_product_attention as sdpa
+            def f(q, L):
+                future = torch.triu(torch.ones(L, L), diagonal=1).bool()
+                return sdpa(q, q, q, ~future)
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            class M(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+                def forward(self, x, lengths):
+                    valid = torch.arange(x.size(1))[None, :] < lengths[:, None]
+                    return self.attn(x, x, x, key_padding_mask=valid)[0]
+            """,
+            line=9,
+            severity=Severity.ERROR,
+            headline=(
+                "nn.MultiheadAttention gets key_padding_mask=`valid`, built at line 8 as True = attend, but it reads "
+                "True as ignore"
+            ),
+            fixed="""
+            import torch
+            from torch import nn
+            class M(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+                def forward(self, x, lengths):
+                    valid = torch.arange(x.size(1))[None, :] < lengths[:, None]
+                    return self.attn(x, x, x, key_padding_mask=~valid)[0]
+            """,
+        ),
+        Invalid(
+            """
+            import torch.nn.functional as F
+            def f(q, k, v, key_padding_mask):
+                return F.scaled_dot_product_attention(
+                    q, k, v,
+                    attn_mask=key_padding_mask[:, None, None, :],
+                )
+            """,
+            line=3,
+            severity=Severity.WARNING,
+            headline=(
+                "F.scaled_dot_product_attention gets attn_mask=`key_padding_mask[:, None, None, :]`, which looks like "
+                "a True = ignore mask, but it reads True as attend"
+            ),
+            fixed="""
+            import torch.nn.functional as F
+            def f(q, k, v, key_padding_mask):
+                return F.scaled_dot_product_attention(
+                    q, k, v,
+                    attn_mask=key_padding_mask[:, None, None, :] == 0,
+                )
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+            def f(q, tokens, pad_id):
+                keep = tokens != pad_id
+                pad = ~keep
+                return F.scaled_dot_product_attention(q, q, q, attn_mask=pad.unsqueeze(1).unsqueeze(2))
+            """,
+            line=6,
+            severity=Severity.ERROR,
+            headline=(
+                "F.scaled_dot_product_attention gets attn_mask=`pad.unsqueeze(1).unsqueeze(2)`, built at line 4 and "
+                "inverted to True = ignore, but it reads True as attend"
+            ),
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+            def f(q, tokens, pad_id):
+                keep = tokens != pad_id
+                pad = ~keep
+                return F.scaled_dot_product_attention(q, q, q, attn_mask=~pad.unsqueeze(1).unsqueeze(2))
+            """,
+        ),
+        Invalid(
+            '''
+            import torch.nn.functional as F
+            def attend(q, k, v, padding):
+                """padding: (N, S) bool, True at padding positions."""
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=padding[:, None, None, :])
+            ''',
+            line=4,
+            severity=Severity.ERROR,
+            headline=(
+                "F.scaled_dot_product_attention gets attn_mask=`padding[:, None, None, :]`, documented at line 3 as "
+                "True = ignore, but it reads True as attend"
+            ),
+            fixed='''
+            import torch.nn.functional as F
+            def attend(q, k, v, padding):
+                """padding: (N, S) bool, True at padding positions."""
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=~padding[:, None, None, :])
+            ''',
+        ),
     )
     example_inputs = (
         "import torch\nN, H, L, E = 2, 2, 6, 4\nq = k = v = torch.randn(N, H, L, E)\nx = torch.randn(N, L, 8)\n"
         "pad_id = 0\ntokens = torch.tensor([[5, 3, 2, 7, 0, 0], [4, 1, 0, 0, 0, 0]])\nlengths = torch.tensor([4, 2])\n"
         "key_padding_mask = padding = tokens == pad_id\n")
     runtime_valid = (
-        Valid("import torch\nimport torch.nn.functional as F\nq = torch.randn(1, 2, 4, 8)\n"
-              "future = torch.ones(4, 4, dtype=torch.bool).triu(1)\n"
-              "F.scaled_dot_product_attention(q, q, q, attn_mask=~future)\n"),
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+            q = torch.randn(1, 2, 4, 8)
+            future = torch.ones(4, 4, dtype=torch.bool).triu(1)
+            F.scaled_dot_product_attention(q, q, q, attn_mask=~future)
+            """,
+        ),
     )
     runtime_invalid = (
-        Invalid("import torch\nimport torch.nn.functional as F\nq = torch.randn(1, 2, 4, 8)\n"
-                "future = torch.ones(4, 4, dtype=torch.bool).triu(1)\n"
-                "F.scaled_dot_product_attention(q, q, q, attn_mask=future)\n", line=5,
-                message="True only above the diagonal"),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+            q = torch.randn(1, 2, 4, 8)
+            future = torch.ones(4, 4, dtype=torch.bool).triu(1)
+            F.scaled_dot_product_attention(q, q, q, attn_mask=future)
+            """,
+            line=5,
+            message="True only above the diagonal",
+        ),
     )
 
     def __init__(self, context, emit):

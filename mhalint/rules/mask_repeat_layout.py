@@ -148,81 +148,195 @@ class MaskRepeatLayout(Rule):
     acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
-        Valid("import torch\nfrom torch import nn\nclass A(nn.Module):\n    def __init__(self):\n"
-              "        super().__init__()\n        self.nhead = 4\n"
-              "        self.attn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
-              "    def forward(self, x, pad):\n        m = pad.unsqueeze(1).expand(-1, x.size(1), -1)\n"
-              "        return self.attn(x, x, x, attn_mask=m.repeat_interleave(self.nhead, 0))[0]\n"),
-        Valid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 4)\n"
-              "def f(x, L, num_heads=4):\n    causal = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)\n"
-              "    return attn(x, x, x, attn_mask=causal.repeat(num_heads, 1, 1))[0]\n"),
-        Valid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 4)\n"
-              "def f(x, scores, num_heads=4):\n"
-              "    m = scores.sigmoid().flatten(2).unsqueeze(1).repeat(1, num_heads, 1, 1).flatten(0, 1) < 0.5\n"
-              "    return attn(x, x, x, attn_mask=m)[0]\n"),
-        Valid("import torch\nfrom torch import nn\ndef f(x, pad, num_heads=4):\n"
-              "    m = pad.unsqueeze(1).repeat(num_heads, 1, 1)\n    return m.sum()\n"),
-        Valid("import torch\nclass MultiheadAttention:\n    def __call__(self, q, k, v, attn_mask=None): ...\n"
-              "attn = MultiheadAttention()\ndef f(x, pad, num_heads=4):\n"
-              "    return attn(x, x, x, attn_mask=pad.unsqueeze(1).repeat(num_heads, 1, 1))\n"),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class A(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.nhead = 4
+                    self.attn = nn.MultiheadAttention(16, 4, batch_first=True)
+                def forward(self, x, pad):
+                    m = pad.unsqueeze(1).expand(-1, x.size(1), -1)
+                    return self.attn(x, x, x, attn_mask=m.repeat_interleave(self.nhead, 0))[0]
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 4)
+            def f(x, L, num_heads=4):
+                causal = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)
+                return attn(x, x, x, attn_mask=causal.repeat(num_heads, 1, 1))[0]
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 4)
+            def f(x, scores, num_heads=4):
+                m = scores.sigmoid().flatten(2).unsqueeze(1).repeat(1, num_heads, 1, 1).flatten(0, 1) < 0.5
+                return attn(x, x, x, attn_mask=m)[0]
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            def f(x, pad, num_heads=4):
+                m = pad.unsqueeze(1).repeat(num_heads, 1, 1)
+                return m.sum()
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            class MultiheadAttention:
+                def __call__(self, q, k, v, attn_mask=None): ...
+            attn = MultiheadAttention()
+            def f(x, pad, num_heads=4):
+                return attn(x, x, x, attn_mask=pad.unsqueeze(1).repeat(num_heads, 1, 1))
+            """,
+        ),
     )
     invalid = (
-        Invalid("import torch\nfrom torch import nn\nclass Layer(nn.Module):\n"
-                "    def __init__(self, d_model, nhead):\n        super().__init__()\n"
-                "        self.nhead = nhead\n        self.cross_attn = nn.MultiheadAttention(d_model, nhead)\n"
-                "    def forward(self, q, k, v, pad):\n"
-                "        qmask, kmask = pad[:, :q.size(0)].unsqueeze(2), pad[:, q.size(0):].unsqueeze(1)\n"
-                "        attn_mask = torch.matmul(qmask.float(), kmask.float()).bool().repeat(self.nhead, 1, 1)\n"
-                "        return self.cross_attn(q, k, v, attn_mask=attn_mask,"
-                " key_padding_mask=pad[:, q.size(0):])[0]\n",
-                line=10, severity=Severity.ERROR,
-                headline=("`torch.matmul(qmask.float(), kmask.float()).bool().repea...` tiles a per-sample mask "
-                          "head-major, but nn.MultiheadAttention reads attn_mask (line 11) batch-major"),
-                fixed=("import torch\nfrom torch import nn\nclass Layer(nn.Module):\n"
-                       "    def __init__(self, d_model, nhead):\n        super().__init__()\n"
-                       "        self.nhead = nhead\n        self.cross_attn = nn.MultiheadAttention(d_model, nhead)\n"
-                       "    def forward(self, q, k, v, pad):\n"
-                       "        qmask, kmask = pad[:, :q.size(0)].unsqueeze(2), pad[:, q.size(0):].unsqueeze(1)\n    "
-                       "    attn_mask = torch.matmul(qmask.float(), "
-                       "kmask.float()).bool().repeat_interleave(self.nhead, dim=0)\n        return "
-                       "self.cross_attn(q, k, v, attn_mask=attn_mask, key_padding_mask=pad[:, q.size(0):])[0]\n")),
-        Invalid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
-                "def f(x, key_padding_mask: Bool[Tensor, 'batch keys'], num_heads=4):\n"
-                "    m = key_padding_mask[:, None, :].expand(-1, x.size(1), -1)\n"
-                "    m = m.unsqueeze(0).expand(num_heads, -1, -1, -1).reshape(-1, x.size(1), x.size(1))\n"
-                "    return attn(x, x, x, attn_mask=m)[0]\n", line=6, severity=Severity.ERROR,
-                headline=("`m.unsqueeze(0).expand(num_heads, -1, -1, -1).reshape(-1,...` tiles a per-sample mask "
-                          "head-major, but nn.MultiheadAttention reads attn_mask (line 7) batch-major"),
-                fixed=("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
-                       "def f(x, key_padding_mask: Bool[Tensor, 'batch keys'], num_heads=4):\n"
-                       "    m = key_padding_mask[:, None, :].expand(-1, x.size(1), -1)\n"
-                       "    m = m.repeat_interleave(num_heads, dim=0)\n    return attn(x, x, x, attn_mask=m)[0]\n")),
-        Invalid("from torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
-                "def f(x, mask, num_heads=4):\n    return attn(x, x, x, None, False, mask.repeat(num_heads, 1, 1))\n",
-                line=4, severity=Severity.WARNING,
-                headline=("`mask.repeat(num_heads, 1, 1)` tiles a mask that may differ per sample head-major, but "
-                          "nn.MultiheadAttention reads attn_mask (line 4) batch-major"),
-                fixed=("from torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
-                       "def f(x, mask, num_heads=4):\n"
-                       "    return attn(x, x, x, None, False, mask.repeat_interleave(num_heads, dim=0))\n")),
-        Invalid("import torch\nfrom torch import nn\nHEADS = 4\nlayer = nn.TransformerEncoderLayer(16, HEADS)\n"
-                "def f(x, L):\n    bs = x.size(1)\n    m = torch.zeros(bs, L, L, dtype=torch.bool)\n"
-                "    return layer(x, m.repeat(4, 1, 1))\n", line=8, severity=Severity.ERROR,
-                headline=("`m.repeat(4, 1, 1)` tiles a per-sample mask head-major, but nn.TransformerEncoderLayer "
-                          "reads src_mask (line 8) batch-major"),
-                fixed=("import torch\nfrom torch import nn\nHEADS = 4\n"
-                       "layer = nn.TransformerEncoderLayer(16, HEADS)\ndef f(x, L):\n    bs = x.size(1)\n"
-                       "    m = torch.zeros(bs, L, L, dtype=torch.bool)\n"
-                       "    return layer(x, m.repeat_interleave(4, dim=0))\n")),
-        Invalid("import torch\nfrom torch import nn\nHEADS = 4\nlayer = nn.TransformerEncoderLayer(16, HEADS)\n"
-                "def f(x, bs, L):\n    m = torch.zeros(bs, L, L, dtype=torch.bool)\n"
-                "    return layer(x, m.repeat(4, 1, 1))\n", line=7, severity=Severity.WARNING,
-                headline=("`m.repeat(4, 1, 1)` tiles a mask that may differ per sample head-major, but "
-                          "nn.TransformerEncoderLayer reads src_mask (line 7) batch-major"),
-                fixed=("import torch\nfrom torch import nn\nHEADS = 4\n"
-                       "layer = nn.TransformerEncoderLayer(16, HEADS)\ndef f(x, bs, L):\n"
-                       "    m = torch.zeros(bs, L, L, dtype=torch.bool)\n"
-                       "    return layer(x, m.repeat_interleave(4, dim=0))\n")),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            class Layer(nn.Module):
+                def __init__(self, d_model, nhead):
+                    super().__init__()
+                    self.nhead = nhead
+                    self.cross_attn = nn.MultiheadAttention(d_model, nhead)
+                def forward(self, q, k, v, pad):
+                    qmask, kmask = pad[:, :q.size(0)].unsqueeze(2), pad[:, q.size(0):].unsqueeze(1)
+                    attn_mask = torch.matmul(qmask.float(), kmask.float()).bool().repeat(self.nhead, 1, 1)
+                    return self.cross_attn(q, k, v, attn_mask=attn_mask, key_padding_mask=pad[:, q.size(0):])[0]
+            """,
+            line=10,
+            severity=Severity.ERROR,
+            headline=(
+                "`torch.matmul(qmask.float(), kmask.float()).bool().repea...` tiles a per-sample mask head-major, but "
+                "nn.MultiheadAttention reads attn_mask (line 11) batch-major"
+            ),
+            fixed="""
+            import torch
+            from torch import nn
+            class Layer(nn.Module):
+                def __init__(self, d_model, nhead):
+                    super().__init__()
+                    self.nhead = nhead
+                    self.cross_attn = nn.MultiheadAttention(d_model, nhead)
+                def forward(self, q, k, v, pad):
+                    qmask, kmask = pad[:, :q.size(0)].unsqueeze(2), pad[:, q.size(0):].unsqueeze(1)
+                    attn_mask = torch.matmul(qmask.float(), kmask.float()).bool().repeat_interleave(self.nhead, dim=0)
+                    return self.cross_attn(q, k, v, attn_mask=attn_mask, key_padding_mask=pad[:, q.size(0):])[0]
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 4, batch_first=True)
+            def f(x, key_padding_mask: Bool[Tensor, 'batch keys'], num_heads=4):
+                m = key_padding_mask[:, None, :].expand(-1, x.size(1), -1)
+                m = m.unsqueeze(0).expand(num_heads, -1, -1, -1).reshape(-1, x.size(1), x.size(1))
+                return attn(x, x, x, attn_mask=m)[0]
+            """,
+            line=6,
+            severity=Severity.ERROR,
+            headline=(
+                "`m.unsqueeze(0).expand(num_heads, -1, -1, -1).reshape(-1,...` tiles a per-sample mask head-major, but "
+                "nn.MultiheadAttention reads attn_mask (line 7) batch-major"
+            ),
+            fixed="""
+            import torch
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 4, batch_first=True)
+            def f(x, key_padding_mask: Bool[Tensor, 'batch keys'], num_heads=4):
+                m = key_padding_mask[:, None, :].expand(-1, x.size(1), -1)
+                m = m.repeat_interleave(num_heads, dim=0)
+                return attn(x, x, x, attn_mask=m)[0]
+            """,
+        ),
+        Invalid(
+            """
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 4, batch_first=True)
+            def f(x, mask, num_heads=4):
+                return attn(x, x, x, None, False, mask.repeat(num_heads, 1, 1))
+            """,
+            line=4,
+            severity=Severity.WARNING,
+            headline=(
+                "`mask.repeat(num_heads, 1, 1)` tiles a mask that may differ per sample head-major, but "
+                "nn.MultiheadAttention reads attn_mask (line 4) batch-major"
+            ),
+            fixed="""
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 4, batch_first=True)
+            def f(x, mask, num_heads=4):
+                return attn(x, x, x, None, False, mask.repeat_interleave(num_heads, dim=0))
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            HEADS = 4
+            layer = nn.TransformerEncoderLayer(16, HEADS)
+            def f(x, L):
+                bs = x.size(1)
+                m = torch.zeros(bs, L, L, dtype=torch.bool)
+                return layer(x, m.repeat(4, 1, 1))
+            """,
+            line=8,
+            severity=Severity.ERROR,
+            headline=(
+                "`m.repeat(4, 1, 1)` tiles a per-sample mask head-major, but nn.TransformerEncoderLayer reads src_mask "
+                "(line 8) batch-major"
+            ),
+            fixed="""
+            import torch
+            from torch import nn
+            HEADS = 4
+            layer = nn.TransformerEncoderLayer(16, HEADS)
+            def f(x, L):
+                bs = x.size(1)
+                m = torch.zeros(bs, L, L, dtype=torch.bool)
+                return layer(x, m.repeat_interleave(4, dim=0))
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            HEADS = 4
+            layer = nn.TransformerEncoderLayer(16, HEADS)
+            def f(x, bs, L):
+                m = torch.zeros(bs, L, L, dtype=torch.bool)
+                return layer(x, m.repeat(4, 1, 1))
+            """,
+            line=7,
+            severity=Severity.WARNING,
+            headline=(
+                "`m.repeat(4, 1, 1)` tiles a mask that may differ per sample head-major, but "
+                "nn.TransformerEncoderLayer reads src_mask (line 7) batch-major"
+            ),
+            fixed="""
+            import torch
+            from torch import nn
+            HEADS = 4
+            layer = nn.TransformerEncoderLayer(16, HEADS)
+            def f(x, bs, L):
+                m = torch.zeros(bs, L, L, dtype=torch.bool)
+                return layer(x, m.repeat_interleave(4, dim=0))
+            """,
+        ),
     )
     example_inputs = (  # N == L, so that x fits the batch-first and the sequence-first examples alike
         "import torch\nN = L = bs = 4\nd_model, nhead = 16, 4\nx = q = k = v = torch.randn(4, 4, 16)\n"
@@ -231,15 +345,28 @@ class MaskRepeatLayout(Rule):
         "class Bool:  # jaxtyping's annotation, as one example writes it\n"
         "    def __class_getitem__(cls, item):\n        return cls\nTensor = torch.Tensor\n")
     runtime_valid = (
-        Valid("import torch\nmha = torch.nn.MultiheadAttention(8, 2, batch_first=True)\nx = torch.randn(2, 3, 8)\n"
-              "pad = torch.tensor([[False, False, True], [False, True, True]])\n"
-              "mha(x, x, x, attn_mask=pad[:, None, :].expand(2, 3, 3).repeat_interleave(2, dim=0))\n"),
+        Valid(
+            """
+            import torch
+            mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+            x = torch.randn(2, 3, 8)
+            pad = torch.tensor([[False, False, True], [False, True, True]])
+            mha(x, x, x, attn_mask=pad[:, None, :].expand(2, 3, 3).repeat_interleave(2, dim=0))
+            """,
+        ),
     )
     runtime_invalid = (
-        Invalid("import torch\nmha = torch.nn.MultiheadAttention(8, 2, batch_first=True)\n"
-                "x = torch.randn(2, 3, 8)\npad = torch.tensor([[False, False, True], [False, True, True]])\n"
-                "mha(x, x, x, attn_mask=pad[:, None, :].expand(2, 3, 3).repeat(2, 1, 1))\n", line=5,
-                message="head-major 3-D attn_mask"),
+        Invalid(
+            """
+            import torch
+            mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+            x = torch.randn(2, 3, 8)
+            pad = torch.tensor([[False, False, True], [False, True, True]])
+            mha(x, x, x, attn_mask=pad[:, None, :].expand(2, 3, 3).repeat(2, 1, 1))
+            """,
+            line=5,
+            message="head-major 3-D attn_mask",
+        ),
     )
 
     def __init__(self, context, emit):

@@ -44,13 +44,27 @@ class NanOutput(Rule):
     name = "nan-output"
     summary = "At run time: NaN in an attention output that no fully masked row explains"
     runtime_valid = (
-        Valid("import torch\nimport torch.nn.functional as F\nq = torch.randn(2, 2, 4, 8)\n"
-              "F.scaled_dot_product_attention(q, q, q)\n"),
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+            q = torch.randn(2, 2, 4, 8)
+            F.scaled_dot_product_attention(q, q, q)
+            """,
+        ),
     )
     runtime_invalid = (
-        Invalid("import torch\nimport torch.nn.functional as F\nq = torch.randn(2, 2, 4, 8)\n"
-                "q[0, 0, 0, 0] = float('nan')\nF.scaled_dot_product_attention(q, q, q)\n", line=5,
-                message="its inputs query, key, value already contain NaN"),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+            q = torch.randn(2, 2, 4, 8)
+            q[0, 0, 0, 0] = float('nan')
+            F.scaled_dot_product_attention(q, q, q)
+            """,
+            line=5,
+            message="its inputs query, key, value already contain NaN",
+        ),
     )
 
     @staticmethod

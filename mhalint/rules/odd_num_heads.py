@@ -100,36 +100,113 @@ class OddNumHeads(Rule):
     acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"),
-        Valid("import torch.nn as nn\nlayer = nn.TransformerEncoderLayer(d_model=64, nhead=4)\n"),
-        Valid("import torch.nn as nn\nmodel = nn.Transformer()\n"),
-        Valid("import torch.nn as nn\ndef build(heads):\n    return nn.MultiheadAttention(64, heads)\n"),
-        Valid("class MultiheadAttention:\n    def __init__(self, d, h): ...\nattn = MultiheadAttention(64, 5)\n"),
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 3)  # noqa: MHA004\n"),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            layer = nn.TransformerEncoderLayer(d_model=64, nhead=4)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            model = nn.Transformer()
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            def build(heads):
+                return nn.MultiheadAttention(64, heads)
+            """,
+        ),
+        Valid(
+            """
+            class MultiheadAttention:
+                def __init__(self, d, h): ...
+            attn = MultiheadAttention(64, 5)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 3)  # noqa: MHA004
+            """,
+        ),
     )
     invalid = (
-        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(60, 5, batch_first=True)\n", line=2,
-                severity=Severity.WARNING,
-                headline=("nn.MultiheadAttention gets num_heads=5, an odd head count: torch silently skips its fused "
-                          "inference fast path")),
-        Invalid("from torch import nn\nHEADS = 3\nlayer = nn.TransformerEncoderLayer(d_model=96, nhead=HEADS)\n",
-                line=3, severity=Severity.INFO,
-                headline=("nn.TransformerEncoderLayer gets nhead=3 (`HEADS`), an odd head count, which does not "
-                          "matter here: the fast path is off, as batch_first is False (the default)")),
-        Invalid("from torch.nn import MultiheadAttention as MHA\nattn = MHA(64, num_heads=1)\n", line=2,
-                severity=Severity.INFO,
-                headline=("nn.MultiheadAttention gets num_heads=1, an odd head count, which does not matter here: "
-                          "the fast path is off, as batch_first is False (the default)")),
-        Invalid("import torch\nclass Block(torch.nn.Module):\n    def __init__(self, dim=96, heads=6):\n"
-                "        super().__init__()\n        self.attn = torch.nn.MultiheadAttention(\n"
-                "            dim,\n            heads // 2,\n        )\n", line=5,
-                severity=Severity.INFO,
-                headline=("nn.MultiheadAttention gets num_heads=3 (`heads // 2`), an odd head count, which does not "
-                          "matter here: the fast path is off, as batch_first is False (the defa...")),
-        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 1)  # noqa: MHA001\n", line=2,
-                severity=Severity.INFO,
-                headline=("nn.MultiheadAttention gets num_heads=1, an odd head count, which does not matter here: "
-                          "the fast path is off, as batch_first is False (the default)")),
+        Invalid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(60, 5, batch_first=True)
+            """,
+            line=2,
+            severity=Severity.WARNING,
+            headline=(
+                "nn.MultiheadAttention gets num_heads=5, an odd head count: torch silently skips its fused inference "
+                "fast path"
+            ),
+        ),
+        Invalid(
+            """
+            from torch import nn
+            HEADS = 3
+            layer = nn.TransformerEncoderLayer(d_model=96, nhead=HEADS)
+            """,
+            line=3,
+            severity=Severity.INFO,
+            headline=(
+                "nn.TransformerEncoderLayer gets nhead=3 (`HEADS`), an odd head count, which does not matter here: the "
+                "fast path is off, as batch_first is False (the default)"
+            ),
+        ),
+        Invalid(
+            """
+            from torch.nn import MultiheadAttention as MHA
+            attn = MHA(64, num_heads=1)
+            """,
+            line=2,
+            severity=Severity.INFO,
+            headline=(
+                "nn.MultiheadAttention gets num_heads=1, an odd head count, which does not matter here: the fast path "
+                "is off, as batch_first is False (the default)"
+            ),
+        ),
+        Invalid(
+            """
+            import torch
+            class Block(torch.nn.Module):
+                def __init__(self, dim=96, heads=6):
+                    super().__init__()
+                    self.attn = torch.nn.MultiheadAttention(
+                        dim,
+                        heads // 2,
+                    )
+            """,
+            line=5,
+            severity=Severity.INFO,
+            headline=(
+                "nn.MultiheadAttention gets num_heads=3 (`heads // 2`), an odd head count, which does not matter here: "
+                "the fast path is off, as batch_first is False (the defa..."
+            ),
+        ),
+        Invalid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 1)  # noqa: MHA001
+            """,
+            line=2,
+            severity=Severity.INFO,
+            headline=(
+                "nn.MultiheadAttention gets num_heads=1, an odd head count, which does not matter here: the fast path "
+                "is off, as batch_first is False (the default)"
+            ),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:

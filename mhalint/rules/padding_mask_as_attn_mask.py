@@ -160,53 +160,130 @@ class PaddingMaskAsAttnMask(Rule):
     acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
-        Valid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, lengths):\n"
-              "    keep = torch.arange(k.size(-2))[None, :] < lengths[:, None]\n"
-              "    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])\n"),
-        Valid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, lengths):\n"
-              "    keep = torch.arange(k.size(-2))[None, :] < lengths[:, None]\n"
-              "    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep.unsqueeze(1).unsqueeze(2))\n"),
-        Valid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
-              "def f(x, tokens, pad_id=0):\n    pad = tokens == pad_id\n"
-              "    return attn(x, x, x, key_padding_mask=pad)[0]\n"),
-        Valid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
-              "def f(x, L):\n    causal = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)\n"
-              "    return attn(x, x, x, attn_mask=causal)[0]\n"),
-        Valid("import torch.nn.functional as F\ndef f(q, k, v, mask):\n"
-              "    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n"),
-        Valid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, lengths):\n"
-              "    keep = torch.arange(k.size(-2))[None, :] < lengths[:, None]\n"
-              "    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)  # noqa: MHA014\n"),
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+            def f(q, k, v, lengths):
+                keep = torch.arange(k.size(-2))[None, :] < lengths[:, None]
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+            def f(q, k, v, lengths):
+                keep = torch.arange(k.size(-2))[None, :] < lengths[:, None]
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=keep.unsqueeze(1).unsqueeze(2))
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 4, batch_first=True)
+            def f(x, tokens, pad_id=0):
+                pad = tokens == pad_id
+                return attn(x, x, x, key_padding_mask=pad)[0]
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 4, batch_first=True)
+            def f(x, L):
+                causal = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)
+                return attn(x, x, x, attn_mask=causal)[0]
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn.functional as F
+            def f(q, k, v, mask):
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+            def f(q, k, v, lengths):
+                keep = torch.arange(k.size(-2))[None, :] < lengths[:, None]
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)  # noqa: MHA014
+            """,
+        ),
     )
     invalid = (
-        Invalid("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, lengths):\n"
-                "    keep = torch.arange(k.size(-2))[None, :] < lengths[:, None]\n"
-                "    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)\n",
-                line=5, severity=Severity.ERROR,
-                headline=("`keep` is an (N, S) padding mask (built from `lengths` at line 4), but "
-                          "F.scaled_dot_product_attention reads a 2-D attn_mask as (L, S)"),
-                fixed=("import torch\nimport torch.nn.functional as F\ndef f(q, k, v, lengths):\n"
-                       "    keep = torch.arange(k.size(-2))[None, :] < lengths[:, None]\n"
-                       "    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])\n")),
-        Invalid("import torch\nfrom torch import nn\nclass Encoder(nn.Module):\n    def __init__(self):\n"
-                "        super().__init__()\n        self.attn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
-                "    def forward(self, x, tokens, pad_id=0):\n        B, S = tokens.shape\n"
-                "        pad = tokens == pad_id\n"
-                "        return self.attn(x, x, x, attn_mask=pad, need_weights=False)[0]\n",
-                line=10, severity=Severity.ERROR,
-                headline=("`pad` is an (N, S) padding mask (`B, S = tokens.shape` at line 8), given as attn_mask, "
-                          "which nn.MultiheadAttention reads as (L, S)"),
-                fixed=("import torch\nfrom torch import nn\nclass Encoder(nn.Module):\n    def __init__(self):\n"
-                       "        super().__init__()\n"
-                       "        self.attn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
-                       "    def forward(self, x, tokens, pad_id=0):\n        B, S = tokens.shape\n"
-                       "        pad = tokens == pad_id\n"
-                       "        return self.attn(x, x, x, key_padding_mask=pad, need_weights=False)[0]\n")),
-        Invalid("from torch import nn\nattn = nn.MultiheadAttention(16, 4)\ndef f(x, key_padding_mask):\n"
-                "    return attn(x, x, x, attn_mask=key_padding_mask)[0]\n",
-                line=4, severity=Severity.WARNING,
-                headline=("`key_padding_mask` looks like an (N, S) padding mask (by its name), given as attn_mask, "
-                          "which nn.MultiheadAttention reads as (L, S)")),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+            def f(q, k, v, lengths):
+                keep = torch.arange(k.size(-2))[None, :] < lengths[:, None]
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+            """,
+            line=5,
+            severity=Severity.ERROR,
+            headline=(
+                "`keep` is an (N, S) padding mask (built from `lengths` at line 4), but F.scaled_dot_product_attention "
+                "reads a 2-D attn_mask as (L, S)"
+            ),
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+            def f(q, k, v, lengths):
+                keep = torch.arange(k.size(-2))[None, :] < lengths[:, None]
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            class Encoder(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.attn = nn.MultiheadAttention(16, 4, batch_first=True)
+                def forward(self, x, tokens, pad_id=0):
+                    B, S = tokens.shape
+                    pad = tokens == pad_id
+                    return self.attn(x, x, x, attn_mask=pad, need_weights=False)[0]
+            """,
+            line=10,
+            severity=Severity.ERROR,
+            headline=(
+                "`pad` is an (N, S) padding mask (`B, S = tokens.shape` at line 8), given as attn_mask, which "
+                "nn.MultiheadAttention reads as (L, S)"
+            ),
+            fixed="""
+            import torch
+            from torch import nn
+            class Encoder(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.attn = nn.MultiheadAttention(16, 4, batch_first=True)
+                def forward(self, x, tokens, pad_id=0):
+                    B, S = tokens.shape
+                    pad = tokens == pad_id
+                    return self.attn(x, x, x, key_padding_mask=pad, need_weights=False)[0]
+            """,
+        ),
+        Invalid(
+            """
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 4)
+            def f(x, key_padding_mask):
+                return attn(x, x, x, attn_mask=key_padding_mask)[0]
+            """,
+            line=4,
+            severity=Severity.WARNING,
+            headline=(
+                "`key_padding_mask` looks like an (N, S) padding mask (by its name), given as attn_mask, which "
+                "nn.MultiheadAttention reads as (L, S)"
+            ),
+        ),
     )
     example_inputs = (  # N == L == S: the shapes under which the unfixed examples run at all
         "import torch\nq = k = v = torch.randn(4, 2, 4, 8)\nx = torch.randn(4, 4, 16)\n"

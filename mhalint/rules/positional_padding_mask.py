@@ -92,48 +92,127 @@ class PositionalPaddingMask(Rule):
     acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
-        Valid("import torch\nfrom torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
-              "def f(x, L):\n    causal = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)\n"
-              "    return attn(x, x, x, attn_mask=causal, need_weights=False)[0]\n"),
-        Valid("from torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
-              "def f(x, tokens):\n    pad = tokens == 0\n    return attn(x, x, x, pad, need_weights=False)[0]\n"),
-        Valid("from torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
-              "def f(x, key_padding_mask):\n    return attn(x, x, x, key_padding_mask)[0]\n"),
-        Valid("from torch import nn\nattn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
-              "def f(x, attention_mask):\n    return attn(x, x, x, attention_mask == 0)[0]\n"),
-        Valid("import torch\nclass MultiheadAttention:\n    def __call__(self, q, k, v, attn_mask=None): ...\n"
-              "attn = MultiheadAttention()\ndef f(x, causal_mask):\n    return attn(x, x, x, causal_mask)\n"),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 4, batch_first=True)
+            def f(x, L):
+                causal = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)
+                return attn(x, x, x, attn_mask=causal, need_weights=False)[0]
+            """,
+        ),
+        Valid(
+            """
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 4, batch_first=True)
+            def f(x, tokens):
+                pad = tokens == 0
+                return attn(x, x, x, pad, need_weights=False)[0]
+            """,
+        ),
+        Valid(
+            """
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 4, batch_first=True)
+            def f(x, key_padding_mask):
+                return attn(x, x, x, key_padding_mask)[0]
+            """,
+        ),
+        Valid(
+            """
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 4, batch_first=True)
+            def f(x, attention_mask):
+                return attn(x, x, x, attention_mask == 0)[0]
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            class MultiheadAttention:
+                def __call__(self, q, k, v, attn_mask=None): ...
+            attn = MultiheadAttention()
+            def f(x, causal_mask):
+                return attn(x, x, x, causal_mask)
+            """,
+        ),
     )
     invalid = (
-        Invalid("import torch\nfrom torch import nn\nclass Block(nn.Module):\n    def __init__(self):\n"
-                "        super().__init__()\n        self.attn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
-                "    def forward(self, x):\n        L = x.size(1)\n"
-                "        causal = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)\n"
-                "        return self.attn(x, x, x, causal, need_weights=False)[0]\n",
-                line=10, severity=Severity.ERROR,
-                headline=("`causal` is passed 4th positionally to nn.MultiheadAttention, where key_padding_mask "
-                          "goes, but it is an (L, L) causal mask built at line 9"),
-                fixed=("import torch\nfrom torch import nn\nclass Block(nn.Module):\n    def __init__(self):\n"
-                       "        super().__init__()\n"
-                       "        self.attn = nn.MultiheadAttention(16, 4, batch_first=True)\n"
-                       "    def forward(self, x):\n        L = x.size(1)\n"
-                       "        causal = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)\n"
-                       "        return self.attn(x, x, x, attn_mask=causal, need_weights=False)[0]\n")),
-        Invalid("from torch import nn\nattn = nn.MultiheadAttention(16, 4)\n"
-                "def f(x):\n    m = nn.Transformer.generate_square_subsequent_mask(x.size(0))\n"
-                "    return attn(x, x, x, m)[0]\n", line=5,
-                severity=Severity.ERROR,
-                headline=("`m` is passed 4th positionally to nn.MultiheadAttention, where key_padding_mask goes, but "
-                          "it is an (L, L) causal mask built at line 4"),
-                fixed=("from torch import nn\nattn = nn.MultiheadAttention(16, 4)\ndef f(x):\n"
-                       "    m = nn.Transformer.generate_square_subsequent_mask(x.size(0))\n"
-                       "    return attn(x, x, x, attn_mask=m)[0]\n")),
-        Invalid("from torch import nn\nattn = nn.MultiheadAttention(16, 4)\n"
-                "def f(x, causal_mask):\n    return attn(x, x, x, causal_mask)[0]\n", line=4, severity=Severity.WARNING,
-                headline=("`causal_mask` is passed 4th positionally to nn.MultiheadAttention, where key_padding_mask "
-                          "goes, but its name says it is an attention mask"),
-                fixed=("from torch import nn\nattn = nn.MultiheadAttention(16, 4)\ndef f(x, causal_mask):\n"
-                       "    return attn(x, x, x, attn_mask=causal_mask)[0]\n")),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            class Block(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.attn = nn.MultiheadAttention(16, 4, batch_first=True)
+                def forward(self, x):
+                    L = x.size(1)
+                    causal = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)
+                    return self.attn(x, x, x, causal, need_weights=False)[0]
+            """,
+            line=10,
+            severity=Severity.ERROR,
+            headline=(
+                "`causal` is passed 4th positionally to nn.MultiheadAttention, where key_padding_mask goes, but it is "
+                "an (L, L) causal mask built at line 9"
+            ),
+            fixed="""
+            import torch
+            from torch import nn
+            class Block(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.attn = nn.MultiheadAttention(16, 4, batch_first=True)
+                def forward(self, x):
+                    L = x.size(1)
+                    causal = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)
+                    return self.attn(x, x, x, attn_mask=causal, need_weights=False)[0]
+            """,
+        ),
+        Invalid(
+            """
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 4)
+            def f(x):
+                m = nn.Transformer.generate_square_subsequent_mask(x.size(0))
+                return attn(x, x, x, m)[0]
+            """,
+            line=5,
+            severity=Severity.ERROR,
+            headline=(
+                "`m` is passed 4th positionally to nn.MultiheadAttention, where key_padding_mask goes, but it is an "
+                "(L, L) causal mask built at line 4"
+            ),
+            fixed="""
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 4)
+            def f(x):
+                m = nn.Transformer.generate_square_subsequent_mask(x.size(0))
+                return attn(x, x, x, attn_mask=m)[0]
+            """,
+        ),
+        Invalid(
+            """
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 4)
+            def f(x, causal_mask):
+                return attn(x, x, x, causal_mask)[0]
+            """,
+            line=4,
+            severity=Severity.WARNING,
+            headline=(
+                "`causal_mask` is passed 4th positionally to nn.MultiheadAttention, where key_padding_mask goes, but "
+                "its name says it is an attention mask"
+            ),
+            fixed="""
+            from torch import nn
+            attn = nn.MultiheadAttention(16, 4)
+            def f(x, causal_mask):
+                return attn(x, x, x, attn_mask=causal_mask)[0]
+            """,
+        ),
     )
     example_inputs = (  # N == L, so that x fits the batch-first and the sequence-first examples alike
         "import torch\nx = torch.randn(4, 4, 16)\ncausal_mask = torch.triu(torch.ones(4, 4, dtype=torch.bool), 1)\n")

@@ -80,46 +80,115 @@ class SdpaCausalAndMask(Rule):
     acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
-        Valid("import torch.nn.functional as F\ndef f(q, k, v):\n"
-              "    return F.scaled_dot_product_attention(q, k, v, is_causal=True)\n"),
-        Valid("import torch.nn.functional as F\ndef f(q, k, v, m):\n"
-              "    return F.scaled_dot_product_attention(q, k, v, attn_mask=m)\n"),
-        Valid("import torch.nn.functional as F\ndef f(q, k, v):\n"
-              "    return F.scaled_dot_product_attention(q, k, v, attn_mask=None, is_causal=True)\n"),
-        Valid("import torch.nn.functional as F\ndef f(q, k, v, m, causal):\n"
-              "    return F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=causal)\n"),
-        Valid("import torch.nn.functional as F\ndef f(q, k, v, m):\n"
-              "    return F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=m is None)\n"),
-        Valid("def scaled_dot_product_attention(q, k, v, attn_mask=None, is_causal=False): ...\n"
-              "def f(q, m):\n    return scaled_dot_product_attention(q, q, q, attn_mask=m, is_causal=True)\n"),
-        Valid("import torch.nn.functional as F\ndef f(q, k, v, m):\n"
-              "    return F.scaled_dot_product_attention(q, k, v, m, is_causal=True)  # noqa: MHA009\n"),
+        Valid(
+            """
+            import torch.nn.functional as F
+            def f(q, k, v):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn.functional as F
+            def f(q, k, v, m):
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn.functional as F
+            def f(q, k, v):
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=None, is_causal=True)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn.functional as F
+            def f(q, k, v, m, causal):
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=causal)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn.functional as F
+            def f(q, k, v, m):
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=m is None)
+            """,
+        ),
+        Valid(
+            """
+            def scaled_dot_product_attention(q, k, v, attn_mask=None, is_causal=False): ...
+            def f(q, m):
+                return scaled_dot_product_attention(q, q, q, attn_mask=m, is_causal=True)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn.functional as F
+            def f(q, k, v, m):
+                return F.scaled_dot_product_attention(q, k, v, m, is_causal=True)  # noqa: MHA009
+            """,
+        ),
     )
     invalid = (
-        Invalid("import torch.nn.functional as F\ndef f(q, k, v, keep):\n"
-                "    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=True)\n",
-                line=3, severity=Severity.WARNING,
-                headline=("F.scaled_dot_product_attention gets attn_mask=`keep` and is_causal=True: CPU's default "
-                          "kernel applies both, the MATH kernel raises")),
-        Invalid("from torch.nn.functional import scaled_dot_product_attention as sdpa\ndef f(q, m):\n"
-                "    return sdpa(q, q, q, m, 0.0, True)\n", line=3,
-                severity=Severity.WARNING,
-                headline=("F.scaled_dot_product_attention gets attn_mask=`m` and is_causal=True: CPU's default "
-                          "kernel applies both, the MATH kernel raises")),
-        Invalid("import torch\nimport torch.nn.functional as F\nclass Attn(torch.nn.Module):\n"
-                "    def __init__(self, causal=True):\n        super().__init__()\n        self.causal = causal\n"
-                "    def forward(self, q, k, v, mask):\n"
-                "        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal)\n",
-                line=8,
-                severity=Severity.WARNING,
-                headline=("F.scaled_dot_product_attention gets attn_mask=`mask` and is_causal=`self.causal` (True): "
-                          "CPU's default kernel applies both, the MATH kernel raises")),
-        Invalid("import torch\nCAUSAL = True\ndef f(q, k, v, m):\n"
-                "    return torch._C._nn.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=CAUSAL)\n",
-                line=4,
-                severity=Severity.WARNING,
-                headline=("F.scaled_dot_product_attention gets attn_mask=`m` and is_causal=`CAUSAL` (True): CPU's "
-                          "default kernel applies both, the MATH kernel raises")),
+        Invalid(
+            """
+            import torch.nn.functional as F
+            def f(q, k, v, keep):
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=True)
+            """,
+            line=3,
+            severity=Severity.WARNING,
+            headline=(
+                "F.scaled_dot_product_attention gets attn_mask=`keep` and is_causal=True: CPU's default kernel applies "
+                "both, the MATH kernel raises"
+            ),
+        ),
+        Invalid(
+            """
+            from torch.nn.functional import scaled_dot_product_attention as sdpa
+            def f(q, m):
+                return sdpa(q, q, q, m, 0.0, True)
+            """,
+            line=3,
+            severity=Severity.WARNING,
+            headline=(
+                "F.scaled_dot_product_attention gets attn_mask=`m` and is_causal=True: CPU's default kernel applies "
+                "both, the MATH kernel raises"
+            ),
+        ),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+            class Attn(torch.nn.Module):
+                def __init__(self, causal=True):
+                    super().__init__()
+                    self.causal = causal
+                def forward(self, q, k, v, mask):
+                    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal)
+            """,
+            line=8,
+            severity=Severity.WARNING,
+            headline=(
+                "F.scaled_dot_product_attention gets attn_mask=`mask` and is_causal=`self.causal` (True): CPU's "
+                "default kernel applies both, the MATH kernel raises"
+            ),
+        ),
+        Invalid(
+            """
+            import torch
+            CAUSAL = True
+            def f(q, k, v, m):
+                return torch._C._nn.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=CAUSAL)
+            """,
+            line=4,
+            severity=Severity.WARNING,
+            headline=(
+                "F.scaled_dot_product_attention gets attn_mask=`m` and is_causal=`CAUSAL` (True): CPU's default kernel "
+                "applies both, the MATH kernel raises"
+            ),
+        ),
     )
 
     def __init__(self, context, emit):

@@ -140,48 +140,122 @@ class SdpaHeadsLayout(Rule):
     acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
-        Valid("import torch.nn.functional as F\ndef f(x, n_head):\n    B, T, C = x.shape\n"
-              "    q = x.view(B, T, n_head, C // n_head).transpose(1, 2)\n"
-              "    y = F.scaled_dot_product_attention(q, q, q)\n    return y.transpose(1, 2).reshape(B, T, C)\n"),
-        Valid("import torch.nn.functional as F\ndef f(x, n_head):\n    B, T, C = x.shape\n"
-              "    q = x.view(B, T, n_head, C // n_head).permute(0, 2, 1, 3)\n"
-              "    return F.scaled_dot_product_attention(q, q, q)\n"),
-        Valid("from einops import rearrange\nimport torch.nn.functional as F\ndef f(x):\n"
-              "    q = rearrange(x, 'b n (h d) -> b h n d', h=8)\n"
-              "    return F.scaled_dot_product_attention(q, q, q)\n"),
-        Valid("import torch.nn.functional as F\ndef f(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)\n"),
-        Valid("import torch.nn.functional as F\ndef f(x):\n    B, T, C = x.shape\n"
-              "    return F.scaled_dot_product_attention(x, x, x)\n"),
-        Valid("import torch.nn.functional as F\ndef f(x, n_head):\n    B, T, C = x.shape\n"
-              "    q = x.view(B, T, n_head, C // n_head)\n"
-              "    return F.scaled_dot_product_attention(q, q, q)  # noqa: MHA013\n"),
+        Valid(
+            """
+            import torch.nn.functional as F
+            def f(x, n_head):
+                B, T, C = x.shape
+                q = x.view(B, T, n_head, C // n_head).transpose(1, 2)
+                y = F.scaled_dot_product_attention(q, q, q)
+                return y.transpose(1, 2).reshape(B, T, C)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn.functional as F
+            def f(x, n_head):
+                B, T, C = x.shape
+                q = x.view(B, T, n_head, C // n_head).permute(0, 2, 1, 3)
+                return F.scaled_dot_product_attention(q, q, q)
+            """,
+        ),
+        Valid(
+            """
+            from einops import rearrange
+            import torch.nn.functional as F
+            def f(x):
+                q = rearrange(x, 'b n (h d) -> b h n d', h=8)
+                return F.scaled_dot_product_attention(q, q, q)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn.functional as F
+            def f(q, k, v):
+                return F.scaled_dot_product_attention(q, k, v)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn.functional as F
+            def f(x):
+                B, T, C = x.shape
+                return F.scaled_dot_product_attention(x, x, x)
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn.functional as F
+            def f(x, n_head):
+                B, T, C = x.shape
+                q = x.view(B, T, n_head, C // n_head)
+                return F.scaled_dot_product_attention(q, q, q)  # noqa: MHA013
+            """,
+        ),
     )
     invalid = (
-        Invalid("import torch.nn.functional as F\ndef f(x, n_head):\n    B, T, C = x.shape\n"
-                "    q = x.view(B, T, n_head, C // n_head)\n    y = F.scaled_dot_product_attention(q, q, q)\n"
-                "    return y.reshape(B, T, C)\n", line=5, severity=Severity.ERROR,
-                headline=("F.scaled_dot_product_attention gets `q` as (N, L, H, E): `T` (line 3) is axis 1 and the "
-                          "heads axis 2, so it attends across heads"),
-                fixed=("import torch.nn.functional as F\ndef f(x, n_head):\n    B, T, C = x.shape\n"
-                       "    q = x.view(B, T, n_head, C // n_head)\n    y = "
-                       "F.scaled_dot_product_attention(q.transpose(1, 2), q.transpose(1, 2), q.transpose(1, "
-                       "2)).transpose(1, 2)\n    return y.reshape(B, T, C)\n")),
-        Invalid("from torch.nn.functional import scaled_dot_product_attention as sdpa\n"
-                "def f(x, bsz, seq_len, num_heads, head_dim):\n"
-                "    q = x.view(bsz, seq_len, num_heads, head_dim)\n    return sdpa(q, q, q)\n",
-                line=4, severity=Severity.WARNING,
-                headline=("F.scaled_dot_product_attention gets `q` as (N, L, H, E): `seq_len` (line 3) is axis 1 and "
-                          "the heads axis 2, so it attends across heads")),
-        Invalid("import torch.nn.functional as F\ndef f(x, n_head):\n    B, T, C = x.shape\n"
-                "    q = x.view(B, T, n_head, C // n_head).transpose(1, 2)\n"
-                "    y = F.scaled_dot_product_attention(q, q, q)\n    return y.reshape(B, T, C)\n",
-                line=6, severity=Severity.ERROR,
-                headline=("`y.reshape(B, T, C)` merges SDPA's (N, H, L, E) output (line 5) without `.transpose(1, "
-                          "2)`: heads and positions interleave"),
-                fixed=("import torch.nn.functional as F\ndef f(x, n_head):\n    B, T, C = x.shape\n"
-                       "    q = x.view(B, T, n_head, C // n_head).transpose(1, 2)\n"
-                       "    y = F.scaled_dot_product_attention(q, q, q)\n"
-                       "    return y.transpose(1, 2).reshape(B, T, C)\n")),
+        Invalid(
+            """
+            import torch.nn.functional as F
+            def f(x, n_head):
+                B, T, C = x.shape
+                q = x.view(B, T, n_head, C // n_head)
+                y = F.scaled_dot_product_attention(q, q, q)
+                return y.reshape(B, T, C)
+            """,
+            line=5,
+            severity=Severity.ERROR,
+            headline=(
+                "F.scaled_dot_product_attention gets `q` as (N, L, H, E): `T` (line 3) is axis 1 and the heads axis 2, "
+                "so it attends across heads"
+            ),
+            fixed="""
+            import torch.nn.functional as F
+            def f(x, n_head):
+                B, T, C = x.shape
+                q = x.view(B, T, n_head, C // n_head)
+                y = F.scaled_dot_product_attention(q.transpose(1, 2), q.transpose(1, 2), q.transpose(1, 2)).transpose(1, 2)
+                return y.reshape(B, T, C)
+            """,  # noqa: E501 -- a line of the example's code
+        ),
+        Invalid(
+            """
+            from torch.nn.functional import scaled_dot_product_attention as sdpa
+            def f(x, bsz, seq_len, num_heads, head_dim):
+                q = x.view(bsz, seq_len, num_heads, head_dim)
+                return sdpa(q, q, q)
+            """,
+            line=4,
+            severity=Severity.WARNING,
+            headline=(
+                "F.scaled_dot_product_attention gets `q` as (N, L, H, E): `seq_len` (line 3) is axis 1 and the heads "
+                "axis 2, so it attends across heads"
+            ),
+        ),
+        Invalid(
+            """
+            import torch.nn.functional as F
+            def f(x, n_head):
+                B, T, C = x.shape
+                q = x.view(B, T, n_head, C // n_head).transpose(1, 2)
+                y = F.scaled_dot_product_attention(q, q, q)
+                return y.reshape(B, T, C)
+            """,
+            line=6,
+            severity=Severity.ERROR,
+            headline=(
+                "`y.reshape(B, T, C)` merges SDPA's (N, H, L, E) output (line 5) without `.transpose(1, 2)`: heads and "
+                "positions interleave"
+            ),
+            fixed="""
+            import torch.nn.functional as F
+            def f(x, n_head):
+                B, T, C = x.shape
+                q = x.view(B, T, n_head, C // n_head).transpose(1, 2)
+                y = F.scaled_dot_product_attention(q, q, q)
+                return y.transpose(1, 2).reshape(B, T, C)
+            """,
+        ),
     )
     example_inputs = "import torch\nx = torch.randn(2, 6, 16)\nn_head = 4\n"
 

@@ -45,15 +45,28 @@ class SdpaPaddingMaskBroadcast(Rule):
     name = "sdpa-padding-mask-broadcast"
     summary = "At run time: SDPA got an (N, S) padding mask, which it broadcasts as (L, S) when N == L"
     runtime_valid = (
-        Valid("import torch\nimport torch.nn.functional as F\nq = torch.randn(4, 2, 4, 8)\n"
-              "keep = torch.arange(4)[None, :] < torch.tensor([4, 3, 2, 1])[:, None]\n"
-              "F.scaled_dot_product_attention(q, q, q, attn_mask=keep[:, None, None, :])\n"),
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+            q = torch.randn(4, 2, 4, 8)
+            keep = torch.arange(4)[None, :] < torch.tensor([4, 3, 2, 1])[:, None]
+            F.scaled_dot_product_attention(q, q, q, attn_mask=keep[:, None, None, :])
+            """,
+        ),
     )
     runtime_invalid = (
-        Invalid("import torch\nimport torch.nn.functional as F\nq = torch.randn(4, 2, 4, 8)\n"
-                "keep = torch.arange(4)[None, :] < torch.tensor([4, 1, 3, 2])[:, None]\n"
-                "F.scaled_dot_product_attention(q, q, q, attn_mask=keep)\n", line=5,
-                message="of per-sample padding rows"),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+            q = torch.randn(4, 2, 4, 8)
+            keep = torch.arange(4)[None, :] < torch.tensor([4, 1, 3, 2])[:, None]
+            F.scaled_dot_product_attention(q, q, q, attn_mask=keep)
+            """,
+            line=5,
+            message="of per-sample padding rows",
+        ),
     )
 
     @staticmethod

@@ -88,60 +88,177 @@ class WeightsDiscarded(Rule):
     acts_on_passed_values = False  # calls are resolved through mhalint.analysis.calls and mhalint.context
 
     valid = (
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-              "def f(x):\n    return attn(x, x, x, need_weights=False)[0]\n"),
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-              "def f(x):\n    out, weights = attn(x, x, x)\n    return out, weights\n"),
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-              "def f(x, need_weights=True):\n    return attn(x, x, x, need_weights=need_weights)[0]\n"),
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-              "def f(x):\n    return attn(x, x, x)\n"),
-        Valid("class MultiheadAttention:\n    def __call__(self, *a): ...\nattn = MultiheadAttention()\n"
-              "out = attn(1, 2, 3)[0]\n"),
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8, batch_first=True)\n"
-              "def f(x, **kw):\n    return attn(x, x, x, **kw)[0]\n"),
-        Valid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n"
-              "def f(x):\n    return attn(x, x, x)[0]  # noqa: MHA007\n"),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def f(x):
+                return attn(x, x, x, need_weights=False)[0]
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def f(x):
+                out, weights = attn(x, x, x)
+                return out, weights
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def f(x, need_weights=True):
+                return attn(x, x, x, need_weights=need_weights)[0]
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def f(x):
+                return attn(x, x, x)
+            """,
+        ),
+        Valid(
+            """
+            class MultiheadAttention:
+                def __call__(self, *a): ...
+            attn = MultiheadAttention()
+            out = attn(1, 2, 3)[0]
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8, batch_first=True)
+            def f(x, **kw):
+                return attn(x, x, x, **kw)[0]
+            """,
+        ),
+        Valid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8)
+            def f(x):
+                return attn(x, x, x)[0]  # noqa: MHA007
+            """,
+        ),
     )
     invalid = (
-        Invalid("import torch.nn as nn\nclass Block(nn.Module):\n    def __init__(self):\n"
-                "        super().__init__()\n        self.attn = nn.MultiheadAttention(64, 8)\n"
-                "    def forward(self, x):\n        return x + self.attn(x, x, x)[0]\n", line=7,
-                severity=Severity.WARNING,
-                headline=("nn.MultiheadAttention computes attention weights nobody reads (default "
-                          "need_weights=True): `[0]` keeps only the output (line 7)"),
-                fixed=("import torch.nn as nn\nclass Block(nn.Module):\n    def __init__(self):\n"
-                       "        super().__init__()\n        self.attn = nn.MultiheadAttention(64, 8)\n"
-                       "    def forward(self, x):\n        return x + self.attn(x, x, x, need_weights=False)[0]\n")),
-        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n"
-                "def f(x):\n    out, _ = attn(x, x, x)\n    return out\n", line=4, severity=Severity.WARNING,
-                headline=("nn.MultiheadAttention computes attention weights nobody reads (default "
-                          "need_weights=True): `out, _ =` discards the weights (line 4)"),
-                fixed=("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\ndef f(x):\n"
-                       "    out, _ = attn(x, x, x, need_weights=False)\n    return out\n")),
-        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n"
-                "def f(x):\n    out, weights = attn(x, x, x, None, True)\n    return out\n", line=4,
-                severity=Severity.WARNING,
-                headline=("nn.MultiheadAttention computes attention weights nobody reads (need_weights=True): "
-                          "`weights` from `out, weights =` (line 4) is never read in `f`"),
-                fixed=("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\ndef f(x):\n"
-                       "    out, weights = attn(x, x, x, None, False)\n    return out\n")),
-        Invalid("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\n"
-                "def f(x):\n    res = attn(x, x, x)\n    res = res[0]\n    return res\n", line=4,
-                severity=Severity.WARNING,
-                headline=("nn.MultiheadAttention computes attention weights nobody reads (default "
-                          "need_weights=True): `res` from line 4 is only read as `res[0]` (line 5)"),
-                fixed=("import torch.nn as nn\nattn = nn.MultiheadAttention(64, 8)\ndef f(x):\n"
-                       "    res = attn(x, x, x, need_weights=False)\n    res = res[0]\n    return res\n")),
-        Invalid("import torch.nn.functional as F\ndef f(q, w, b, ow, ob):\n"
-                "    return F.multi_head_attention_forward(q, q, q, 8, 2, w, b, None, None, False, 0.0, ow, ob)[0]\n",
-                line=3,
-                severity=Severity.WARNING,
-                headline=("F.multi_head_attention_forward computes attention weights nobody reads (default "
-                          "need_weights=True): `[0]` keeps only the output (line 3)"),
-                fixed=("import torch.nn.functional as F\ndef f(q, w, b, ow, ob):\n    return "
-                       "F.multi_head_attention_forward(q, q, q, 8, 2, w, b, None, None, False, 0.0, ow, ob, "
-                       "need_weights=False)[0]\n")),
+        Invalid(
+            """
+            import torch.nn as nn
+            class Block(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.attn = nn.MultiheadAttention(64, 8)
+                def forward(self, x):
+                    return x + self.attn(x, x, x)[0]
+            """,
+            line=7,
+            severity=Severity.WARNING,
+            headline=(
+                "nn.MultiheadAttention computes attention weights nobody reads (default need_weights=True): `[0]` "
+                "keeps only the output (line 7)"
+            ),
+            fixed="""
+            import torch.nn as nn
+            class Block(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.attn = nn.MultiheadAttention(64, 8)
+                def forward(self, x):
+                    return x + self.attn(x, x, x, need_weights=False)[0]
+            """,
+        ),
+        Invalid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8)
+            def f(x):
+                out, _ = attn(x, x, x)
+                return out
+            """,
+            line=4,
+            severity=Severity.WARNING,
+            headline=(
+                "nn.MultiheadAttention computes attention weights nobody reads (default need_weights=True): `out, _ =` "
+                "discards the weights (line 4)"
+            ),
+            fixed="""
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8)
+            def f(x):
+                out, _ = attn(x, x, x, need_weights=False)
+                return out
+            """,
+        ),
+        Invalid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8)
+            def f(x):
+                out, weights = attn(x, x, x, None, True)
+                return out
+            """,
+            line=4,
+            severity=Severity.WARNING,
+            headline=(
+                "nn.MultiheadAttention computes attention weights nobody reads (need_weights=True): `weights` from "
+                "`out, weights =` (line 4) is never read in `f`"
+            ),
+            fixed="""
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8)
+            def f(x):
+                out, weights = attn(x, x, x, None, False)
+                return out
+            """,
+        ),
+        Invalid(
+            """
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8)
+            def f(x):
+                res = attn(x, x, x)
+                res = res[0]
+                return res
+            """,
+            line=4,
+            severity=Severity.WARNING,
+            headline=(
+                "nn.MultiheadAttention computes attention weights nobody reads (default need_weights=True): `res` from "
+                "line 4 is only read as `res[0]` (line 5)"
+            ),
+            fixed="""
+            import torch.nn as nn
+            attn = nn.MultiheadAttention(64, 8)
+            def f(x):
+                res = attn(x, x, x, need_weights=False)
+                res = res[0]
+                return res
+            """,
+        ),
+        Invalid(
+            """
+            import torch.nn.functional as F
+            def f(q, w, b, ow, ob):
+                return F.multi_head_attention_forward(q, q, q, 8, 2, w, b, None, None, False, 0.0, ow, ob)[0]
+            """,
+            line=3,
+            severity=Severity.WARNING,
+            headline=(
+                "F.multi_head_attention_forward computes attention weights nobody reads (default need_weights=True): "
+                "`[0]` keeps only the output (line 3)"
+            ),
+            fixed="""
+            import torch.nn.functional as F
+            def f(q, w, b, ow, ob):
+                return F.multi_head_attention_forward(q, q, q, 8, 2, w, b, None, None, False, 0.0, ow, ob, need_weights=False)[0]
+            """,  # noqa: E501 -- a line of the example's code
+        ),
     )
     example_inputs = (  # sequence-first (L, N, E); `f(q, w, b, ow, ob)` is F.multi_head_attention_forward's
         "import torch\nx = torch.randn(5, 2, 64)\nq = torch.randn(5, 2, 8)\n"
