@@ -110,19 +110,54 @@ def test_readme_test_command_is_the_one_ci_runs():
     assert "pip install --quiet 'torch==2.13.0' -e '.[test,probe]'" in ci and "\npython -m pytest" in ci
 
 
-def test_the_pre_commit_rev_in_the_docs_is_a_commit_with_the_hook():
-    import subprocess
+def _project() -> dict:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
+
+def test_the_version_is_one_everywhere_and_the_changelog_records_it():
+    import mhalint
+
+    version = _project()["version"]
+    assert mhalint.__version__ == version
+    assert re.search(rf"^## \[{re.escape(version)}\] - \d{{4}}-\d{{2}}-\d{{2}}$", (ROOT / "CHANGELOG.md").read_text(),
+                     re.MULTILINE), f"CHANGELOG.md has no entry for {version}"
+
+
+def test_the_pre_commit_example_pins_this_versions_tag():
     rev = re.search(r"^\s+rev: (\S+)", (ROOT / "docs" / "integrations.md").read_text(), re.MULTILINE)
     assert rev, "the pre-commit snippet names no rev"
-    shallow = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--is-shallow-repository"],
-                             capture_output=True, text=True)
-    if shallow.returncode != 0 or shallow.stdout.strip() != "false":
-        pytest.skip("not a full git checkout: the history that holds the rev is not here")
-    shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev[1]}:.pre-commit-hooks.yaml"],
-                           capture_output=True, text=True)
-    assert shown.returncode == 0, f"rev {rev[1]} is not a commit of this repository with .pre-commit-hooks.yaml"
-    assert "id: mhalint" in shown.stdout
+    assert rev[1] == "v" + _project()["version"]
+
+
+def test_every_install_line_and_hook_uses_the_declared_home():
+    import mhalint
+
+    home = _project()["urls"]["Repository"]
+    assert mhalint.HOME == home
+    texts = {path.name: path.read_text() for path in [README, *sorted((ROOT / "docs").glob("*.md"))]}
+    used = [(name, url) for name, text in texts.items()
+            for url in re.findall(r"git\+(https?://[^\s\"'@]+)", text) + re.findall(r"^\s+- repo: (\S+)", text, re.M)
+            if url != "local"]
+    assert used, "no install line or pre-commit repo found"
+    assert [(name, url) for name, url in used if url != home] == []
+    assert not [name for name, text in texts.items() if "this repository's URL" in text]
+
+
+def test_mhalint_version_prints_the_version():
+    import json
+
+    from click.testing import CliRunner
+
+    import mhalint
+    from mhalint.cli.main import main
+
+    assert CliRunner().invoke(main, ["version"]).output == f"mhalint {mhalint.__version__}\n"
+    shown = json.loads(CliRunner().invoke(main, ["version", "--output-format", "json"]).output)
+    assert shown == {"version": mhalint.__version__, "home": mhalint.HOME}
 
 
 def test_the_readme_first_run_shows_what_mhalint_prints():

@@ -18,6 +18,7 @@ from lsp import apply, server_environment
 from lsprotocol import types
 from wrapped import CALLER, ENCODER
 
+from mhalint import HOME
 from mhalint.analysis.project import Project
 from mhalint.analysis.references import Place, places
 from mhalint.finding import Severity
@@ -360,8 +361,8 @@ def test_without_the_server_extra_it_says_what_to_install(tmp_path):
                                env=server_environment(PYTHONPATH=str(tmp_path)), timeout=60, stdin=subprocess.DEVNULL)
     assert completed.returncode == 2
     assert completed.stderr.strip() == ("mhalint: error: the server needs pygls and lsprotocol, which are not "
-                                        "installed: pip install 'mhalint[server]' (in a clone: pip install -e "
-                                        "'.[server]')")
+                                        "installed: in a clone of mhalint, pip install -e '.[server]'; else pip "
+                                        f"install 'mhalint[server] @ git+{HOME}'")
     assert completed.stdout == ""
 
 

@@ -15,7 +15,7 @@ from typing import NoReturn
 
 import click
 
-from mhalint import __version__
+from mhalint import HOME, __version__
 from mhalint.cli.output import Output, OutputError
 from mhalint.configuration import schema
 from mhalint.finding import Severity
@@ -300,6 +300,19 @@ def probe_findings(findings, rules, limits: ProbeLimits):
 
 
 @main.command()
+@click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: {\"version\": ..., \"home\": ...}.")
+def version(output_format: str) -> None:
+    """Print mhalint's version (a pre-commit `rev` is `v` and this version)."""
+    if output_format == "json":
+        import json
+
+        click.echo(json.dumps({"version": __version__, "home": HOME}))
+    else:
+        click.echo(f"mhalint {__version__}")
+
+
+@main.command()
 def server() -> None:
     """Run the language server on standard input and output, for an editor (needs the `server` extra)."""
     try:
@@ -307,8 +320,8 @@ def server() -> None:
     except ImportError as error:
         if error.name not in ("pygls", "lsprotocol") and not str(error.name).startswith(("pygls.", "lsprotocol.")):
             raise
-        raise UsageError("the server needs pygls and lsprotocol, which are not installed: "
-                         "pip install 'mhalint[server]' (in a clone: pip install -e '.[server]')") from None
+        raise UsageError("the server needs pygls and lsprotocol, which are not installed: in a clone of mhalint, "
+                         "pip install -e '.[server]'; else pip install 'mhalint[server] @ git+" + HOME + "'") from None
     serve()
 
 
