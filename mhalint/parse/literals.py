@@ -2,8 +2,8 @@
 gives, without its garbage.
 
 libcst evaluates a literal with `ast.literal_eval`, whose every call makes four nested functions that refer to one
-another: cyclic garbage, about ten objects a literal, that only the collector frees (the workers freeze what a
-file leaves behind: mhalint.run.parallel). Here each distinct text is evaluated once a process."""
+another: cyclic garbage, about ten objects a literal, that only the collector frees (6,614 literals on speed.py's
+corpus). Here each distinct text is evaluated once a process."""
 
 from __future__ import annotations
 

@@ -81,17 +81,10 @@ _FORKED_CHECKER: Checker | None = None
 
 
 def _check_in_worker(item: tuple[str, bytes]) -> tuple[list[Finding], list[str], bool]:
-    """One file's outcome; then what outlives the file (the project's trees and answers, kept for the files after
-    it) is frozen out of the collector's generations. The engine pauses the collector during a check, so every
-    object the check made that is still alive would otherwise be walked by the next young pass, and again by the
-    middle one: about 3% of a cold run's CPU on speed.py's corpus. A worker ends with the run, so nothing it
-    freezes outlives it; the rare cyclic garbage a check leaves is frozen too, until `_release_memory` collects
-    it."""
     try:
         return _FORKED_CHECKER._check_one(*item)
     finally:
         _release_memory()
-        gc.freeze()
 
 
 def _release_memory() -> None:
@@ -104,7 +97,6 @@ def _release_memory() -> None:
     resident = resident_bytes()
     if resident is not None and resident < _RELEASE_ABOVE:
         return
-    gc.unfreeze()  # what earlier files left frozen (`_check_in_worker`) is collected too
     gc.collect()
     malloc_trim = _malloc_trim()
     if malloc_trim is not None:
