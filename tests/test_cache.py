@@ -583,8 +583,9 @@ def test_the_index_is_json_data_of_finding_to_dict(small: Path, tmp_path: Path):
     by_path = {}
     for finding in Checker(rules).check_paths([small]).findings:
         by_path.setdefault(os.path.abspath(finding.path), []).append({**finding.to_dict(), "path": ""})
-    for path, (size, mtime_ns, digest, findings, project) in document["entries"].items():
+    for path, (size, mtime_ns, digest, findings, project, was_parsed) in document["entries"].items():
         assert project == "" or re.fullmatch("[0-9a-f]{32}", project)  # set where the analysis read other files
+        assert was_parsed is Checker(rules).prefilter.matches(Path(path).read_bytes())  # parsed: a trigger in its code
         assert (size, mtime_ns) == (os.stat(path).st_size, os.stat(path).st_mtime_ns)
         assert digest == hashlib.blake2b(Path(path).read_bytes(), digest_size=16).hexdigest()
         assert findings == by_path.get(path, [])

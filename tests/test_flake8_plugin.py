@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from wrapped import CALLER, ENCODER
 
+import mhalint
 from mhalint.rule import load_rules
 from mhalint.run.engine import Checker
 
@@ -63,7 +64,7 @@ def mhalint_findings(source: str, path: str = "bad.py"):
 
 def test_plugin_is_registered():
     result = subprocess.run([sys.executable, "-m", "flake8", "--version"], capture_output=True, text=True)
-    assert "mhalint: 0.1.0" in result.stdout
+    assert f"mhalint: {mhalint.__version__}" in result.stdout
 
 
 def test_bad_file_is_reported_at_mhalints_line_and_column(tmp_path):

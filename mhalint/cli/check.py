@@ -53,6 +53,7 @@ class CheckRequest:
     show_files: bool
     min_severity: str | None
     output_format: str | None
+    parse_all: bool
     stdin_filename: str | None
     fix: bool
     explain: bool
@@ -150,7 +151,7 @@ class _Session:
 
         self.request, self.settings, self.rules, self.paths = request, settings, rules, paths
         self.checker = Checker(settings.selection.rules, unused_noqa=True,  # always (cached alike); shown when selected
-                               budget=settings.file_budget)
+                               budget=settings.file_budget, parse_all=request.parse_all)
         start_up_done()
         self.out = Output(request.output_file, quiet=request.quiet, silent=request.silent)
         self.output_format = request.output_format or (
@@ -164,7 +165,7 @@ class _Session:
         # concise and full are printed file by file while the run goes on, unless something needs every finding first
         self.streams = self.human and request.output_file is None and not self.stdin and not (
             request.fix or request.diff or request.statistics or request.probe or request.add_noqa)
-        self.cache = None if request.no_cache or self.stdin else _cache(settings)
+        self.cache = None if request.no_cache or self.stdin else _cache(settings, request.parse_all)
         self.bar = None if self.stdin else _progress(self.output_format, request.quiet or request.silent)
 
     def shown(self, found) -> list:
@@ -278,7 +279,7 @@ def _report(session: _Session, result: Result, outcome: _FixOutcome | None, star
     if request.probe:
         findings = probe_findings(findings, session.rules, settings.probe_limits)
     line = summary.found(len(findings), result.files_checked, [f for f in result.findings if settings.hidden(f)],
-                         settings.threshold)
+                         settings.threshold, result.files_unparsed)
     line += f" {summary.fixed(outcome.applied, findings, request.unsafe_fixes)}" if request.fix else (
         f" {summary.fixable(findings, request.unsafe_fixes)}".rstrip())
     if request.probe:
@@ -362,9 +363,9 @@ def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: boo
     return Result(found, files_checked=1)
 
 
-def _cache(settings: Settings):
+def _cache(settings: Settings, parse_all: bool):
     """The run's cache; only a run that keeps one loads its module (hashlib)."""
     from mhalint.run.cache import Cache, cache_dir
 
     directory, follow = cache_dir(settings.config.root)
-    return Cache(directory, settings.selection.rules, follow=follow)
+    return Cache(directory, settings.selection.rules, follow=follow, parse_all=parse_all)

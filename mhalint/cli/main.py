@@ -209,6 +209,9 @@ STDIN = Path("-")
 @click.option("--min-severity", type=click.Choice([str(s) for s in Severity]), default=None,
               help="Hide findings below this severity [default: warning].")
 @click.option("--output-format", type=click.Choice(sorted(FORMATS)), default=None, help=_FORMAT_HELP)
+@click.option("--parse-all", is_flag=True,
+              help="Also parse the files whose code names no attention API (no rule can act on them) and report "
+                   "their syntax errors, as ruff does; off by default, for speed.")
 @click.option("--stdin-filename", metavar="PATH",
               help="The name to report for source read from standard input (read when no PATHS are given, or -).")
 @_display_options

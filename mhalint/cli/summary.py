@@ -20,10 +20,13 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word if count == 1 else word + 's'}"
 
 
-def found(count: int, files: int, hidden: Sequence[Finding], threshold: Severity) -> str:
-    """`Found 2 findings (3 files checked).`, or `All checks passed! (...)`; the findings below the threshold are
-    counted with the lowest `--min-severity` that shows them all."""
+def found(count: int, files: int, hidden: Sequence[Finding], threshold: Severity, unparsed: int = 0) -> str:
+    """`Found 2 findings (3 files checked).`, or `All checks passed! (...)`; the files checked without a parse
+    (nothing in their code that a rule acts on: a syntax error there goes unseen) are counted, and so are the
+    findings below the threshold, with the lowest `--min-severity` that shows them all."""
     checked = f"{plural(files, 'file')} checked"
+    if unparsed:
+        checked += f", {unparsed} of them not parsed: no attention API in their code, --parse-all checks their syntax"
     if hidden:
         lowest = min(finding.severity for finding in hidden)
         checked += f"; {len(hidden)} below {threshold} hidden, --min-severity {lowest} shows them"

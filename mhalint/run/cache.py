@@ -72,8 +72,9 @@ from mhalint.run.diagnostics import ENGINE_CODES
 
 CACHE_DIR_NAME = ".mhalint_cache"
 FORMAT_NAME = "mhalint-findings-cache"
-FORMAT_VERSION = 6  # 1: the pickle before the JSON cache (never read); 2: no project dependency; 3: no index;
-# 4: the index kept imported classes only, not functions; 5: the index as JSON inside the document, not a string
+FORMAT_VERSION = 7  # 1: the pickle before the JSON cache (never read); 2: no project dependency; 3: no index;
+# 4: the index kept imported classes only, not functions; 5: the index as JSON inside the document, not a string;
+# 6: no record of whether a file was parsed
 MAX_INDEX_BYTES = 256 * 2**20  # an index past this is not read (a 6,600-file tree takes about 1 MB)
 MAX_FINDINGS_PER_FILE = 100_000
 MAX_IMPORTS_PER_FILE = 100_000
@@ -102,24 +103,28 @@ def cache_dir(root: Path) -> tuple[Path, bool]:
 
 
 # An entry in memory: (size, mtime_ns, digest as hex, findings with path "" (re-attached on lookup, so a moved file
-# still hits), the same findings as JSON data from Finding.to_dict, ready to be written, and the project fingerprint
-# when the analysis read other files of the project, else ""). A plain tuple: a warm run makes one per checked
-# file, and a dataclass costs three times as much to build.
-_Entry = tuple[int, int, str, tuple[Finding, ...], list[dict], str]
-_SIZE, _MTIME, _DIGEST, _FINDINGS, _DATA, _PROJECT = range(6)
+# still hits), the same findings as JSON data from Finding.to_dict, ready to be written, the project fingerprint
+# when the analysis read other files of the project, else "", and whether the file was parsed: one whose code
+# names nothing a rule acts on is not). A plain tuple: a warm run makes one per checked file, and a dataclass
+# costs three times as much to build.
+_Entry = tuple[int, int, str, tuple[Finding, ...], list[dict], str, bool]
+_SIZE, _MTIME, _DIGEST, _FINDINGS, _DATA, _PROJECT, _PARSED = range(7)
 # A project index entry: (size, mtime_ns, dotted module name, the file's imports as the index keeps them).
 _Imports = tuple[int, int, str, tuple[tuple[str, str, str], ...]]
 
 
 class Cache:
-    def __init__(self, directory: Path, rules: Iterable[type], *, follow: bool = False):
+    def __init__(self, directory: Path, rules: Iterable[type], *, follow: bool = False, parse_all: bool = False):
         """`follow`: links on the way to `directory` are followed (the user chose it); else only up to its parent,
-        and a link at the folder itself is refused. Links in it never are."""
+        and a link at the folder itself is refused. Links in it never are. `parse_all`: the findings of a run that
+        parses every file (Checker's `parse_all`), kept apart from the others'."""
         self.directory = directory
         self._follow = follow
         self._refused = False  # a link where none may be: no entry is used, nothing is written
         rules = tuple(rules)
         self.key = _salt(rules)
+        if parse_all:
+            self.key = hashlib.blake2b(f"{self.key} parse-all".encode(), digest_size=12).hexdigest()
         self._codes = {rule.code for rule in rules}.union(ENGINE_CODES)  # what an entry's findings may be
         self.index_path = directory / f"findings-{self.key}.json"
         self._dirty = False  # set when the index must be (re)written: new entries, or bad content read
@@ -162,13 +167,18 @@ class Cache:
         return [_with_path(f, path) for f in entry[_FINDINGS]]
 
     def store(self, path: str, digest: str, stat: os.stat_result, findings: list[Finding],
-              project: str = "") -> None:
+              project: str = "", *, parsed: bool = True) -> None:
         """`digest`: Cache.digest of the bytes checked; `project`: the fingerprint of the run's files, when the
-        findings depend on other files."""
+        findings depend on other files; `parsed`: whether the file was parsed to be checked."""
         stored = tuple(_with_path(f, "") for f in findings)
         self._entries[self._key(path)] = (
-            stat.st_size, stat.st_mtime_ns, digest, stored, [f.to_dict() for f in stored], project)
+            stat.st_size, stat.st_mtime_ns, digest, stored, [f.to_dict() for f in stored], project, parsed)
         self._dirty = True
+
+    def parsed(self, path: str) -> bool:
+        """Whether the file of an entry just looked up was parsed when its findings were stored."""
+        entry = self._entries.get(os.path.abspath(path))
+        return entry is None or entry[_PARSED]
 
     def recall_imports(self, path: str, status: os.stat_result, module: str) -> tuple | None:
         """The project index's entries for a file (mhalint.analysis.project.ImportMemory), if its size,
@@ -252,7 +262,7 @@ class Cache:
 
     def _document(self) -> dict:
         return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "key": self.key,
-                "entries": {path: [*entry[:_DIGEST + 1], entry[_DATA], entry[_PROJECT]]
+                "entries": {path: [*entry[:_DIGEST + 1], entry[_DATA], entry[_PROJECT], entry[_PARSED]]
                             for path, entry in self._entries.items()},
                 "imports": self._imports_text if self._imports is None else json.dumps(
                     {path: [size, mtime_ns, module, [list(item) for item in imports]]
@@ -287,17 +297,17 @@ class Cache:
         entries: dict[str, _Entry] = {}
         for path, value in document["entries"].items():
             # Inline (this runs once per file of the project on every run): what save writes, [size, mtime_ns,
-            # digest, findings, project fingerprint or ""], with integers in range, a digest of the right length
-            # (its characters are checked below, in one pass over all of them) and an absolute path.
-            if type(value) is list and len(value) == 5:
-                size, mtime_ns, digest, data, project = value
+            # digest, findings, project fingerprint or "", parsed], with integers in range, a digest of the right
+            # length (its characters are checked below, in one pass over all of them) and an absolute path.
+            if type(value) is list and len(value) == 6:
+                size, mtime_ns, digest, data, project, parsed = value
                 if type(size) is int and 0 <= size < _INT64 and type(mtime_ns) is int and \
                         -_INT64 <= mtime_ns < _INT64 and type(digest) is str and len(digest) == _HEX_LENGTH and \
                         type(data) is list and type(project) is str and len(project) in (0, _HEX_LENGTH) and \
-                        _is_absolute(path):
+                        type(parsed) is bool and _is_absolute(path):
                     findings = _findings(data, size, self._codes) if data else ()
                     if findings is not None:
-                        entries[path] = (size, mtime_ns, digest, findings, data, project)
+                        entries[path] = (size, mtime_ns, digest, findings, data, project, parsed)
                         continue
             self._dirty = True  # dropped, and the file is rewritten without it
         if not _HEX_DIGESTS.fullmatch("".join(entry[_DIGEST] for entry in entries.values())):

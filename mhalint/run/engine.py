@@ -52,6 +52,7 @@ SOURCES = (".py", ".pyi", ".ipynb")
 class Result:
     findings: list[Finding] = field(default_factory=list)
     files_checked: int = 0
+    files_unparsed: int = 0  # of those, checked without a parse: nothing in their code names what a rule acts on
     internal_errors: int = 0
     tracebacks: list[str] = field(default_factory=list)
     read_project: bool = False  # the analysis of the (one) file read other files of the project
@@ -61,13 +62,16 @@ class Checker:
     """Runs a fixed set of rules over sources; reusable across files."""
 
     def __init__(self, rules: Sequence[type[Rule]], *, unused_noqa: bool = False,
-                 budget: FileBudget | None = FileBudget()):
+                 budget: FileBudget | None = FileBudget(), parse_all: bool = False):
         """`unused_noqa`: also report the `# noqa` directives that suppress nothing (MHA904), as `mhalint check`
         asks; flake8 has its own view of noqa comments and is not asked. `budget`: the time and memory each file
-        may take (MHA903 past it); None for no limit."""
+        may take (MHA903 past it); None for no limit. `parse_all`: check_paths also parses, with CPython's
+        parser, the files whose code names nothing a rule acts on, and reports their syntax errors (as ruff does;
+        off by default: it is most of the files, and most of the time)."""
         self.rules = [rule for rule in rules if not runtime_only(rule)]  # only the runtime guard reports those
         self.unused_noqa = unused_noqa
         self.budget = budget
+        self.parse_all = parse_all
         self.prefilter = Prefilter(pattern for rule in self.rules for pattern in rule.triggers)
         self.skip_passed_values = not any(rule.acts_on_passed_values for rule in self.rules)
         # The files analyses may follow a class into: check_paths sets its run's project (mhalint.analysis.project);
@@ -134,8 +138,10 @@ class Checker:
                 unread.append(path)
             else:
                 result.files_checked += 1
+                result.files_unparsed += not cache.parsed(path)
                 done(path, cached)
-        scanning = scan(unread, self.prefilter, project, cache.digest if cache is not None else None, jobs)
+        scanning = scan(unread, self.prefilter, project, cache.digest if cache is not None else None, jobs,
+                        self._syntax if self.parse_all else None)
         with contextlib.closing(scanning):  # an exception here (an interrupt) stops its workers at once
             for path, scanned in scanning:
                 if isinstance(scanned, str):
@@ -148,6 +154,7 @@ class Checker:
                     cached = cache.lookup_content(path, scanned.digest, scanned.stat, fingerprint)
                 result.files_checked += 1
                 if cached is not None:
+                    result.files_unparsed += not cache.parsed(path)
                     done(path, cached)
                 elif scanned.matched:
                     parse.append((path, scanned.raw, scanned.stat))
@@ -155,10 +162,13 @@ class Checker:
                     unmatched[path] = scanned
         self._pull_in(project, parse, unmatched)
         for path, scanned in unmatched.items():
-            if cache is not None and scanned.stat is not None:
-                cache.store(path, scanned.digest, scanned.stat, [],
-                            fingerprint() if project.imports_project(path) else "")
-            done(path, [])
+            findings = scanned.syntax or []
+            result.files_unparsed += scanned.syntax is None
+            if cache is not None and scanned.stat is not None and \
+                    not any(f.code in (READ_ERROR, TOO_COMPLEX) for f in findings):  # a raised limit applies
+                cache.store(path, scanned.digest, scanned.stat, findings,
+                            fingerprint() if project.imports_project(path) else "", parsed=scanned.syntax is not None)
+            done(path, findings)
 
         failures_by_index: dict[int, list[str]] = {}  # tracebacks in the files' order, not in the workers'
 
@@ -217,6 +227,21 @@ class Checker:
                 return
         for index, (path, raw, _) in enumerate(files):
             checked(index, self._check_one(path, raw))
+
+    def _syntax(self, raw: bytes, path: str) -> list[Finding]:
+        """`parse_all`: what CPython's parser says of a file no rule acts on (nothing, or the engine finding a
+        parsed file with that error gets). Run where the file is read, a scan worker too."""
+        if path.endswith(".ipynb"):
+            return []  # a notebook is always parsed
+        try:
+            text, _ = decode(raw)
+        except (UnicodeDecodeError, LookupError, SyntaxError) as error:
+            return [engine_finding(path, READ_ERROR, f"cannot decode the source: {error}")]
+        try:
+            found = _python_parse(text, path, Limits(self.budget))
+        except TooComplex as reason:
+            return [engine_finding(path, TOO_COMPLEX, f"{reason}; exclude the file or raise the limit")]
+        return [found] if isinstance(found, Finding) else []
 
     def _instances(self, context: ModuleContext, findings: list[Finding], path: str, result: Result) -> list[Rule]:
         """One instance of each rule for this file; a rule that fails to set up is an internal error."""

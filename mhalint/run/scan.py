@@ -18,6 +18,7 @@ from mhalint.run import deep_stack
 
 if TYPE_CHECKING:
     from mhalint.analysis.project import Project
+    from mhalint.finding import Finding
     from mhalint.run.prefilter import Prefilter
 
 IN_WORKERS_FROM = 400  # files to read: below this, forking costs more than it saves
@@ -30,23 +31,28 @@ class Scanned(NamedTuple):
     digest: str | None  # for the cache, when there is one
     matched: bool  # a trigger in code, or a notebook (opened even to say it is broken)
     imports: tuple | None  # its entries for the project index (Project.imports_in), when collected
+    syntax: list[Finding] | None = None  # a file not matched, read by `syntax` when given: what it found
+
+
+Syntax = Callable[[bytes, str], "list[Finding]"]  # a file's bytes and path -> what its syntax check found
 
 
 def scan(paths: list[str], prefilter: Prefilter, project: Project, digest: Callable[[bytes], str] | None,
-         jobs: int | None) -> Iterator[tuple[str, Scanned | str]]:
+         jobs: int | None, syntax: Syntax | None = None) -> Iterator[tuple[str, Scanned | str]]:
     """(path, what was read of it, or why it could not be read) for each path, in order. One process collects
     imports only from the first file that matches on (a run without a trigger never asks for the index); workers collect
-    them for every file, as they cannot know what the others found. `jobs`: as in Checker.check_paths."""
+    them for every file, as they cannot know what the others found. `jobs`: as in Checker.check_paths. `syntax`:
+    given, it reads the files the prefilter does not match (`--parse-all`)."""
     size = pool_size(jobs, -(-len(paths) // _CHUNK))
     if size >= 2 and len(paths) >= IN_WORKERS_FROM:
         from mhalint.run.workers import can_fork
 
         if can_fork():
-            yield from _in_workers(paths, prefilter, project, digest, size)
+            yield from _in_workers(paths, prefilter, project, digest, syntax, size)
             return
     learn = False
     for path in paths:
-        scanned = _scan_one(path, prefilter, project, digest, learn)
+        scanned = _scan_one(path, prefilter, project, digest, syntax, learn)
         learn = learn or (not isinstance(scanned, str) and scanned.matched)
         yield path, scanned
 
@@ -65,21 +71,22 @@ def read(path: str) -> tuple[bytes, os.stat_result | None]:
 
 
 def _scan_one(path: str, prefilter: Prefilter, project: Project, digest: Callable[[bytes], str] | None,
-              learn: bool) -> Scanned | str:
+              syntax: Syntax | None, learn: bool) -> Scanned | str:
     try:
         raw, stat = read(path)
     except OSError as error:
         return error.strerror or str(error)
     matched = path.endswith(".ipynb") or prefilter.matches(raw)
     return Scanned(raw if matched else None, stat, digest(raw) if digest is not None and stat is not None else None,
-                   matched, project.imports_in(path, raw) if learn or matched else None)
+                   matched, project.imports_in(path, raw) if learn or matched else None,
+                   syntax(raw, path) if syntax is not None and not matched else None)
 
 
-_JOB: tuple | None = None  # (prefilter, project, digest): inherited by the forked workers, never pickled
+_JOB: tuple | None = None  # (prefilter, project, digest, syntax): inherited by the forked workers, never pickled
 
 
 def _in_workers(paths: list[str], prefilter: Prefilter, project: Project, digest: Callable[[bytes], str] | None,
-                jobs: int) -> Iterator[tuple[str, Scanned | str]]:
+                syntax: Syntax | None, jobs: int) -> Iterator[tuple[str, Scanned | str]]:
     from mhalint.run.workers import WorkerLost, Workers
 
     global _JOB
@@ -88,7 +95,7 @@ def _in_workers(paths: list[str], prefilter: Prefilter, project: Project, digest
     handed_on = 0  # the chunks before this one have been yielded
     project.name_modules()  # once, before the fork, instead of once in each worker
     deep_stack.stop()  # no thread of ours may be running when the workers are forked
-    _JOB = (prefilter, project, digest)
+    _JOB = (prefilter, project, digest, syntax)
     try:
         with Workers(_scan_chunk, jobs) as pool:
             submitted = running = 0
@@ -103,7 +110,7 @@ def _in_workers(paths: list[str], prefilter: Prefilter, project: Project, digest
                 while handed_on in done:  # in the files' order, while the workers go on
                     outcome = done.pop(handed_on)
                     if outcome is None:  # its worker died (a crash, the system's memory killer): read here instead
-                        outcome = _scan_all(chunks[handed_on], prefilter, project, digest)
+                        outcome = _scan_all(chunks[handed_on], prefilter, project, digest, syntax)
                     yield from outcome
                     handed_on += 1
     finally:
@@ -114,6 +121,6 @@ def _scan_chunk(paths: list[str]) -> list[tuple[str, Scanned | str]]:
     return _scan_all(paths, *_JOB)
 
 
-def _scan_all(paths: list[str], prefilter: Prefilter, project: Project,
-              digest: Callable[[bytes], str] | None) -> list[tuple[str, Scanned | str]]:
-    return [(path, _scan_one(path, prefilter, project, digest, True)) for path in paths]
+def _scan_all(paths: list[str], prefilter: Prefilter, project: Project, digest: Callable[[bytes], str] | None,
+              syntax: Syntax | None) -> list[tuple[str, Scanned | str]]:
+    return [(path, _scan_one(path, prefilter, project, digest, syntax, True)) for path in paths]
