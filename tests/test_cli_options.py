@@ -526,3 +526,18 @@ def test_the_progress_line_waits_for_its_delay_redraws_at_most_ten_times_a_secon
     assert progress.line(80) == "[" + "#" * 11 + "-" * 29 + "] 11/40 files, 3 findings"  # 11 of 40 in 40 cells
     assert progress.line(60) == "[" + "#" * 9 + "-" * 25 + "] 11/40 files, 3 findings"  # 60 characters
     assert progress.line(20) == "11/40 files, 3 findi"  # no room for the bar
+
+
+def test_the_progress_line_and_the_summary_write_numbers_alike():
+    import io
+
+    from mhalint.cli import summary
+    from mhalint.cli.progress import Progress
+    from mhalint.finding import Severity
+
+    progress = Progress(io.StringIO(), delay=0.0, clock=lambda: 0.0)
+    progress.update(1234, 6606, 1000)
+    assert progress.line(80).endswith("] 1234/6606 files, 1000 findings")
+    assert summary.found(1000, 6606, [], Severity.WARNING, 6477) == (
+        "Found 1000 findings (6606 files checked, 6477 of them not parsed: no attention API in their code, "
+        "--parse-all checks their syntax).")

@@ -36,8 +36,9 @@ class Progress:
             self._drawn = True
 
     def line(self, width: int) -> str:
-        """`[#####-----] 1,234/6,606 files, 12 findings`, fitted to `width` characters."""
-        counts = f" {self._done:,}/{self._total:,} files, {self._findings:,} finding" + (
+        """`[#####-----] 1234/6606 files, 12 findings`, fitted to `width` characters; numbers written as the
+        summary writes them (as ruff's summary does, without separators)."""
+        counts = f" {self._done}/{self._total} files, {self._findings} finding" + (
             "" if self._findings == 1 else "s")
         room = min(40, width - len(counts) - 2)
         if room < 5:
