@@ -144,6 +144,9 @@ def test_every_install_line_and_hook_uses_the_declared_home():
             if url != "local"]
     assert used, "no install line or pre-commit repo found"
     assert [(name, url) for name, url in used if url != home] == []
+    action = "/".join(home.rstrip("/").split("/")[-2:]) + "@v" + _project()["version"]
+    uses = [(name, found) for name, text in texts.items() for found in re.findall(r"uses: (mhalint/\S+)", text)]
+    assert ("README.md", action) in uses and [found for _, found in uses if found != action] == []
     assert not [name for name, text in texts.items() if "this repository's URL" in text]
 
 
