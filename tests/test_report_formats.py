@@ -17,7 +17,20 @@ import pytest
 
 from mhalint import __version__
 from mhalint.finding import CONFIRMED, SAFE, UNSAFE, Edit, Finding, Fix, ProbeResult, Severity
-from mhalint.report import RenderOptions, concise, full, github, json_lines, sarif
+from mhalint.report import (
+    RenderOptions,
+    azure,
+    concise,
+    full,
+    github,
+    gitlab,
+    grouped,
+    json_lines,
+    junit,
+    pylint,
+    rdjson,
+    sarif,
+)
 from mhalint.report import json as json_report
 from mhalint.rule import load_rules
 from mhalint.run.engine import Checker
@@ -26,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 SCHEMA_PATH = Path(__file__).resolve().parent / "data" / "sarif-schema-2.1.0.json"  # the OASIS schema (data/README.md)
 RULES = load_rules()
-FORMATS = (concise, json_report, json_lines, full, github, sarif)
+FORMATS = (concise, json_report, json_lines, full, github, sarif, grouped, junit, gitlab, pylint, rdjson, azure)
 
 SOURCE = "import torch.nn as nn\n\nattn = nn.MultiheadAttention(64, 8)\n"
 
@@ -70,7 +83,8 @@ def test_every_format_takes_the_rules_and_a_generator(module):
     assert module.render(findings) == module.render(findings, None) or module is sarif  # sarif uses the rules
 
 
-@pytest.mark.parametrize("module", (concise, json_lines, full, github), ids=lambda m: m.__name__.rsplit(".", 1)[-1])
+@pytest.mark.parametrize("module", (concise, json_lines, full, github, grouped, pylint, azure),
+                         ids=lambda m: m.__name__.rsplit(".", 1)[-1])
 def test_line_formats_print_nothing_for_no_findings(module):
     assert module.render([], RULES) == ""
 

@@ -179,9 +179,9 @@ def use_color(choice: str) -> bool:
     return sys.stdout.isatty()
 
 
-FORMATS = {"concise": "mhalint.report.concise", "full": "mhalint.report.full", "json": "mhalint.report.json",
-            "json-lines": "mhalint.report.json_lines", "github": "mhalint.report.github",
-            "sarif": "mhalint.report.sarif"}
+FORMATS = {name: f"mhalint.report.{name.replace('-', '_')}" for name in (
+    "concise", "full", "grouped", "json", "json-lines", "github", "sarif", "junit", "gitlab", "pylint", "rdjson",
+    "azure")}
 _FORMAT_HELP = "Default: full on a terminal, concise otherwise."
 STDIN = Path("-")
 

@@ -37,6 +37,15 @@ class RenderOptions:
         return applicable(finding, self.unsafe_fixes)
 
 
+def file_place(finding: Finding) -> tuple[int, int, str]:
+    """(line, column, message) in the file's own terms, for the formats that know no notebook cells: a finding in a
+    cell is placed at line 1, column 1 of the .ipynb file (its cell lines are not the file's lines, as ruff's
+    structured formats place it), and its message starts with where it is in the cell."""
+    if finding.cell is None:
+        return finding.line, finding.column, finding.message
+    return 1, 1, f"cell {finding.cell}, line {finding.line}, column {finding.column}: {finding.message}"
+
+
 class Painter:
     """click.style when colour is on, the text unchanged when it is off."""
 

@@ -1,9 +1,10 @@
 """A check's findings printed in the chosen format: all at once, or file by file while the run goes on.
 
-`concise` and `full` can be printed as each file's findings become final (the engine hands them over in path
-order, so the output is the same as printed at the end), and a slow file then never hides the others'; `full`'s
-blocks stay separated by one empty line across files. The machine formats (json, json-lines, sarif, github) are
-one document each and are printed whole. `--statistics` prints one row per code instead of the findings.
+`concise`, `full` and `grouped` can be printed as each file's findings become final (the engine hands them over
+in path order, so the output is the same as printed at the end), and a slow file then never hides the others';
+`full`'s and `grouped`'s blocks stay separated by one empty line across files. The machine formats (json,
+json-lines, sarif, github, junit, gitlab, pylint, rdjson, azure) are one document each and are printed whole.
+`--statistics` prints one row per code instead of the findings.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from mhalint.report import RenderOptions
 if TYPE_CHECKING:
     from mhalint.rule import Rule
 
-HUMAN = ("concise", "full")  # the formats for people: a summary line ends them, and they can grow file by file
+HUMAN = ("concise", "full", "grouped")  # the formats for people: a summary line ends them, and they can grow file
+# by file; the blocks of those in BLOCKS stay one empty line apart across files
+BLOCKS = ("full", "grouped")
 
 
 class Printer:
@@ -36,7 +39,7 @@ class Printer:
         text = self._render(findings, self.rules, self.options).rstrip("\n")
         if not text:
             return
-        self.out.report(f"\n{text}" if self._printed and self.format == "full" else text)
+        self.out.report(f"\n{text}" if self._printed and self.format in BLOCKS else text)
         self._printed = True
 
     def statistics(self, findings: Sequence[Finding]) -> None:

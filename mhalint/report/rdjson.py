@@ -1,0 +1,42 @@
+"""reviewdog's Diagnostic Format (rdjson), as ruff writes it: a source, then one diagnostic per finding with its
+message, location and range, code (with the URL of its rule's page) and severity, and its fix's edits as
+suggestions, which reviewdog can post as suggested changes."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+from mhalint import HOME
+from mhalint.finding import Finding, Severity
+from mhalint.names import printable
+from mhalint.report import RenderOptions, file_place
+
+if TYPE_CHECKING:
+    from mhalint.rule import Rule
+
+SEVERITIES = {Severity.ERROR: "ERROR", Severity.WARNING: "WARNING", Severity.INFO: "INFO"}
+
+
+def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None = None,
+           options: RenderOptions = RenderOptions()) -> str:
+    return json.dumps({"source": {"name": "mhalint", "url": HOME}, "severity": "WARNING",
+                       "diagnostics": [_diagnostic(finding) for finding in findings]}, indent=2)
+
+
+def _diagnostic(finding: Finding) -> dict:
+    line, column, message = file_place(finding)
+    in_file = finding.cell is None
+    end = (finding.end_line, finding.end_column) if in_file and finding.end_line else (line, column)
+    diagnostic = {"message": message,
+                  "location": {"path": printable(finding.path), "range": _range(line, column, *end)},
+                  "severity": SEVERITIES[finding.severity],
+                  "code": {"value": finding.code, "url": f"{HOME}/blob/main/docs/rules/{finding.code}.md"}}
+    if finding.fix is not None and in_file:  # a notebook's edits are in cell lines, not the file's
+        diagnostic["suggestions"] = [{"range": _range(e.line, e.column, e.end_line, e.end_column), "text": e.content}
+                                     for e in finding.fix.edits]
+    return diagnostic
+
+
+def _range(line: int, column: int, end_line: int, end_column: int) -> dict:
+    return {"start": {"line": line, "column": column}, "end": {"line": end_line, "column": end_column}}
