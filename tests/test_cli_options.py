@@ -124,9 +124,9 @@ def test_show_fixes_lists_what_was_fixed_by_file_and_code(tmp_path: Path):
         "Found 1 finding (2 files checked). Fixed 1 finding. 1 hidden fix can be enabled with --unsafe-fixes.",
     ]
     assert "need_weights=False" in (tmp_path / "safe.py").read_text()
-    alone = mhalint("check", "--show-fixes", ".", cwd=tmp_path)
-    assert alone.returncode == 2
-    assert alone.stderr == "mhalint: error: --show-fixes lists what --fix fixed; use it with --fix\n"
+    alone = mhalint("check", "--no-cache", "--show-fixes", ".", cwd=tmp_path)  # as ruff: nothing fixed, nothing listed
+    assert alone.returncode == 1 and alone.stderr == ""
+    assert alone.stdout.splitlines()[-1].startswith("Found 1 finding (2 files checked).")
 
 
 @pytest.mark.parametrize("output_format", ["concise", "json", "sarif"])
@@ -541,3 +541,54 @@ def test_the_progress_line_and_the_summary_write_numbers_alike():
     assert summary.found(1000, 6606, [], Severity.WARNING, 6477) == (
         "Found 1000 findings (6606 files checked, 6477 of them not parsed: no attention API in their code, "
         "--parse-all checks their syntax).")
+
+
+# ---- issue 39 item 4: ruff's --fix-only, --ignore-noqa, --isolated, --cache-dir; --show-settings lists MHA904 -----
+def test_fix_only_fixes_and_reports_only_what_it_fixed(tmp_path: Path):
+    tree(tmp_path, **{"safe.py": SAFE, "unsafe.py": UNSAFE})
+    completed = mhalint("check", "--no-cache", "--fix-only", ".", cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines() == ["Fixed 1 finding. 1 hidden fix can be enabled with --unsafe-fixes."]
+    assert "need_weights=False" in (tmp_path / "safe.py").read_text()
+    again = mhalint("check", "--no-cache", "--fix-only", "--exit-non-zero-on-fix", "--unsafe-fixes", ".",
+                    cwd=tmp_path)
+    assert (again.returncode, again.stdout.splitlines()) == (1, ["Fixed 1 finding."])
+    assert "batch_first=True" in (tmp_path / "unsafe.py").read_text()
+
+
+@pytest.mark.parametrize("cache", [["--no-cache"], []], ids=["no cache", "cache"])
+def test_ignore_noqa_reports_what_the_directives_would_suppress(tmp_path: Path, cache):
+    tree(tmp_path, **{"model.py": WARNING.replace("8)\n", "8)  # noqa: MHA001\n")})
+    assert mhalint("check", *cache, ".", cwd=tmp_path).returncode == 0  # and fills the cache, when there is one
+    ignored = mhalint("check", *cache, "--ignore-noqa", ".", cwd=tmp_path)
+    assert ignored.returncode == 1 and len(lines_of("MHA001", ignored.stdout)) == 1
+    assert lines_of("MHA904", ignored.stdout) == []  # no directive is judged unused when none is read
+    assert mhalint("check", *cache, ".", cwd=tmp_path).returncode == 0  # its cache is not the other runs'
+
+
+def test_isolated_reads_no_configuration_file(tmp_path: Path):
+    tree(tmp_path, **{"model.py": WARNING, "pyproject.toml": '[tool.mhalint]\nignore = ["MHA001"]\n'})
+    assert mhalint("check", "--no-cache", ".", cwd=tmp_path).returncode == 0
+    isolated = mhalint("check", "--no-cache", "--isolated", ".", cwd=tmp_path)
+    assert isolated.returncode == 1 and len(lines_of("MHA001", isolated.stdout)) == 1
+    both = mhalint("check", "--isolated", "--config", "pyproject.toml", ".", cwd=tmp_path)
+    assert (both.returncode, both.stderr) == (2, "mhalint: error: --isolated reads no configuration file: use it "
+                                                 "without --config\n")
+
+
+def test_cache_dir_puts_the_cache_where_it_says(tmp_path: Path):
+    project = tmp_path / "project"
+    project.mkdir()
+    tree(project, **{"model.py": WARNING, "pyproject.toml": "[tool.mhalint]\n"})
+    chosen = tmp_path / "elsewhere"
+    first = mhalint("check", "--cache-dir", str(chosen), ".", cwd=project)
+    assert first.returncode == 1 and len(list(chosen.glob("findings-*.json"))) == 1
+    assert not (project / ".mhalint_cache").exists()
+    assert mhalint("check", "--cache-dir", str(chosen), ".", cwd=project).stdout == first.stdout
+
+
+def test_show_settings_lists_the_unused_noqa_check_among_what_is_enabled(tmp_path: Path):
+    shown = mhalint("check", "--show-settings", "--isolated", ".", cwd=tmp_path).stdout.splitlines()[-1]
+    assert shown.startswith("# enabled rules: MHA001, ") and shown.endswith(", MHA904")
+    without = mhalint("check", "--show-settings", "--isolated", "--ignore", "MHA904", ".", cwd=tmp_path)
+    assert "MHA904" not in without.stdout.splitlines()[-1]

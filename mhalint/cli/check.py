@@ -53,6 +53,10 @@ class CheckRequest:
     show_files: bool
     min_severity: str | None
     output_format: str | None
+    isolated: bool
+    cache_dir: Path | None
+    ignore_noqa: bool
+    fix_only: bool
     parse_all: bool
     stdin_filename: str | None
     fix: bool
@@ -80,8 +84,12 @@ class CheckRequest:
 
 def run(request: CheckRequest) -> NoReturn:
     """The whole command: exits with 0 (clean), 1 (findings) or 2 (an error)."""
+    from dataclasses import replace
+
     from mhalint.rule import load_rules
 
+    if request.fix_only:
+        request = replace(request, fix=True)  # --fix-only is --fix that does not report what remains
     paths = _paths(request)
     started = time.perf_counter()
     rules = load_rules()
@@ -113,8 +121,8 @@ def _paths(request: CheckRequest) -> tuple[Path, ...]:
     missing = [str(path) for path in paths if path != STDIN and not os.path.lexists(path)]
     if missing:
         raise UsageError(f"path {missing[0]!r} does not exist")
-    if request.show_fixes and not request.fix:
-        raise UsageError("--show-fixes lists what --fix fixed; use it with --fix")
+    if request.isolated and request.config_path is not None:
+        raise UsageError("--isolated reads no configuration file: use it without --config")
     if request.add_noqa and (request.fix or request.diff or paths == (STDIN,)):
         raise UsageError("--add-noqa edits files: use it without --fix, --diff and standard input")
     return paths
@@ -130,7 +138,8 @@ def _settings(request: CheckRequest, rules, paths: tuple[Path, ...]) -> Settings
         exclude=list(request.exclude) if request.exclude else None, extend_exclude=list(request.extend_exclude),
         respect_gitignore=request.respect_gitignore, min_severity=request.min_severity,
         probe_timeout=request.probe_timeout, probe_total_timeout=request.probe_total_timeout,
-        probe_memory=request.probe_memory, force_exclude=request.force_exclude, jobs=request.jobs)
+        probe_memory=request.probe_memory, force_exclude=request.force_exclude, jobs=request.jobs,
+        isolated=request.isolated)
 
 
 def _discovery(settings: Settings) -> dict:
@@ -151,7 +160,8 @@ class _Session:
 
         self.request, self.settings, self.rules, self.paths = request, settings, rules, paths
         self.checker = Checker(settings.selection.rules, unused_noqa=True,  # always (cached alike); shown when selected
-                               budget=settings.file_budget, parse_all=request.parse_all)
+                               budget=settings.file_budget, parse_all=request.parse_all,
+                               ignore_noqa=request.ignore_noqa)
         start_up_done()
         self.out = Output(request.output_file, quiet=request.quiet, silent=request.silent)
         self.output_format = request.output_format or (
@@ -165,7 +175,8 @@ class _Session:
         # concise and full are printed file by file while the run goes on, unless something needs every finding first
         self.streams = self.human and request.output_file is None and not self.stdin and not (
             request.fix or request.diff or request.statistics or request.probe or request.add_noqa)
-        self.cache = None if request.no_cache or self.stdin else _cache(settings, request.parse_all)
+        options = [name for name in ("parse_all", "ignore_noqa") if getattr(request, name)]
+        self.cache = None if request.no_cache or self.stdin else _cache(settings, request.cache_dir, options)
         self.bar = None if self.stdin else _progress(self.output_format, request.quiet or request.silent)
 
     def shown(self, found) -> list:
@@ -284,12 +295,15 @@ def _report(session: _Session, result: Result, outcome: _FixOutcome | None, star
         f" {summary.fixable(findings, request.unsafe_fixes)}".rstrip())
     if request.probe:
         line += f" {summary.probe_counts(findings)}"
+    remaining = findings
+    if request.fix_only:  # what was fixed, not what remains (as ruff's --fix-only)
+        line, findings = summary.fixed(outcome.applied, remaining, request.unsafe_fixes), []
     if request.statistics:
         session.printer.statistics(findings)
     elif not session.streams:
         session.printer.findings(findings)
-    if request.show_fixes:
-        out.summary(summary.fixes_by_file(summary.fixed_codes(outcome.before, findings, request.unsafe_fixes),
+    if request.show_fixes and outcome is not None:  # without --fix, nothing was fixed to list
+        out.summary(summary.fixes_by_file(summary.fixed_codes(outcome.before, remaining, request.unsafe_fixes),
                                           {f.code: f.name for f in outcome.before}))
     if session.human:
         out.summary(line)
@@ -363,9 +377,9 @@ def _check_stdin(checker: Checker, shown, filename: str, *, fix: bool, diff: boo
     return Result(found, files_checked=1)
 
 
-def _cache(settings: Settings, parse_all: bool):
-    """The run's cache; only a run that keeps one loads its module (hashlib)."""
+def _cache(settings: Settings, chosen: Path | None, options: list[str]):
+    """The run's cache (in `chosen`, --cache-dir, if given); only a run that keeps one loads its module."""
     from mhalint.run.cache import Cache, cache_dir
 
-    directory, follow = cache_dir(settings.config.root)
-    return Cache(directory, settings.selection.rules, follow=follow, parse_all=parse_all)
+    directory, follow = cache_dir(settings.config.root, chosen)
+    return Cache(directory, settings.selection.rules, follow=follow, options=options)

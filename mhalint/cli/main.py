@@ -209,6 +209,13 @@ STDIN = Path("-")
 @click.option("--min-severity", type=click.Choice([str(s) for s in Severity]), default=None,
               help="Hide findings below this severity [default: warning].")
 @click.option("--output-format", type=click.Choice(sorted(FORMATS)), default=None, help=_FORMAT_HELP)
+@click.option("--isolated", is_flag=True,
+              help="Ignore every configuration file: the defaults and the command line only.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
+              help="Keep the findings cache in DIR (default: MHALINT_CACHE_DIR, else .mhalint_cache in the project).")
+@click.option("--ignore-noqa", is_flag=True, help="Report the findings `# noqa` comments would suppress, too.")
+@click.option("--fix-only", is_flag=True, help="Apply the fixes, like --fix, without reporting the findings that "
+                                               "remain; exit 0 unless an error (or --exit-non-zero-on-fix).")
 @click.option("--parse-all", is_flag=True,
               help="Also parse the files whose code names no attention API (no rule can act on them) and report "
                    "their syntax errors, as ruff does; off by default, for speed.")

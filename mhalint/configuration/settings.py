@@ -40,7 +40,8 @@ class Settings:
         width = max((len(key) for key, _, _ in self.origins), default=0)
         for key, value, origin in self.origins:
             lines.append(f"{key:<{width}} = {_toml(value)}  # {origin}")
-        lines.append(f"# enabled rules: {', '.join(rule.code for rule in self.selection.rules) or 'none'}")
+        enabled = [rule.code for rule in self.selection.rules] + [UNUSED_NOQA] * self.selection.reports(UNUSED_NOQA)
+        lines.append(f"# enabled rules: {', '.join(enabled) or 'none'}")
         return "\n".join(lines)
 
     def reports(self, finding: Finding) -> bool:

@@ -95,10 +95,10 @@ _OWN_FILE = re.compile(r"findings-[0-9a-f]+\.(?:json|pickle)|\.?findings-.*\.tmp
 _is_absolute = os.path.isabs
 
 
-def cache_dir(root: Path) -> tuple[Path, bool]:
-    """MHALINT_CACHE_DIR, else `.mhalint_cache` in the project root (the configuration file's directory); and
-    whether links on the way to it are followed: only on the user's own MHALINT_CACHE_DIR."""
-    chosen = os.environ.get("MHALINT_CACHE_DIR")
+def cache_dir(root: Path, chosen: Path | None = None) -> tuple[Path, bool]:
+    """`chosen` (--cache-dir), else MHALINT_CACHE_DIR, else `.mhalint_cache` in the project root (the configuration
+    file's directory); and whether links on the way to it are followed: only on a folder the user chose."""
+    chosen = chosen or os.environ.get("MHALINT_CACHE_DIR")
     return (Path(chosen), True) if chosen else (root / CACHE_DIR_NAME, False)
 
 
@@ -114,17 +114,19 @@ _Imports = tuple[int, int, str, tuple[tuple[str, str, str], ...]]
 
 
 class Cache:
-    def __init__(self, directory: Path, rules: Iterable[type], *, follow: bool = False, parse_all: bool = False):
+    def __init__(self, directory: Path, rules: Iterable[type], *, follow: bool = False,
+                 options: Iterable[str] = ()):
         """`follow`: links on the way to `directory` are followed (the user chose it); else only up to its parent,
-        and a link at the folder itself is refused. Links in it never are. `parse_all`: the findings of a run that
-        parses every file (Checker's `parse_all`), kept apart from the others'."""
+        and a link at the folder itself is refused. Links in it never are. `options`: the names of the Checker's
+        options that change what a file's findings are (`parse_all`, `ignore_noqa`): the findings of runs with
+        other options are kept apart."""
         self.directory = directory
         self._follow = follow
         self._refused = False  # a link where none may be: no entry is used, nothing is written
         rules = tuple(rules)
         self.key = _salt(rules)
-        if parse_all:
-            self.key = hashlib.blake2b(f"{self.key} parse-all".encode(), digest_size=12).hexdigest()
+        if options:
+            self.key = hashlib.blake2b(" ".join([self.key, *sorted(options)]).encode(), digest_size=12).hexdigest()
         self._codes = {rule.code for rule in rules}.union(ENGINE_CODES)  # what an entry's findings may be
         self.index_path = directory / f"findings-{self.key}.json"
         self._dirty = False  # set when the index must be (re)written: new entries, or bad content read

@@ -62,16 +62,18 @@ class Checker:
     """Runs a fixed set of rules over sources; reusable across files."""
 
     def __init__(self, rules: Sequence[type[Rule]], *, unused_noqa: bool = False,
-                 budget: FileBudget | None = FileBudget(), parse_all: bool = False):
+                 budget: FileBudget | None = FileBudget(), parse_all: bool = False, ignore_noqa: bool = False):
         """`unused_noqa`: also report the `# noqa` directives that suppress nothing (MHA904), as `mhalint check`
         asks; flake8 has its own view of noqa comments and is not asked. `budget`: the time and memory each file
         may take (MHA903 past it); None for no limit. `parse_all`: check_paths also parses, with CPython's
         parser, the files whose code names nothing a rule acts on, and reports their syntax errors (as ruff does;
-        off by default: it is most of the files, and most of the time)."""
+        off by default: it is most of the files, and most of the time). `ignore_noqa`: `# noqa` directives
+        suppress nothing (ruff's --ignore-noqa), and none is reported unused."""
         self.rules = [rule for rule in rules if not runtime_only(rule)]  # only the runtime guard reports those
         self.unused_noqa = unused_noqa
         self.budget = budget
         self.parse_all = parse_all
+        self.ignore_noqa = ignore_noqa
         self.prefilter = Prefilter(pattern for rule in self.rules for pattern in rule.triggers)
         self.skip_passed_values = not any(rule.acts_on_passed_values for rule in self.rules)
         # The files analyses may follow a class into: check_paths sets its run's project (mhalint.analysis.project);
@@ -351,6 +353,8 @@ class Checker:
                                                        "lets mhalint check it")]
         except RecursionError:
             return [engine_finding(path, PARSE_ERROR, "the code is nested too deeply to analyse")]
+        if self.ignore_noqa:
+            return sorted(findings, key=Finding.sort_key)
         kept = noqa.suppress(findings, text, path=path,
                              enabled={rule.code for rule in self.rules} if self.unused_noqa else None,
                              statement_lines=statement_lines)
