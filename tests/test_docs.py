@@ -192,3 +192,22 @@ def test_the_site_navigation_lists_every_page():
     pages = [path.relative_to(ROOT / "docs").as_posix() for path in (ROOT / "docs").rglob("*.md")]
     missing = [page for page in pages if not re.search(rf":?\s{re.escape(page)}$", nav, re.MULTILINE)]
     assert not missing, f"mkdocs.yml's nav leaves out {missing}"
+
+
+def test_the_readmes_ruff_table_is_what_mhalint_check_has():
+    from click.testing import CliRunner
+
+    from mhalint.cli.main import main
+
+    text = README.read_text()
+    rows = [line for line in text[text.index("| present | absent |"):].splitlines()[2:] if line.startswith("| ")]
+    assert rows, "no ruff table in the README"
+    present = [flag for row in rows for flag in re.findall(r"`(--[a-z-]+)`", row.split(" | ")[0])]
+    absent = [flag for row in rows for flag in re.findall(r"`(--[a-z-]+)[ =`]", row.split(" | ")[1])]
+    options = CliRunner().invoke(main, ["check", "--help"], terminal_width=200).output
+    offered = set(re.findall(r"(--[a-z-]+)", options))
+    assert len(present) > 20 and [flag for flag in present if flag not in offered] == []
+    assert absent and [flag for flag in absent if flag in offered and flag != "--config" and flag != "--add-noqa"] \
+        == []  # `--config FILE` and `--add-noqa` exist; their KEY=VALUE and =REASON forms do not
+    for value in ("--config=select=['MHA001']", "--add-noqa=reason"):
+        assert CliRunner().invoke(main, ["check", value, "."]).exit_code == 2
