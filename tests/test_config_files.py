@@ -211,3 +211,29 @@ def test_force_exclude_matches_a_named_directory_and_the_folders_above_a_file(pr
         result = mhalint("check", "--force-exclude", named, cwd=project)
         assert "(0 files checked" in result.stdout and result.returncode == 0, (named, result.stdout)
     assert "(1 file checked" in mhalint("check", "gen/deep/g.py", cwd=project).stdout
+
+
+# ---------------------------------------------------------------- required-version (issue 39 item 4, as ruff's)
+
+@pytest.mark.parametrize("spec", ['"{v}"', '">=0.2, <1000"', '"~={major}.{minor}"', '"!=0.0.1"'])
+def test_a_required_version_mhalint_meets_lets_it_run(project: Path, spec: str):
+    from mhalint import __version__
+
+    major, minor, *_ = __version__.split(".")
+    (project / "pyproject.toml").write_text(f"[tool.mhalint]\nrequired-version = "
+                                            f"{spec.format(v=__version__, major=major, minor=minor)}\n")
+    result = mhalint("check", "--no-cache", ".", cwd=project)
+    assert result.returncode == 1 and codes(result.stdout) == [("a.py", "MHA001")]
+    assert "required-version" in mhalint("check", "--show-settings", ".", cwd=project).stdout
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ('">=1000"', "`required-version` is '>=1000', and this is mhalint "),
+    ('"<0.1"', "`required-version` is '<0.1', and this is mhalint "),
+    ('"~=0.1.0"', "`required-version` is '~=0.1.0', and this is mhalint "),
+    ('"newest"', "`required-version` must be a version or comma-separated version clauses"),
+    ("2", "`required-version` must be a version or comma-separated version clauses"),
+])
+def test_a_required_version_mhalint_does_not_meet_stops_it(project: Path, spec: str, message: str):
+    (project / "pyproject.toml").write_text(f"[tool.mhalint]\nrequired-version = {spec}\n")
+    assert_config_error(mhalint("check", "--no-cache", ".", cwd=project), message)

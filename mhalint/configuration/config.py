@@ -11,7 +11,9 @@ Command-line options override the file.
 from __future__ import annotations
 
 import fnmatch
+import operator
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +23,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
+import mhalint
 from mhalint.configuration import schema
 from mhalint.finding import Severity
 from mhalint.names import printable
@@ -30,7 +33,7 @@ _LISTS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
 _PROBE_KEYS = ("timeout", "total-timeout", "memory")  # numbers, each `probe.KEY` in mhalint.configuration.schema
 _FILE_LIMITS = ("file-time-limit", "file-memory-limit")  # seconds, MB: past them a file is MHA903
 KNOWN_KEYS = (*_LISTS, "per-file-ignores", "respect-gitignore", "force-exclude", "min-severity", *_FILE_LIMITS,
-              "probe")
+              "probe", "required-version")
 _BOOLEANS = ("respect-gitignore", "force-exclude")
 TOP_LEVEL_NAMES = (".mhalint.toml", "mhalint.toml")  # in the order they are looked for, before pyproject.toml
 TOOL_TABLE, TOP_LEVEL = "[tool.mhalint]", "top-level keys"
@@ -57,6 +60,7 @@ class Config:
     probe: dict[str, float] = field(default_factory=dict)
     file_time_limit: float | None = None  # None: the default (mhalint.run.budget.FileBudget)
     file_memory_limit: int | None = None
+    required_version: str | None = None  # a version specifier mhalint's version meets (it is checked on load)
 
     @property
     def source(self) -> str:
@@ -138,7 +142,37 @@ def load(path: Path | None) -> Config:
             values[key.replace("-", "_")] = _number(path, key, table[key])
     if "probe" in table:
         values["probe"] = _probe(path, table["probe"])
+    if "required-version" in table:
+        values["required_version"] = _required_version(path, table["required-version"])
     return Config(**values)
+
+
+_CLAUSE = re.compile(r"\s*(==|!=|>=|<=|~=|>|<)?\s*(\d+(?:\.\d+)*)\s*")
+_COMPARE = {"==": operator.eq, "!=": operator.ne, ">=": operator.ge, "<=": operator.le, ">": operator.gt,
+            "<": operator.lt}
+
+
+def _required_version(path: Path, spec) -> str:
+    """`required-version` (as ruff's: `"0.2.0"`, `">=0.2"`, `">=0.2, <1"`, `"~=0.2"`), when mhalint's version
+    meets it; a ConfigError that says which version runs when it does not."""
+    clauses = [_CLAUSE.fullmatch(part) for part in spec.split(",")] if isinstance(spec, str) else [None]
+    if not clauses or None in clauses:
+        raise ConfigError(f"{path}: `required-version` must be a version or comma-separated version clauses such as "
+                          f"\">=0.2, <1\" (got {schema.shown(spec)})")
+    running = _version(mhalint.__version__)
+    for clause in clauses:
+        operation, wanted = clause[1] or "==", _version(clause[2])
+        width = max(len(running), len(wanted))
+        have, want = running + (0,) * (width - len(running)), wanted + (0,) * (width - len(wanted))
+        met = (have >= want and running[:len(wanted) - 1] == wanted[:-1]) if operation == "~=" else \
+            _COMPARE[operation](have, want)
+        if not met:
+            raise ConfigError(f"{path}: `required-version` is {spec!r}, and this is mhalint {mhalint.__version__}")
+    return spec
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text))
 
 
 def _probe(path: Path, table) -> dict[str, float]:

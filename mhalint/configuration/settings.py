@@ -127,6 +127,7 @@ def resolve(rules: Mapping[str, type[Rule]], paths: Sequence[Path], *, config_pa
         ("probe.memory", limits.memory_mb, origin("probe-memory", probe_memory, "memory" in probe)),
         ("jobs", resolved.jobs, f"default: the {plural(cpus, 'CPU')} available" if jobs is None else
          f"--jobs {jobs}, clamped to the {plural(cpus, 'CPU')} available" if jobs > cpus else "--jobs"),
+        *([("required-version", settings.required_version, settings.source)] if settings.required_version else []),
     ))
 
 
