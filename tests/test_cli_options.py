@@ -592,3 +592,26 @@ def test_show_settings_lists_the_unused_noqa_check_among_what_is_enabled(tmp_pat
     assert shown.startswith("# enabled rules: MHA001, ") and shown.endswith(", MHA904")
     without = mhalint("check", "--show-settings", "--isolated", "--ignore", "MHA904", ".", cwd=tmp_path)
     assert "MHA904" not in without.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize(("settings", "fixed"), [
+    ("", {"safe.py"}),
+    ('unfixable = ["MHA007"]\n', set()),
+    ('fixable = ["MHA00"]\nunfixable = ["MHA007"]\n', set()),
+    ('fixable = ["MHA001"]\n', set()),
+    ('fixable = []\n', set()),
+    ('fixable = ["MHA007"]\n', {"safe.py"}),
+])
+def test_fixable_and_unfixable_decide_which_fixes_are_offered(tmp_path: Path, settings: str, fixed: set):
+    tree(tmp_path, **{"safe.py": SAFE, "pyproject.toml": f"[tool.mhalint]\n{settings}"})
+    marked = mhalint("check", "--no-cache", ".", cwd=tmp_path)
+    assert bool(fixed) == ("[*]" in marked.stdout)  # no [*] on a finding whose fix is not offered
+    mhalint("check", "--no-cache", "--fix", ".", cwd=tmp_path)
+    assert {name for name in ("safe.py",) if "need_weights=False" in (tmp_path / name).read_text()} == fixed
+    assert ("fixable" in mhalint("check", "--show-settings", ".", cwd=tmp_path).stdout)
+
+
+def test_an_unknown_code_in_unfixable_is_an_error(tmp_path: Path):
+    tree(tmp_path, **{"safe.py": SAFE, "pyproject.toml": '[tool.mhalint]\nunfixable = ["MHA999"]\n'})
+    failed = mhalint("check", ".", cwd=tmp_path)
+    assert failed.returncode == 2 and "unknown rule code or prefix 'MHA999' in `unfixable` in" in failed.stderr

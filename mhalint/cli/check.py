@@ -180,7 +180,7 @@ class _Session:
         self.bar = None if self.stdin else _progress(self.output_format, request.quiet or request.silent)
 
     def shown(self, found) -> list:
-        return [f for f in found if self.settings.reports(f)]
+        return [self.settings.offered(f) for f in found if self.settings.reports(f)]
 
     @property
     def within(self) -> list[Path]:

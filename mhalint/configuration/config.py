@@ -29,7 +29,7 @@ from mhalint.finding import Severity
 from mhalint.names import printable
 from mhalint.parse.source import regular_only
 
-_LISTS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
+_LISTS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "fixable", "unfixable")
 _PROBE_KEYS = ("timeout", "total-timeout", "memory")  # numbers, each `probe.KEY` in mhalint.configuration.schema
 _FILE_LIMITS = ("file-time-limit", "file-memory-limit")  # seconds, MB: past them a file is MHA903
 KNOWN_KEYS = (*_LISTS, "per-file-ignores", "respect-gitignore", "force-exclude", "min-severity", *_FILE_LIMITS,
@@ -61,6 +61,8 @@ class Config:
     file_time_limit: float | None = None  # None: the default (mhalint.run.budget.FileBudget)
     file_memory_limit: int | None = None
     required_version: str | None = None  # a version specifier mhalint's version meets (it is checked on load)
+    fixable: tuple[str, ...] | None = None  # codes or prefixes whose fixes --fix applies (None: all)
+    unfixable: tuple[str, ...] = ()
 
     @property
     def source(self) -> str:

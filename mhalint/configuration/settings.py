@@ -33,6 +33,7 @@ class Settings:
     jobs: int = 1  # worker processes at most: --jobs clamped to the usable CPUs (the engine clamps to the files)
     # (key, value, where it came from) of each setting, in the configuration file's spelling, for --show-settings
     origins: tuple[tuple[str, object, str], ...] = ()
+    fixes: Selection | None = None  # the codes whose fixes are offered (`fixable` less `unfixable`); None: all
 
     def show(self) -> str:
         """The resolved settings as TOML lines, each with where its value came from in a comment."""
@@ -48,6 +49,13 @@ class Settings:
         """Selected, not ignored for its file, and at or above the minimum severity."""
         return (finding.severity >= self.threshold
                 and self.selection.reports(finding.code, self.config.ignored_in(finding.path)))
+
+    def offered(self, finding: Finding) -> Finding:
+        """The finding as reported: without its fix when its code is not `fixable` (or is `unfixable`), so that
+        --fix leaves it, no `[*]` marks it and no summary counts it, as ruff does."""
+        if finding.fix is None or self.fixes is None or self.fixes.reports(finding.code):
+            return finding
+        return replace(finding, fix=None)
 
     def hidden(self, finding: Finding) -> bool:
         """Reported but for its severity: counted in the summary so users know --min-severity info shows it."""
@@ -78,6 +86,10 @@ def resolve(rules: Mapping[str, type[Rule]], paths: Sequence[Path], *, config_pa
                           checks=[UNUSED_NOQA])
     for glob, codes in settings.per_file_ignores.items():
         selection.validate(codes, f"`per-file-ignores` entry {glob!r} {where}")
+    unfixable = ["ALL"] if settings.fixable == () else list(settings.unfixable)  # `fixable = []`: none
+    fixes = Selection(rules, list(settings.fixable or []), unfixable, engine_codes=ENGINE_CODES,
+                      origins={"select": f"`fixable` {where}", "ignore": f"`unfixable` {where}"},
+                      checks=[UNUSED_NOQA]) if settings.fixable is not None or settings.unfixable else None
     patterns = exclude if exclude is not None else settings.exclude
     probe = settings.probe
     cpus = schema.usable_cpus()
@@ -95,7 +107,7 @@ def resolve(rules: Mapping[str, type[Rule]], paths: Sequence[Path], *, config_pa
         force_exclude=settings.force_exclude if force_exclude is None else force_exclude,
         file_budget=FileBudget(settings.file_time_limit or FileBudget.seconds,
                                settings.file_memory_limit or FileBudget.megabytes),
-        jobs=min(jobs or cpus, cpus))
+        jobs=min(jobs or cpus, cpus), fixes=fixes)
 
     def origin(key: str, option: object, in_file: bool | None = None) -> str:
         """The command line when `option` was given there, else the file when it sets `key`, else the default."""
@@ -128,6 +140,8 @@ def resolve(rules: Mapping[str, type[Rule]], paths: Sequence[Path], *, config_pa
         ("jobs", resolved.jobs, f"default: the {plural(cpus, 'CPU')} available" if jobs is None else
          f"--jobs {jobs}, clamped to the {plural(cpus, 'CPU')} available" if jobs > cpus else "--jobs"),
         *([("required-version", settings.required_version, settings.source)] if settings.required_version else []),
+        ("fixable", list(settings.fixable or ["ALL"]), origin("fixable", None)),
+        ("unfixable", list(settings.unfixable), origin("unfixable", None)),
     ))
 
 
