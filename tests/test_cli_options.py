@@ -615,3 +615,17 @@ def test_an_unknown_code_in_unfixable_is_an_error(tmp_path: Path):
     tree(tmp_path, **{"safe.py": SAFE, "pyproject.toml": '[tool.mhalint]\nunfixable = ["MHA999"]\n'})
     failed = mhalint("check", ".", cwd=tmp_path)
     assert failed.returncode == 2 and "unknown rule code or prefix 'MHA999' in `unfixable` in" in failed.stderr
+
+
+def test_add_noqa_with_a_reason_writes_it_after_the_codes(tmp_path: Path):
+    (tmp_path / "model.py").write_text(WARNING)
+    completed = mhalint("check", "--no-cache", "--add-noqa=legacy layout, see #12", ".", cwd=tmp_path)
+    assert (completed.returncode, completed.stderr) == (0, "Added 1 noqa directive.\n")
+    assert (tmp_path / "model.py").read_text().splitlines()[2] == (
+        "attn = nn.MultiheadAttention(64, 8)  # noqa: MHA001 legacy layout, see #12")
+    assert mhalint("check", "--no-cache", ".", cwd=tmp_path).returncode == 0  # the reason is no code
+    refused = mhalint("check", "--add-noqa=E501 too", ".", cwd=tmp_path)
+    assert refused.returncode == 2 and "does not start with a code" in refused.stderr
+    named = tmp_path / "--add-noqa=x.py"  # after `--`, a path is a path
+    named.write_text(WARNING)
+    assert mhalint("check", "--no-cache", "--", str(named.name), cwd=tmp_path).returncode == 1

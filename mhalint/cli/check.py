@@ -77,6 +77,7 @@ class CheckRequest:
     show_fixes: bool
     exit_non_zero_on_fix: bool
     add_noqa: bool
+    add_noqa_reason: str | None  # --add-noqa=REASON
     quiet: bool
     silent: bool
     verbose: bool
@@ -125,6 +126,11 @@ def _paths(request: CheckRequest) -> tuple[Path, ...]:
         raise UsageError("--isolated reads no configuration file: use it without --config")
     if request.add_noqa and (request.fix or request.diff or paths == (STDIN,)):
         raise UsageError("--add-noqa edits files: use it without --fix, --diff and standard input")
+    from mhalint.run.noqa import reason_fits
+
+    if request.add_noqa_reason is not None and not reason_fits(request.add_noqa_reason):
+        raise UsageError("--add-noqa=REASON takes one line of text that does not start with a code (it would be "
+                         "read as one)")
     return paths
 
 
@@ -224,7 +230,8 @@ def _add_noqa(session: _Session, result: Result) -> NoReturn:
     from mhalint.run.diagnostics import ENGINE_CODES, INTERNAL_ERROR
 
     found = [f for f in session.shown(result.findings) if f.code not in ENGINE_CODES or f.code == INTERNAL_ERROR]
-    added, failures = noqa.add_to_files(found, lambda text: click.echo(text, err=True), session.within)
+    added, failures = noqa.add_to_files(found, lambda text: click.echo(text, err=True), session.within,
+                                        session.request.add_noqa_reason or "")
     session.out.status(f"Added {summary.plural(added, 'noqa directive')}.")
     sys.exit(EXIT_ERROR if failures else EXIT_CLEAN)
 

@@ -39,6 +39,14 @@ class _Group(click.Group):
     has run (workers stopped, temporary files removed); click's own handling would say `Aborted!` and exit 1,
     the code for findings."""
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """`--add-noqa=REASON` (ruff's spelling) as `--add-noqa` and a reason: click gives an option either a value
+        always or never, and `--add-noqa PATH` must stay a flag and a path."""
+        if "--" in args:
+            end = args.index("--")
+            return super().parse_args(ctx, [*_split_noqa_reason(args[:end]), *args[end:]])
+        return super().parse_args(ctx, _split_noqa_reason(args))
+
     def resolve_command(self, ctx: click.Context, args):
         name, command, rest = super().resolve_command(ctx, args)
         if name != "check":  # check says when its start-up is over: once its rules are loaded
@@ -63,6 +71,16 @@ class _Group(click.Group):
                 raise
             click.echo(f"mhalint: error: {printable(str(error))}", err=True)  # it may name a file
             ctx.exit(EXIT_ERROR)
+
+
+_NOQA_REASON = "--add-noqa-reason"
+
+
+def _split_noqa_reason(args: list[str]) -> list[str]:
+    split: list[str] = []
+    for arg in args:
+        split += ["--add-noqa", _NOQA_REASON, arg[len("--add-noqa="):]] if arg.startswith("--add-noqa=") else [arg]
+    return split
 
 
 def _stop(ctx: click.Context, interrupt: KeyboardInterrupt | interrupts.Terminated):
@@ -238,8 +256,10 @@ STDIN = Path("-")
 @click.option("--show-fixes", is_flag=True, help="With --fix, list what was fixed, by file and code.")
 @click.option("--exit-non-zero-on-fix", is_flag=True, help="With --fix, exit 1 when a file was fixed, even when no "
                                                             "finding is left.")
-@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to each line with a finding, keeping the "
-                                               "directives already there.")
+@click.option("--add-noqa", is_flag=True,
+              help="Add `# noqa: CODE` to each line with a finding, keeping the directives already there; "
+                   "--add-noqa=REASON writes REASON after the codes of each directive it adds.")
+@click.option(_NOQA_REASON, hidden=True, default=None)  # what --add-noqa=REASON becomes (_Group.parse_args)
 @click.option("-q", "--quiet", is_flag=True, help="Print the findings and nothing else.")
 @click.option("-s", "--silent", is_flag=True, help="Print nothing; only the exit status tells.")
 @click.option("-v", "--verbose", is_flag=True, help="Say on stderr which configuration was read, and how many files "

@@ -176,11 +176,18 @@ def _rewrite(directive: Directive, line_text: str, left: list[str]) -> tuple[int
     return len(line_text[:directive.start].rstrip()), directive.comment_end, ""  # the whole comment, its reason too
 
 
-def add_directives(source: str, findings: Iterable[Finding]) -> tuple[str, int]:
-    """`source` with `# noqa: CODES` for the findings on each line they are reported on, and how many lines
-    changed. Codes join a directive the line has (sorted, as ruff writes them; the rest of its comment is kept);
-    otherwise the directive goes after the line's comment or code. A line that cannot end in a comment (it ends
-    inside a string, or continues with a backslash) is left alone."""
+def reason_fits(reason: str) -> bool:
+    """Can `reason` follow the codes of a directive: one line that a reader of directives takes for no code?"""
+    found = _DIRECTIVE.match(f"# noqa: MHA001 {reason}")
+    return reason.isprintable() and found is not None and found["codes"] == "MHA001"
+
+
+def add_directives(source: str, findings: Iterable[Finding], reason: str = "") -> tuple[str, int]:
+    """`source` with `# noqa: CODES` for the findings on each line they are reported on (and `reason` after the
+    codes of a directive it adds), and how many lines changed. Codes join a directive the line has (sorted, as
+    ruff writes them; the rest of its comment is kept); otherwise the directive goes after the line's comment or
+    code. A line that cannot end in a comment (it ends inside a string, or continues with a backslash) is left
+    alone."""
     codes_by_line: dict[int, set[str]] = {}
     for finding in findings:
         codes_by_line.setdefault(finding.line, set()).add(finding.code)
@@ -203,13 +210,15 @@ def add_directives(source: str, findings: Iterable[Finding]) -> tuple[str, int]:
             edits.append((offset + start, offset + end, ", ".join(merged)))
         elif line in scanned.open_ends:  # a comment the line has is last on it: the directive goes after it
             end = len(text.rstrip())
-            edits.append((offset + end, offset + len(text), f"  # noqa: {', '.join(sorted(codes))}"))
+            edits.append((offset + end, offset + len(text),
+                          f"  # noqa: {', '.join(sorted(codes))}{f' {reason}' if reason else ''}"))
     for start, end, content in reversed(edits):
         source = source[:start] + content + source[end:]
     return source, len(edits)
 
 
-def add_to_files(findings: Iterable[Finding], say: Callable[[str], None], within: Sequence[Path]) -> tuple[int, int]:
+def add_to_files(findings: Iterable[Finding], say: Callable[[str], None], within: Sequence[Path],
+                 reason: str = "") -> tuple[int, int]:
     """`--add-noqa`: `add_directives` on the file of each finding, written as `--fix` writes (only inside `within`,
     the project); `say` gets a one-line message for each file left alone. (directives added, files that could not
     be written)."""
@@ -225,7 +234,7 @@ def add_to_files(findings: Iterable[Finding], say: Callable[[str], None], within
             continue
         try:
             source = SourceFile.read(Path(path))
-            text, count = add_directives(source.text, found)
+            text, count = add_directives(source.text, found, reason)
             if count:
                 source.write(text, within)
             added += count
