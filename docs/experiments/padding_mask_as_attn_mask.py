@@ -1,7 +1,7 @@
 """MHA014: an (N, S) padding mask given where an (L, S) attention mask is read. nn.MultiheadAttention's attn_mask
 must be (L, S) or (N*num_heads, L, S); an (N, S) padding mask there raises unless N == L, and when N == L row i
 (sample i's padding) is applied to query position i of every sample. SDPA does the same with a 2-D mask (its
-numbers are in docs/torch-facts.md#sdpa-padding-broadcast, sdpa_padding_broadcast.py); this script checks the
+numbers are in docs/torch-facts.md#sdpa-padding-broadcast, sdpa_padding_mask_broadcast.py); this script checks the
 fixes on both sides: `key_padding_mask=` for MHA and `mask[:, None, None, :]` for SDPA equal running each sample
 alone.
 
