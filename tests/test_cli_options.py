@@ -573,7 +573,24 @@ def test_isolated_reads_no_configuration_file(tmp_path: Path):
     assert isolated.returncode == 1 and len(lines_of("MHA001", isolated.stdout)) == 1
     both = mhalint("check", "--isolated", "--config", "pyproject.toml", ".", cwd=tmp_path)
     assert (both.returncode, both.stderr) == (2, "mhalint: error: --isolated reads no configuration file: use it "
-                                                 "without --config\n")
+                                                 "without --config FILE\n")
+    inline = mhalint("check", "--no-cache", "--isolated", "--config", "ignore = ['MHA001']", ".", cwd=tmp_path)
+    assert inline.returncode == 0  # a setting given inline is no file: --isolated takes it
+
+
+def test_config_takes_settings_as_key_value_over_the_files(tmp_path: Path):
+    tree(tmp_path, **{"model.py": WARNING + INFO.split("\n", 1)[1], "pyproject.toml": '[tool.mhalint]\nignore = ["MHA001"]\n'})
+    assert mhalint("check", "--no-cache", ".", cwd=tmp_path).returncode == 0
+    shown = mhalint("check", "--no-cache", "--config", "ignore = []", "--config", "min-severity = 'info'", ".",
+                    cwd=tmp_path)
+    assert shown.returncode == 1 and lines_of("MHA001", shown.stdout) and lines_of("MHA004", shown.stdout)
+    settings = mhalint("check", "--show-settings", "--config", "probe.timeout = 5", ".", cwd=tmp_path).stdout
+    assert "probe.timeout       = 5  # --config" in settings and 'ignore              = ["MHA001"]' in settings
+    wrong = mhalint("check", "--config", "min-severity = 'loud'", ".", cwd=tmp_path)
+    assert (wrong.returncode, wrong.stderr) == (2, "mhalint: error: --config: `min-severity` must be one of info, "
+                                                   "warning, error\n")
+    broken = mhalint("check", "--config", "min-severity = ", ".", cwd=tmp_path)
+    assert broken.returncode == 2 and "is neither a file nor a TOML `key = value` setting" in broken.stderr
 
 
 def test_cache_dir_puts_the_cache_where_it_says(tmp_path: Path):

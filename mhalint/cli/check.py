@@ -41,7 +41,7 @@ class CheckRequest:
     """The options of `mhalint check` as the command line gave them (None: not given, the settings decide)."""
 
     paths: tuple[Path, ...]
-    config_path: Path | None
+    config: tuple[str, ...]  # --config: a file, and settings written KEY=VALUE
     select: tuple[str, ...]
     extend_select: tuple[str, ...]
     ignore: tuple[str, ...]
@@ -122,8 +122,8 @@ def _paths(request: CheckRequest) -> tuple[Path, ...]:
     missing = [str(path) for path in paths if path != STDIN and not os.path.lexists(path)]
     if missing:
         raise UsageError(f"path {missing[0]!r} does not exist")
-    if request.isolated and request.config_path is not None:
-        raise UsageError("--isolated reads no configuration file: use it without --config")
+    if request.isolated and _config_arguments(request.config)[0] is not None:
+        raise UsageError("--isolated reads no configuration file: use it without --config FILE")
     if request.add_noqa and (request.fix or request.diff or paths == (STDIN,)):
         raise UsageError("--add-noqa edits files: use it without --fix, --diff and standard input")
     from mhalint.run.noqa import reason_fits
@@ -137,8 +137,9 @@ def _paths(request: CheckRequest) -> tuple[Path, ...]:
 def _settings(request: CheckRequest, rules, paths: tuple[Path, ...]) -> Settings:
     from mhalint.configuration.settings import resolve
 
+    config_path, overrides = _config_arguments(request.config)
     return resolve(
-        rules, list(paths), config_path=request.config_path,
+        rules, list(paths), config_path=config_path, overrides=overrides,
         select=rule_codes(request.select) if request.select else None,
         extend_select=rule_codes(request.extend_select), ignore=rule_codes(request.ignore) if request.ignore else None,
         exclude=list(request.exclude) if request.exclude else None, extend_exclude=list(request.extend_exclude),
@@ -146,6 +147,33 @@ def _settings(request: CheckRequest, rules, paths: tuple[Path, ...]) -> Settings
         probe_timeout=request.probe_timeout, probe_total_timeout=request.probe_total_timeout,
         probe_memory=request.probe_memory, force_exclude=request.force_exclude, jobs=request.jobs,
         isolated=request.isolated)
+
+
+def _config_arguments(given: tuple[str, ...]) -> tuple[Path | None, dict]:
+    """--config's file, and its KEY=VALUE settings as one table (ruff's inline TOML: `min-severity = 'info'`,
+    `probe.timeout = 5`). A value that names something that exists is the file, whatever its name holds."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    files, table = [], {}
+    for value in given:
+        if os.path.lexists(value) or "=" not in value:
+            if os.path.isdir(value) or not os.path.lexists(value):
+                raise UsageError(f"--config {value!r}: {'a directory' if os.path.isdir(value) else 'no such file'}")
+            files.append(Path(value))  # read as the configuration reads files (a FIFO is refused there)
+            continue
+        try:
+            setting = tomllib.loads(value)
+        except tomllib.TOMLDecodeError as error:
+            raise UsageError(f"--config {value!r} is neither a file nor a TOML `key = value` setting ({error})")
+        for key, item in setting.items():
+            table[key] = {**table[key], **item} if isinstance(item, dict) and isinstance(table.get(key), dict) \
+                else item
+    if len(files) > 1:
+        raise UsageError("--config names one file; give the other settings as KEY=VALUE")
+    return (files[0] if files else None), table
 
 
 def _discovery(settings: Settings) -> dict:

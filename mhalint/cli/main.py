@@ -206,9 +206,10 @@ STDIN = Path("-")
 
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Read settings from this file instead of the nearest one: a pyproject.toml ([tool.mhalint]), "
-                   "or a mhalint.toml or other .toml file (top-level keys).")
+@click.option("--config", "config", multiple=True, metavar="FILE|KEY=VALUE",
+              help="Read settings from this file instead of the nearest one (a pyproject.toml with [tool.mhalint], "
+                   "or a .toml file with top-level keys); or, as KEY=VALUE in TOML (`min-severity = 'info'`), a "
+                   "setting over the file's. May be given several times.")
 @click.option("--select", multiple=True, metavar="CODES",
               help="Comma-separated rule codes or prefixes to enable (default: all rules).")
 @click.option("--extend-select", multiple=True, metavar="CODES", help="Codes or prefixes to enable on top of select.")

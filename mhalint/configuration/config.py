@@ -17,6 +17,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -47,7 +48,8 @@ class ConfigError(ValueError):
 class Config:
     path: Path | None = None  # the file the settings came from
     table: str = TOOL_TABLE  # where in it: TOOL_TABLE or TOP_LEVEL
-    keys: frozenset[str] = frozenset()  # the keys the file sets
+    keys: frozenset[str] = frozenset()  # the keys the file sets, or --config does
+    overridden: frozenset[str] = frozenset()  # the keys --config KEY=VALUE sets, over the file's
     select: tuple[str, ...] | None = None
     ignore: tuple[str, ...] = ()
     extend_select: tuple[str, ...] = ()
@@ -108,18 +110,36 @@ def find(start: Path) -> Path | None:
     return None
 
 
-def load(path: Path | None) -> Config:
-    if path is None:
-        return Config()
-    table, form = _settings(path)
+def load(path: Path | None, overrides: Mapping[str, object] | None = None) -> Config:
+    """The settings of the file at `path` (none: the defaults), with `overrides` on top: the `KEY = VALUE` settings
+    given with --config, checked as the file's are (an error names --config)."""
+    values: dict[str, object] = {}
+    keys: set[str] = set()
+    form = TOOL_TABLE
+    if path is not None:
+        table, form = _settings(path)
+        values, keys = _values(path, table, form), set(table)
+    if overrides:
+        given = _values(Path("--config"), dict(overrides), TOP_LEVEL)
+        if "probe" in given and "probe" in values:  # `probe.timeout = 5` keeps the file's other probe settings
+            given["probe"] = {**values["probe"], **given["probe"]}
+        values.update(given)
+        keys |= set(overrides)
+    return Config(path=path, table=form, keys=frozenset(keys), overridden=frozenset(overrides or ()), **values)
+
+
+def _values(path: Path, table: dict, form: str) -> dict[str, object]:
+    """Config's fields for the settings `table` holds, each checked; a ConfigError names `path` and the key."""
     unknown = sorted(set(table) - set(KNOWN_KEYS))
     if unknown:
         where = "in [tool.mhalint]" if form == TOOL_TABLE else "at the top level"
         if form == TOP_LEVEL and unknown[0] == "tool":
             where += " (this file takes the settings at the top level, without [tool.mhalint])"
+        if str(path) == "--config":
+            where = "in --config"
         raise ConfigError(f"{path}: unknown key `{schema.named(unknown[0])}` {where}; known keys: "
                           f"{', '.join(KNOWN_KEYS)}")
-    values: dict[str, object] = {"path": path, "table": form, "keys": frozenset(table)}
+    values: dict[str, object] = {}
     for key in _LISTS:
         if key in table:
             values[key.replace("-", "_")] = _strings(path, key, table[key])
@@ -146,7 +166,7 @@ def load(path: Path | None) -> Config:
         values["probe"] = _probe(path, table["probe"])
     if "required-version" in table:
         values["required_version"] = _required_version(path, table["required-version"])
-    return Config(**values)
+    return values
 
 
 _CLAUSE = re.compile(r"\s*(==|!=|>=|<=|~=|>|<)?\s*(\d+(?:\.\d+)*)\s*")

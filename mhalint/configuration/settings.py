@@ -68,11 +68,11 @@ def resolve(rules: Mapping[str, type[Rule]], paths: Sequence[Path], *, config_pa
             exclude: list[str] | None, extend_exclude: list[str], respect_gitignore: bool | None,
             min_severity: str | None, probe_timeout: float | None, probe_total_timeout: float | None,
             probe_memory: int | None, force_exclude: bool | None = None, isolated: bool = False,
-            jobs: int | None = None) -> Settings:
+            jobs: int | None = None, overrides: Mapping[str, object] | None = None) -> Settings:
     """Merge the command line (None: not given) with the configuration file found for `paths` (none when
-    `isolated`)."""
+    `isolated`), and on it the `overrides` of --config KEY=VALUE."""
     found = None if isolated else config_path or config.find(paths[0] if paths else Path.cwd())
-    settings = config.load(found)
+    settings = config.load(found, overrides)
     where = f"in {settings.path}" if settings.path else ""
     origins = {"select": "--select" if select is not None else f"`select` {where}",
                "ignore": "--ignore" if ignore is not None else f"`ignore` {where}",
@@ -113,7 +113,8 @@ def resolve(rules: Mapping[str, type[Rule]], paths: Sequence[Path], *, config_pa
         """The command line when `option` was given there, else the file when it sets `key`, else the default."""
         in_file = key in settings.keys if in_file is None else in_file
         sources = [f"--{key}"] if option not in (None, [], ()) else []
-        sources += [settings.source] if in_file and (not sources or key.startswith("extend-")) else []
+        given = "--config" if ("probe" if key.startswith("probe") else key) in settings.overridden else settings.source
+        sources += [given] if in_file and (not sources or key.startswith("extend-")) else []
         return " and ".join(sources) or "default"
 
     limits = resolved.probe_limits
