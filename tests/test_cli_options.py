@@ -646,3 +646,18 @@ def test_add_noqa_with_a_reason_writes_it_after_the_codes(tmp_path: Path):
     named = tmp_path / "--add-noqa=x.py"  # after `--`, a path is a path
     named.write_text(WARNING)
     assert mhalint("check", "--no-cache", "--", str(named.name), cwd=tmp_path).returncode == 1
+
+
+def test_per_file_ignores_on_the_command_line_replace_the_configurations(tmp_path: Path):
+    tree(tmp_path, **{"model.py": WARNING, "other.py": WARNING,
+                      "pyproject.toml": '[tool.mhalint.per-file-ignores]\n"other.py" = ["MHA001"]\n'})
+    assert [line.split(":")[0] for line in lines_of("MHA001", mhalint("check", "--no-cache", ".",
+                                                                       cwd=tmp_path).stdout)] == ["model.py"]
+    given = mhalint("check", "--no-cache", "--per-file-ignores", "model.py:MHA001", ".", cwd=tmp_path)
+    assert [line.split(":")[0] for line in lines_of("MHA001", given.stdout)] == ["other.py"]
+    shown = mhalint("check", "--show-settings", "--per-file-ignores", "m*.py:MHA001,MHA004", ".", cwd=tmp_path)
+    assert 'per-file-ignores    = {"m*.py" = ["MHA001", "MHA004"]}  # --per-file-ignores' in shown.stdout
+    for wrong, message in (("model.py", "write PATTERN:CODES"), ("model.py:MHA999", "unknown rule code or prefix "
+                                                                                      "'MHA999' in --per-file-ignores")):
+        failed = mhalint("check", "--per-file-ignores", wrong, ".", cwd=tmp_path)
+        assert failed.returncode == 2 and message in failed.stderr, failed.stderr

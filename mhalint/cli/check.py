@@ -42,6 +42,7 @@ class CheckRequest:
 
     paths: tuple[Path, ...]
     config: tuple[str, ...]  # --config: a file, and settings written KEY=VALUE
+    per_file_ignores: tuple[str, ...]  # PATTERN:CODES
     select: tuple[str, ...]
     extend_select: tuple[str, ...]
     ignore: tuple[str, ...]
@@ -140,6 +141,7 @@ def _settings(request: CheckRequest, rules, paths: tuple[Path, ...]) -> Settings
     config_path, overrides = _config_arguments(request.config)
     return resolve(
         rules, list(paths), config_path=config_path, overrides=overrides,
+        per_file_ignores=_per_file_ignores(request.per_file_ignores) or None,
         select=rule_codes(request.select) if request.select else None,
         extend_select=rule_codes(request.extend_select), ignore=rule_codes(request.ignore) if request.ignore else None,
         exclude=list(request.exclude) if request.exclude else None, extend_exclude=list(request.extend_exclude),
@@ -174,6 +176,18 @@ def _config_arguments(given: tuple[str, ...]) -> tuple[Path | None, dict]:
     if len(files) > 1:
         raise UsageError("--config names one file; give the other settings as KEY=VALUE")
     return (files[0] if files else None), table
+
+
+def _per_file_ignores(given: tuple[str, ...]) -> dict[str, list[str]]:
+    """--per-file-ignores `PATTERN:CODES` as the setting's table (the pattern may hold a colon: the last one
+    splits)."""
+    table: dict[str, list[str]] = {}
+    for value in given:
+        pattern, colon, codes = value.rpartition(":")
+        if not colon or not pattern or not codes.strip():
+            raise UsageError(f"--per-file-ignores {value!r}: write PATTERN:CODES, such as 'tests/*:MHA007,MHA012'")
+        table.setdefault(pattern, []).extend(code.strip() for code in codes.split(",") if code.strip())
+    return table
 
 
 def _discovery(settings: Settings) -> dict:

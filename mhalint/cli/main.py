@@ -228,6 +228,9 @@ STDIN = Path("-")
 @click.option("--min-severity", type=click.Choice([str(s) for s in Severity]), default=None,
               help="Hide findings below this severity [default: warning].")
 @click.option("--output-format", type=click.Choice(sorted(FORMATS)), default=None, help=_FORMAT_HELP)
+@click.option("--per-file-ignores", "per_file_ignores", multiple=True, metavar="PATTERN:CODES",
+              help="Codes to ignore in the files a glob matches (`tests/*:MHA007,MHA012`), in place of the "
+                   "configuration's per-file-ignores; may be given several times.")
 @click.option("--isolated", is_flag=True,
               help="Ignore every configuration file: the defaults and the command line only.")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",

@@ -68,10 +68,13 @@ def resolve(rules: Mapping[str, type[Rule]], paths: Sequence[Path], *, config_pa
             exclude: list[str] | None, extend_exclude: list[str], respect_gitignore: bool | None,
             min_severity: str | None, probe_timeout: float | None, probe_total_timeout: float | None,
             probe_memory: int | None, force_exclude: bool | None = None, isolated: bool = False,
-            jobs: int | None = None, overrides: Mapping[str, object] | None = None) -> Settings:
+            jobs: int | None = None, overrides: Mapping[str, object] | None = None,
+            per_file_ignores: Mapping[str, list[str]] | None = None) -> Settings:
     """Merge the command line (None: not given) with the configuration file found for `paths` (none when
-    `isolated`), and on it the `overrides` of --config KEY=VALUE."""
+    `isolated`), and on it the `overrides` of --config KEY=VALUE and --per-file-ignores' table."""
     found = None if isolated else config_path or config.find(paths[0] if paths else Path.cwd())
+    if per_file_ignores:
+        overrides = {**(overrides or {}), "per-file-ignores": dict(per_file_ignores)}
     settings = config.load(found, overrides)
     where = f"in {settings.path}" if settings.path else ""
     origins = {"select": "--select" if select is not None else f"`select` {where}",
@@ -85,7 +88,8 @@ def resolve(rules: Mapping[str, type[Rule]], paths: Sequence[Path], *, config_pa
                           extend_select=[*settings.extend_select, *extend_select], origins=origins,
                           checks=[UNUSED_NOQA])
     for glob, codes in settings.per_file_ignores.items():
-        selection.validate(codes, f"`per-file-ignores` entry {glob!r} {where}")
+        selection.validate(codes, f"--per-file-ignores {glob!r}" if per_file_ignores else
+                           f"`per-file-ignores` entry {glob!r} {where}".rstrip())
     unfixable = ["ALL"] if settings.fixable == () else list(settings.unfixable)  # `fixable = []`: none
     fixes = Selection(rules, list(settings.fixable or []), unfixable, engine_codes=ENGINE_CODES,
                       origins={"select": f"`fixable` {where}", "ignore": f"`unfixable` {where}"},
@@ -126,7 +130,7 @@ def resolve(rules: Mapping[str, type[Rule]], paths: Sequence[Path], *, config_pa
         ("select", select if select is not None else list(settings.select or ["ALL"]), origin("select", select)),
         ("extend-select", [*settings.extend_select, *extend_select], origin("extend-select", extend_select)),
         ("ignore", ignore if ignore is not None else file_ignore, ignore_origin),
-        ("per-file-ignores", settings.per_file_ignores, origin("per-file-ignores", None)),
+        ("per-file-ignores", settings.per_file_ignores, origin("per-file-ignores", per_file_ignores)),
         ("exclude", list(patterns) if patterns is not None else sorted(DEFAULT_EXCLUDE), origin("exclude", exclude)),
         ("extend-exclude", [*settings.extend_exclude, *extend_exclude], origin("extend-exclude", extend_exclude)),
         ("respect-gitignore", resolved.respect_gitignore, origin("respect-gitignore", respect_gitignore)),
