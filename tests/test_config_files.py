@@ -237,3 +237,30 @@ def test_a_required_version_mhalint_meets_lets_it_run(project: Path, spec: str):
 def test_a_required_version_mhalint_does_not_meet_stops_it(project: Path, spec: str, message: str):
     (project / "pyproject.toml").write_text(f"[tool.mhalint]\nrequired-version = {spec}\n")
     assert_config_error(mhalint("check", "--no-cache", ".", cwd=project), message)
+
+
+# ------------------------------------------------------------------------ extend (issue 39 item 4, as ruff's)
+
+def test_extend_puts_a_files_settings_over_another_files(project: Path):
+    (project / "shared.toml").write_text('ignore = ["MHA001"]\nmin-severity = "info"\n[probe]\ntimeout = 7\n')
+    (project / "pyproject.toml").write_text('[tool.mhalint]\nextend = "shared.toml"\nmin-severity = "warning"\n'
+                                            '[tool.mhalint.probe]\nmemory = 4096\n')
+    result = mhalint("check", "--no-cache", ".", cwd=project)
+    assert result.returncode == 0 and codes(result.stdout) == []  # MHA001 ignored there, MHA004 below warning
+    settings = mhalint("check", "--show-settings", ".", cwd=project).stdout
+    assert "probe.timeout       = 7" in settings and "probe.memory        = 4096" in settings
+    assert 'extend              = "shared.toml"' in settings
+
+
+@pytest.mark.parametrize(("files", "message"), [
+    ({"pyproject.toml": '[tool.mhalint]\nextend = "a.toml"\n', "a.toml": 'extend = "pyproject.toml"\n'},
+     "`extend` makes a cycle"),
+    ({"pyproject.toml": '[tool.mhalint]\nextend = "missing.toml"\n'}, "which is not a file"),
+    ({"pyproject.toml": "[tool.mhalint]\nextend = 3\n"}, "`extend` must be the path of another configuration file"),
+    ({"pyproject.toml": '[tool.mhalint]\nextend = "b.toml"\n', "b.toml": 'min-severity = "loud"\n'},
+     "b.toml: `min-severity` must be one of"),
+])
+def test_a_broken_extend_is_an_error_that_names_the_file(project: Path, files: dict, message: str):
+    for name, text in files.items():
+        (project / name).write_text(text)
+    assert_config_error(mhalint("check", ".", cwd=project), message)

@@ -34,7 +34,7 @@ _LISTS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "fix
 _PROBE_KEYS = ("timeout", "total-timeout", "memory")  # numbers, each `probe.KEY` in mhalint.configuration.schema
 _FILE_LIMITS = ("file-time-limit", "file-memory-limit")  # seconds, MB: past them a file is MHA903
 KNOWN_KEYS = (*_LISTS, "per-file-ignores", "respect-gitignore", "force-exclude", "min-severity", *_FILE_LIMITS,
-              "probe", "required-version")
+              "probe", "required-version", "extend")
 _BOOLEANS = ("respect-gitignore", "force-exclude")
 TOP_LEVEL_NAMES = (".mhalint.toml", "mhalint.toml")  # in the order they are looked for, before pyproject.toml
 TOOL_TABLE, TOP_LEVEL = "[tool.mhalint]", "top-level keys"
@@ -64,6 +64,7 @@ class Config:
     file_memory_limit: int | None = None
     required_version: str | None = None  # a version specifier mhalint's version meets (it is checked on load)
     fixable: tuple[str, ...] | None = None  # codes or prefixes whose fixes --fix applies (None: all)
+    extend: str | None = None  # the file this one's settings go over (as written in it)
     unfixable: tuple[str, ...] = ()
 
     @property
@@ -117,8 +118,7 @@ def load(path: Path | None, overrides: Mapping[str, object] | None = None) -> Co
     keys: set[str] = set()
     form = TOOL_TABLE
     if path is not None:
-        table, form = _settings(path)
-        values, keys = _values(path, table, form), set(table)
+        values, keys, form = _file_values(path, ())
     if overrides:
         given = _values(Path("--config"), dict(overrides), TOP_LEVEL)
         if "probe" in given and "probe" in values:  # `probe.timeout = 5` keeps the file's other probe settings
@@ -126,6 +126,28 @@ def load(path: Path | None, overrides: Mapping[str, object] | None = None) -> Co
         values.update(given)
         keys |= set(overrides)
     return Config(path=path, table=form, keys=frozenset(keys), overridden=frozenset(overrides or ()), **values)
+
+
+def _file_values(path: Path, extending: tuple[Path, ...]) -> tuple[dict[str, object], set[str], str]:
+    """Config's fields from the file at `path`, over those of the file its `extend` names (relative to its folder,
+    `~` and environment variables expanded, as ruff reads it), and so on up; the keys set; the file's form."""
+    table, form = _settings(path)
+    values, keys = _values(path, table, form), set(table)
+    if "extend" not in table:
+        return values, keys, form
+    if not isinstance(table["extend"], str):
+        raise ConfigError(f"{path}: `extend` must be the path of another configuration file")
+    base = Path(os.path.expandvars(os.path.expanduser(table["extend"])))
+    base = (path.parent / base) if not base.is_absolute() else base
+    chain = (*extending, path.resolve())
+    if base.resolve() in chain:
+        raise ConfigError(f"{path}: `extend` makes a cycle: {' -> '.join(map(str, (*chain, base.resolve())))}")
+    if not base.is_file():
+        raise ConfigError(f"{path}: `extend` names {base}, which is not a file")
+    inherited, inherited_keys, _ = _file_values(base, chain)
+    if "probe" in values and "probe" in inherited:
+        values["probe"] = {**inherited["probe"], **values["probe"]}
+    return {**inherited, **values}, inherited_keys | keys, form
 
 
 def _values(path: Path, table: dict, form: str) -> dict[str, object]:
@@ -166,6 +188,8 @@ def _values(path: Path, table: dict, form: str) -> dict[str, object]:
         values["probe"] = _probe(path, table["probe"])
     if "required-version" in table:
         values["required_version"] = _required_version(path, table["required-version"])
+    if "extend" in table:
+        values["extend"] = str(table["extend"])
     return values
 
 

@@ -145,6 +145,7 @@ def resolve(rules: Mapping[str, type[Rule]], paths: Sequence[Path], *, config_pa
         ("jobs", resolved.jobs, f"default: the {plural(cpus, 'CPU')} available" if jobs is None else
          f"--jobs {jobs}, clamped to the {plural(cpus, 'CPU')} available" if jobs > cpus else "--jobs"),
         *([("required-version", settings.required_version, settings.source)] if settings.required_version else []),
+        *([("extend", settings.extend, settings.source)] if settings.extend else []),
         ("fixable", list(settings.fixable or ["ALL"]), origin("fixable", None)),
         ("unfixable", list(settings.unfixable), origin("unfixable", None)),
     ))
