@@ -661,3 +661,45 @@ def test_per_file_ignores_on_the_command_line_replace_the_configurations(tmp_pat
                                                                                       "'MHA999' in --per-file-ignores")):
         failed = mhalint("check", "--per-file-ignores", wrong, ".", cwd=tmp_path)
         assert failed.returncode == 2 and message in failed.stderr, failed.stderr
+
+
+def test_watch_checks_again_on_each_change_until_ctrl_c(tmp_path: Path):
+    import signal
+    import threading
+
+    tree(tmp_path, **{"model.py": INFO, "pyproject.toml": "[tool.mhalint]\n"})
+    environment = {name: value for name, value in os.environ.items() if name not in ("NO_COLOR", "FORCE_COLOR")}
+    process = subprocess.Popen([sys.executable, "-m", "mhalint", "check", "--watch", "."], cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+    out: list[str] = []
+    err: list[str] = []
+    readers = [threading.Thread(target=lambda stream=stream, lines=lines: lines.extend(stream), daemon=True)
+               for stream, lines in ((process.stdout, out), (process.stderr, err))]
+    for reader in readers:
+        reader.start()
+
+    def wait_for(count: int) -> None:
+        deadline = time.monotonic() + 120  # a busy CI runner: generous
+        while sum("Watching for file changes." in line for line in err) < count:
+            assert process.poll() is None and time.monotonic() < deadline, (out, err)
+            time.sleep(0.05)
+
+    try:
+        wait_for(1)
+        assert out[-1].startswith("All checks passed!")
+        (tmp_path / "model.py").write_text(WARNING)
+        later = time.time() + 5  # a new modification time, whatever the file system's resolution
+        os.utime(tmp_path / "model.py", (later, later))
+        wait_for(2)
+        assert any("File change detected..." in line for line in err)
+        assert out[-1].startswith("Found 1 finding (1 file checked).") and any(": MHA001 [" in line for line in out)
+    finally:
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=60)
+    assert code == 130 and "mhalint: interrupted\n" in err
+
+
+def test_watch_refuses_what_would_write_or_end(tmp_path: Path):
+    tree(tmp_path, **{"model.py": WARNING})
+    refused = mhalint("check", "--watch", "--fix", ".", cwd=tmp_path)
+    assert refused.returncode == 2 and "--watch checks and reports again on each change" in refused.stderr

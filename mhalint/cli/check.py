@@ -55,6 +55,7 @@ class CheckRequest:
     min_severity: str | None
     output_format: str | None
     isolated: bool
+    watch: bool
     cache_dir: Path | None
     ignore_noqa: bool
     fix_only: bool
@@ -106,6 +107,8 @@ def run(request: CheckRequest) -> NoReturn:
         _show_files(paths or (Path("."),), _discovery(settings))
         sys.exit(EXIT_CLEAN)
     session = _Session(request, settings, rules, paths)
+    if request.watch:
+        _watch(session, started)
     result = session.check(stream=session.streams)
     if request.add_noqa:
         _add_noqa(session, result)
@@ -123,6 +126,10 @@ def _paths(request: CheckRequest) -> tuple[Path, ...]:
     missing = [str(path) for path in paths if path != STDIN and not os.path.lexists(path)]
     if missing:
         raise UsageError(f"path {missing[0]!r} does not exist")
+    if request.watch and (request.fix or request.diff or request.add_noqa or request.probe or paths == (STDIN,)
+                          or request.output_file is not None):
+        raise UsageError("--watch checks and reports again on each change: use it without --fix, --diff, "
+                         "--add-noqa, --probe, --output-file and standard input")
     if request.isolated and _config_arguments(request.config)[0] is not None:
         raise UsageError("--isolated reads no configuration file: use it without --config FILE")
     if request.add_noqa and (request.fix or request.diff or paths == (STDIN,)):
@@ -333,7 +340,12 @@ def _fix_files(checker: Checker, findings, shown, *, unsafe: bool, write: bool, 
 
 
 def _report(session: _Session, result: Result, outcome: _FixOutcome | None, started: float) -> NoReturn:
-    """The findings (unless streamed), the statistics, the fixes and the summary line; then the exit code."""
+    """The report, then the exit code."""
+    sys.exit(_printed(session, result, outcome, started))
+
+
+def _printed(session: _Session, result: Result, outcome: _FixOutcome | None, started: float) -> int:
+    """The findings (unless streamed), the statistics, the fixes and the summary line; the exit code they make."""
     request, settings, out = session.request, session.settings, session.out
     findings = session.shown(result.findings)
     if request.probe:
@@ -365,10 +377,44 @@ def _report(session: _Session, result: Result, outcome: _FixOutcome | None, star
             click.echo(text, err=True)
     fixed = outcome.applied if outcome is not None else 0
     if result.internal_errors or (outcome is not None and outcome.failures):
-        sys.exit(EXIT_ERROR)
+        return EXIT_ERROR
     if request.exit_zero:
-        sys.exit(EXIT_CLEAN)
-    sys.exit(EXIT_FINDINGS if findings or (request.exit_non_zero_on_fix and fixed) else EXIT_CLEAN)
+        return EXIT_CLEAN
+    return EXIT_FINDINGS if findings or (request.exit_non_zero_on_fix and fixed) else EXIT_CLEAN
+
+
+WATCH_EVERY = 0.5  # seconds between two looks at the files under --watch
+
+
+def _watch(session: _Session, started: float) -> NoReturn:
+    """--watch, as ruff's: check and report, then again each time a file to check is saved, added or removed
+    (looked for every WATCH_EVERY seconds; the cache makes a check of the changed files only), until Ctrl-C ends
+    it with exit 130."""
+    seen = None
+    while True:
+        now = _files_state(session)
+        if now != seen:
+            if seen is not None:
+                session.out.status(f"[{time.strftime('%H:%M:%S')}] File change detected...")
+            seen = now
+            _printed(session, session.check(stream=session.streams), None, started)
+            session.out.status(f"[{time.strftime('%H:%M:%S')}] Watching for file changes.")
+        time.sleep(WATCH_EVERY)
+
+
+def _files_state(session: _Session) -> tuple:
+    """(path, size, modification time) of each file `check` would read, sorted."""
+    from mhalint.configuration.discovery import discover
+    from mhalint.run.engine import SOURCES
+
+    state = []
+    for path in discover(session.paths or (Path("."),), extensions=SOURCES, **_discovery(session.settings)).files:
+        try:
+            status = os.stat(path)
+        except OSError:
+            continue
+        state.append((os.fsdecode(path), status.st_size, status.st_mtime_ns))
+    return tuple(sorted(state))
 
 
 def _progress(output_format: str, quiet: bool):

@@ -231,6 +231,7 @@ STDIN = Path("-")
 @click.option("--per-file-ignores", "per_file_ignores", multiple=True, metavar="PATTERN:CODES",
               help="Codes to ignore in the files a glob matches (`tests/*:MHA007,MHA012`), in place of the "
                    "configuration's per-file-ignores; may be given several times.")
+@click.option("--watch", is_flag=True, help="Check again each time a file is saved, added or removed, until Ctrl-C.")
 @click.option("--isolated", is_flag=True,
               help="Ignore every configuration file: the defaults and the command line only.")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
