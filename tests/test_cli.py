@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -321,3 +322,13 @@ def test_rule_explains_runtime_only_rules_and_the_engine_codes():
     assert "--ignore MHA900" in engine.output
     unknown = runner.invoke(main, ["rule", "MHA999"])
     assert unknown.exit_code == 2 and "unknown rule code" in unknown.output
+
+
+def test_rule_all_in_full_gives_every_rules_documentation():
+    result = run("rule", "--all", "--output-format", "full")
+    rules = load_rules()
+    headings = [line for line in result.output.splitlines() if line.startswith("# ")]
+    assert headings == [f"# {rule.name} ({code})" for code, rule in rules.items()]
+    assert result.output.count("## What it does") == len(rules)
+    documented = json.loads(run("rule", "--all", "--output-format", "json").output)
+    assert [entry["code"] for entry in documented] == list(rules) and all(entry["sections"] for entry in documented)

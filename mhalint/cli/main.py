@@ -363,8 +363,10 @@ def server() -> None:
 @main.command()
 @click.argument("code", required=False)
 @click.option("--all", "show_all", is_flag=True, help="List every rule.")
-@click.option("--output-format", type=click.Choice(["text", "json", "markdown"]), default="text",
-              show_default=True, help="json: machine-readable; markdown (with --all): the README's rules table.")
+@click.option("--output-format", type=click.Choice(["text", "full", "json", "markdown"]), default="text",
+              show_default=True, help="json: machine-readable, the whole documentation; full (with --all): every "
+                                      "rule's documentation, as `ruff rule --all` prints it; markdown (with --all): "
+                                      "the README's rules table.")
 def rule(code: str | None, show_all: bool, output_format: str) -> None:
     """Explain rule CODE (a code such as MHA001, or a name such as batch-first-default), or list all rules with
     --all."""
@@ -380,6 +382,8 @@ def rule(code: str | None, show_all: bool, output_format: str) -> None:
             out.report(json.dumps([ruledocs.as_dict(r) for r in rules.values()], indent=2))
         elif output_format == "markdown":
             out.report(ruledocs.markdown_table(rules))
+        elif output_format == "full":
+            out.report("\n\n".join(ruledocs.text(rule_class) for rule_class in rules.values()))
         else:
             for rule_class in rules.values():
                 out.report(f"{rule_class.code}  {rule_class.name:<28} {rule_class.summary}")
