@@ -264,3 +264,25 @@ def test_a_broken_extend_is_an_error_that_names_the_file(project: Path, files: d
     for name, text in files.items():
         (project / name).write_text(text)
     assert_config_error(mhalint("check", ".", cwd=project), message)
+
+
+# ------------------------------------------------------------------------ cache-dir (issue 39 item 4, as ruff's)
+
+def test_the_cache_dir_setting_names_the_cache_folder_in_the_project(project: Path, monkeypatch):
+    monkeypatch.delenv("MHALINT_CACHE_DIR", raising=False)
+    (project / "pyproject.toml").write_text('[tool.mhalint]\ncache-dir = "lint-cache"\n')
+    first = mhalint("check", ".", cwd=project)
+    assert list((project / "lint-cache").glob("findings-*.json")) and not (project / ".mhalint_cache").exists()
+    assert mhalint("check", ".", cwd=project).stdout == first.stdout
+    assert 'cache-dir           = "lint-cache"' in mhalint("check", "--show-settings", ".", cwd=project).stdout
+    assert mhalint("clean", cwd=project).stdout.startswith(f"Removed {project / 'lint-cache'}")
+    assert not (project / "lint-cache").exists()
+
+
+@pytest.mark.parametrize("value", ['"../outside"', '"/tmp/elsewhere"', '"build/cache"', '".."', "7"])
+def test_a_cache_dir_setting_that_leaves_the_project_is_an_error(project: Path, value: str, monkeypatch):
+    monkeypatch.delenv("MHALINT_CACHE_DIR", raising=False)
+    (project / "pyproject.toml").write_text(f"[tool.mhalint]\ncache-dir = {value}\n")
+    assert_config_error(mhalint("check", ".", cwd=project), "`cache-dir` must be the name of a folder beside the "
+                                                            "configuration file")
+    assert sorted(path.name for path in project.iterdir()) == ["a.py", "pyproject.toml"]  # nothing written

@@ -476,5 +476,5 @@ def _cache(settings: Settings, chosen: Path | None, options: list[str]):
     """The run's cache (in `chosen`, --cache-dir, if given); only a run that keeps one loads its module."""
     from mhalint.run.cache import Cache, cache_dir
 
-    directory, follow = cache_dir(settings.config.root, chosen)
+    directory, follow = cache_dir(settings.config.root, chosen, settings.config.cache_dir)
     return Cache(directory, settings.selection.rules, follow=follow, options=options)

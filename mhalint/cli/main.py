@@ -278,14 +278,14 @@ def check(**options) -> None:
 
 @main.command()
 def clean() -> None:
-    """Remove the findings cache (.mhalint_cache in the project, or MHALINT_CACHE_DIR)."""
+    """Remove the findings cache (.mhalint_cache in the project, its `cache-dir` setting, or MHALINT_CACHE_DIR)."""
     from mhalint.cli import summary
     from mhalint.configuration import config
     from mhalint.run.cache import cache_dir
     from mhalint.run.cache import clean as clean_cache
 
     found = config.find(Path.cwd())
-    directory, follow = cache_dir(found.parent if found else Path.cwd())
+    directory, follow = cache_dir(found.parent if found else Path.cwd(), None, config.load(found).cache_dir)
     removed = clean_cache(directory, follow=follow)
     shown = printable(str(directory))
     click.echo(f"Removed {shown} ({summary.plural(removed, 'file')})." if removed else f"No cache at {shown}.")

@@ -34,7 +34,7 @@ _LISTS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "fix
 _PROBE_KEYS = ("timeout", "total-timeout", "memory")  # numbers, each `probe.KEY` in mhalint.configuration.schema
 _FILE_LIMITS = ("file-time-limit", "file-memory-limit")  # seconds, MB: past them a file is MHA903
 KNOWN_KEYS = (*_LISTS, "per-file-ignores", "respect-gitignore", "force-exclude", "min-severity", *_FILE_LIMITS,
-              "probe", "required-version", "extend")
+              "probe", "required-version", "extend", "cache-dir")
 _BOOLEANS = ("respect-gitignore", "force-exclude")
 TOP_LEVEL_NAMES = (".mhalint.toml", "mhalint.toml")  # in the order they are looked for, before pyproject.toml
 TOOL_TABLE, TOP_LEVEL = "[tool.mhalint]", "top-level keys"
@@ -65,6 +65,7 @@ class Config:
     required_version: str | None = None  # a version specifier mhalint's version meets (it is checked on load)
     fixable: tuple[str, ...] | None = None  # codes or prefixes whose fixes --fix applies (None: all)
     extend: str | None = None  # the file this one's settings go over (as written in it)
+    cache_dir: str | None = None  # the findings cache's folder: a name in the configuration file's folder
     unfixable: tuple[str, ...] = ()
 
     @property
@@ -190,7 +191,19 @@ def _values(path: Path, table: dict, form: str) -> dict[str, object]:
         values["required_version"] = _required_version(path, table["required-version"])
     if "extend" in table:
         values["extend"] = str(table["extend"])
+    if "cache-dir" in table:
+        values["cache_dir"] = _inside(path, "cache-dir", table["cache-dir"])
     return values
+
+
+def _inside(path: Path, key: str, value) -> str:
+    """A folder's name in the configuration's folder: a setting a cloned repository writes must not make mhalint
+    write, or `clean` delete, outside the project, and a deeper path could pass through a link that leads out."""
+    if not (isinstance(value, str) and value not in ("", ".", "..") and Path(value).name == value and
+            "\0" not in value):
+        raise ConfigError(f"{path}: `{key}` must be the name of a folder beside the configuration file (got "
+                          f"{schema.shown(value)}); MHALINT_CACHE_DIR or --cache-dir name one elsewhere")
+    return value
 
 
 _CLAUSE = re.compile(r"\s*(==|!=|>=|<=|~=|>|<)?\s*(\d+(?:\.\d+)*)\s*")

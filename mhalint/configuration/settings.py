@@ -146,6 +146,7 @@ def resolve(rules: Mapping[str, type[Rule]], paths: Sequence[Path], *, config_pa
          f"--jobs {jobs}, clamped to the {plural(cpus, 'CPU')} available" if jobs > cpus else "--jobs"),
         *([("required-version", settings.required_version, settings.source)] if settings.required_version else []),
         *([("extend", settings.extend, settings.source)] if settings.extend else []),
+        *([("cache-dir", settings.cache_dir, settings.source)] if settings.cache_dir else []),
         ("fixable", list(settings.fixable or ["ALL"]), origin("fixable", None)),
         ("unfixable", list(settings.unfixable), origin("unfixable", None)),
     ))

@@ -95,11 +95,12 @@ _OWN_FILE = re.compile(r"findings-[0-9a-f]+\.(?:json|pickle)|\.?findings-.*\.tmp
 _is_absolute = os.path.isabs
 
 
-def cache_dir(root: Path, chosen: Path | None = None) -> tuple[Path, bool]:
-    """`chosen` (--cache-dir), else MHALINT_CACHE_DIR, else `.mhalint_cache` in the project root (the configuration
-    file's directory); and whether links on the way to it are followed: only on a folder the user chose."""
+def cache_dir(root: Path, chosen: Path | None = None, configured: str | None = None) -> tuple[Path, bool]:
+    """`chosen` (--cache-dir), else MHALINT_CACHE_DIR, else the `cache-dir` setting (`configured`, a folder inside
+    the project), else `.mhalint_cache`, in the project root (the configuration file's directory); and whether links
+    on the way to it are followed: only on a folder the user chose, not one the project's settings name."""
     chosen = chosen or os.environ.get("MHALINT_CACHE_DIR")
-    return (Path(chosen), True) if chosen else (root / CACHE_DIR_NAME, False)
+    return (Path(chosen), True) if chosen else (root / (configured or CACHE_DIR_NAME), False)
 
 
 # An entry in memory: (size, mtime_ns, digest as hex, findings with path "" (re-attached on lookup, so a moved file
