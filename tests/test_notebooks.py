@@ -196,3 +196,18 @@ def test_a_read_only_notebook_is_refused_like_any_file(tmp_path: Path):
     completed = mhalint("--fix", str(path), cwd=tmp_path)
     assert completed.returncode == 2 and "the file is read-only (mode 444)" in completed.stderr
     assert path.read_text(encoding="utf-8") == before
+
+
+def test_add_noqa_edits_the_cells_of_a_notebook(tmp_path: Path):
+    path = notebook(tmp_path / "demo.ipynb",
+                    ("code", "%matplotlib inline\nimport torch.nn as nn\n"),
+                    ("markdown", "# attention\n"),
+                    ("code", "files = !ls\nattn = nn.MultiheadAttention(64, 8)\n"))
+    before = json.loads(path.read_text())
+    added = mhalint("--add-noqa=legacy", str(path), cwd=tmp_path)
+    assert (added.returncode, added.stderr) == (0, "Added 1 noqa directive.\n")
+    after = json.loads(path.read_text())
+    assert after["cells"][2]["source"] == ["files = !ls\n",
+                                           "attn = nn.MultiheadAttention(64, 8)  # noqa: MHA001 legacy\n"]
+    assert after["cells"][:2] == before["cells"][:2] and after["metadata"] == before["metadata"]
+    assert mhalint(str(path), cwd=tmp_path).returncode == 0

@@ -120,6 +120,31 @@ def fix_cells(cells: Cells, lint: Callable[[str], Sequence[Finding]], unsafe: bo
                       module=lambda current: Notebook.joining(current).source)
 
 
+def add_noqa(text: str, findings: Sequence[Finding], reason: str) -> tuple[str, int]:
+    """`--add-noqa` in a notebook: its JSON text with the directives added to the code cells, at the cell lines
+    the findings are reported on (each cell read as the check reads it, magics as comments), and how many lines
+    changed; the rest of the file is written back in its own layout, as `fix` writes it."""
+    from mhalint.run.noqa import add_directives  # the notebook is read for the check without it
+
+    document = _load(text)
+    dump = _layout(text, document)
+    cells = _code_cells(document)
+    by_cell: dict[int, list[Finding]] = defaultdict(list)
+    for finding in findings:
+        if finding.cell in cells:
+            by_cell[finding.cell].append(finding)
+    total = 0
+    for number, found in by_cell.items():
+        source = cells[number]
+        read = "".join(_neutralise(line) for line in source.splitlines(keepends=True))
+        changed, count = add_directives(read, found, reason, written=source)
+        if count:
+            cell = document["cells"][number - 1]
+            cell["source"] = changed.splitlines(keepends=True) if isinstance(cell["source"], list) else changed
+            total += count
+    return (dump(document), total) if total else (text, 0)
+
+
 def diff(old: str, new: str, name: str) -> str:
     """A unified diff for each code cell that changed, headed `NAME:cell N` (as ruff shows a notebook's fixes)."""
     before, after = code_cells(old), code_cells(new)

@@ -182,17 +182,19 @@ def reason_fits(reason: str) -> bool:
     return reason.isprintable() and found is not None and found["codes"] == "MHA001"
 
 
-def add_directives(source: str, findings: Iterable[Finding], reason: str = "") -> tuple[str, int]:
+def add_directives(source: str, findings: Iterable[Finding], reason: str = "",
+                   written: str | None = None) -> tuple[str, int]:
     """`source` with `# noqa: CODES` for the findings on each line they are reported on (and `reason` after the
     codes of a directive it adds), and how many lines changed. Codes join a directive the line has (sorted, as
     ruff writes them; the rest of its comment is kept); otherwise the directive goes after the line's comment or
     code. A line that cannot end in a comment (it ends inside a string, or continues with a backslash) is left
-    alone."""
+    alone. `written`: the text the edits go into, when `source` is only what is read (a notebook cell whose magic
+    lines are read as comments of the same length)."""
     codes_by_line: dict[int, set[str]] = {}
     for finding in findings:
         codes_by_line.setdefault(finding.line, set()).add(finding.code)
     if not codes_by_line:
-        return source, 0
+        return (source if written is None else written), 0
     scanned = _scan(source)
     starts = line_starts(source)
     edits: list[tuple[int, int, str]] = []
@@ -212,9 +214,10 @@ def add_directives(source: str, findings: Iterable[Finding], reason: str = "") -
             end = len(text.rstrip())
             edits.append((offset + end, offset + len(text),
                           f"  # noqa: {', '.join(sorted(codes))}{f' {reason}' if reason else ''}"))
+    target = source if written is None else written
     for start, end, content in reversed(edits):
-        source = source[:start] + content + source[end:]
-    return source, len(edits)
+        target = target[:start] + content + target[end:]
+    return target, len(edits)
 
 
 def add_to_files(findings: Iterable[Finding], say: Callable[[str], None], within: Sequence[Path],
@@ -229,12 +232,14 @@ def add_to_files(findings: Iterable[Finding], say: Callable[[str], None], within
         by_path.setdefault(finding.path, []).append(finding)
     added = failures = 0
     for path, found in sorted(by_path.items()):
-        if path.endswith(".ipynb"):
-            say(f"mhalint: warning: {printable(path)}: --add-noqa does not edit notebooks")
-            continue
         try:
             source = SourceFile.read(Path(path))
-            text, count = add_directives(source.text, found, reason)
+            if path.endswith(".ipynb"):
+                from mhalint.parse.notebook import add_noqa  # only a run that edits a notebook loads it
+
+                text, count = add_noqa(source.text, found, reason)
+            else:
+                text, count = add_directives(source.text, found, reason)
             if count:
                 source.write(text, within)
             added += count
