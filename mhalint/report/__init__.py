@@ -16,6 +16,7 @@ Beside the formats: `printer` prints a check's findings in one of them (file by 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import click
 
@@ -37,13 +38,24 @@ class RenderOptions:
         return applicable(finding, self.unsafe_fixes)
 
 
-def file_place(finding: Finding) -> tuple[int, int, str]:
-    """(line, column, message) in the file's own terms, for the formats that know no notebook cells: a finding in a
-    cell is placed at line 1, column 1 of the .ipynb file (its cell lines are not the file's lines, as ruff's
-    structured formats place it), and its message starts with where it is in the cell."""
+class FilePlace(NamedTuple):
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    message: str
+
+
+def file_place(finding: Finding) -> FilePlace:
+    """Where a finding is and what it says, in the file's own terms, for the formats that know no notebook cells: a
+    finding in a cell is placed at line 1, column 1 of the .ipynb file (its cell lines are not the file's lines, as
+    ruff's structured formats place it), ending there, and its message starts with where it is in the cell. A
+    finding with no end ends where it starts."""
     if finding.cell is None:
-        return finding.line, finding.column, finding.message
-    return 1, 1, f"cell {finding.cell}, line {finding.line}, column {finding.column}: {finding.message}"
+        end = (finding.end_line, finding.end_column) if finding.end_line else (finding.line, finding.column)
+        return FilePlace(finding.line, finding.column, *end, finding.message)
+    return FilePlace(1, 1, 1, 1, f"cell {finding.cell}, line {finding.line}, column {finding.column}: "
+                                 f"{finding.message}")
 
 
 class Painter:

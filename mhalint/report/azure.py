@@ -19,12 +19,12 @@ def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None =
            options: RenderOptions = RenderOptions()) -> str:
     lines = []
     for finding in findings:
-        line, column, message = file_place(finding)
+        place = file_place(finding)
         kind = "error" if finding.severity is Severity.ERROR else "warning"
-        properties = {"type": kind, "sourcepath": printable(finding.path), "linenumber": line,
-                      "columnnumber": column, "code": finding.code}
+        properties = {"type": kind, "sourcepath": printable(finding.path), "linenumber": place.line,
+                      "columnnumber": place.column, "code": finding.code}
         listed = "".join(f"{key}={_property(str(value))};" for key, value in properties.items())
-        lines.append(f"##vso[task.logissue {listed}]{_data(message)}")
+        lines.append(f"##vso[task.logissue {listed}]{_data(place.message)}")
     return "\n".join(lines)
 
 

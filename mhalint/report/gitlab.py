@@ -26,16 +26,16 @@ def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None =
     issues, fingerprints = [], set()
     for finding in findings:
         path = printable(os.path.relpath(os.path.abspath(finding.path), project) if project else finding.path)
-        line, column, message = file_place(finding)
-        end = (finding.end_line, finding.end_column) if finding.cell is None and finding.end_line else (line, column)
+        place = file_place(finding)
         fingerprint = _fingerprint(finding.code, path, "")
         while fingerprint in fingerprints:  # a second finding of the code in the file: the first's fingerprint salts it
             fingerprint = _fingerprint(finding.code, path, fingerprint)
         fingerprints.add(fingerprint)
-        issues.append({"check_name": finding.code, "description": f"{finding.code}: {message}",
+        issues.append({"check_name": finding.code, "description": f"{finding.code}: {place.message}",
                        "severity": SEVERITIES[finding.severity], "fingerprint": fingerprint,
-                       "location": {"path": path, "positions": {"begin": {"line": line, "column": column},
-                                                                "end": {"line": end[0], "column": end[1]}}}})
+                       "location": {"path": path, "positions": {
+                           "begin": {"line": place.line, "column": place.column},
+                           "end": {"line": place.end_line, "column": place.end_column}}}})
     return json.dumps(issues, indent=2)
 
 

@@ -34,10 +34,10 @@ def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None =
         suite = _suite(report, printable(path), len(found), len(found))
         classname = os.path.splitext(printable(path))[0]
         for finding in found:
-            line, column, message = file_place(finding)
+            place = file_place(finding)
             case = ET.SubElement(suite, "testcase", name=f"{PACKAGE}.{finding.code}", classname=classname)
-            failure = ET.SubElement(case, "failure", message=message)
-            failure.text = f"line {line}, col {column}, {message}"
+            failure = ET.SubElement(case, "failure", message=place.message)
+            failure.text = f"line {place.line}, col {place.column}, {place.message}"
     ET.indent(report, space="    ")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(report, encoding="unicode")
 

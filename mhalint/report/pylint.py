@@ -16,6 +16,6 @@ def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None =
            options: RenderOptions = RenderOptions()) -> str:
     lines = []
     for finding in findings:
-        line, _, message = file_place(finding)
-        lines.append(f"{printable(finding.path)}:{line}: [{finding.code}] {message}")
+        place = file_place(finding)
+        lines.append(f"{printable(finding.path)}:{place.line}: [{finding.code}] {place.message}")
     return "\n".join(lines)

@@ -25,14 +25,12 @@ def render(findings: Iterable[Finding], rules: Mapping[str, type[Rule]] | None =
 
 
 def _diagnostic(finding: Finding) -> dict:
-    line, column, message = file_place(finding)
-    in_file = finding.cell is None
-    end = (finding.end_line, finding.end_column) if in_file and finding.end_line else (line, column)
-    diagnostic = {"message": message,
-                  "location": {"path": printable(finding.path), "range": _range(line, column, *end)},
+    place = file_place(finding)
+    span = _range(place.line, place.column, place.end_line, place.end_column)
+    diagnostic = {"message": place.message, "location": {"path": printable(finding.path), "range": span},
                   "severity": SEVERITIES[finding.severity],
                   "code": {"value": finding.code, "url": f"{HOME}/blob/main/docs/rules/{finding.code}.md"}}
-    if finding.fix is not None and in_file:  # a notebook's edits are in cell lines, not the file's
+    if finding.fix is not None and finding.cell is None:  # a notebook's edits are in cell lines, not the file's
         diagnostic["suggestions"] = [{"range": _range(e.line, e.column, e.end_line, e.end_column), "text": e.content}
                                      for e in finding.fix.edits]
     return diagnostic
