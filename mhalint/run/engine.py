@@ -233,16 +233,10 @@ class Checker:
     def _syntax(self, raw: bytes, path: str) -> list[Finding]:
         """`parse_all`: what CPython's parser says of a file no rule acts on (nothing, or the engine finding a
         parsed file with that error gets). Run where the file is read, a scan worker too."""
-        if path.endswith(".ipynb"):
-            return []  # a notebook is always parsed
         try:
-            text, _ = decode(raw)
-        except (UnicodeDecodeError, LookupError, SyntaxError) as error:
-            return [engine_finding(path, READ_ERROR, f"cannot decode the source: {error}")]
-        try:
-            found = _python_parse(text, path, Limits(self.budget))
+            found = _read_syntax(raw, path, Limits(self.budget))
         except TooComplex as reason:
-            return [engine_finding(path, TOO_COMPLEX, f"{reason}; exclude the file or raise the limit")]
+            return [_too_complex(path, reason)]
         return [found] if isinstance(found, Finding) else []
 
     def _instances(self, context: ModuleContext, findings: list[Finding], path: str, result: Result) -> list[Rule]:
@@ -306,18 +300,15 @@ class Checker:
             del result.tracebacks[tracebacks:]
             return self._check(source, path, result, cancel, reuse)
         except TooComplex as reason:
-            return [engine_finding(path, TOO_COMPLEX, f"{reason}; exclude the file or raise the limit"),
-                    *(finding for finding in findings if finding.code == INTERNAL_ERROR)]
+            return [_too_complex(path, reason), *(finding for finding in findings if finding.code == INTERNAL_ERROR)]
 
     def _check_within(self, source: bytes, path: str, result: Result, limits: Limits,
                       findings: list[Finding], reuse: Reparser | None = None) -> list[Finding]:
-        try:
-            text, _ = decode(source)
-        except (UnicodeDecodeError, LookupError, SyntaxError) as error:
-            return [engine_finding(path, READ_ERROR, f"cannot decode the source: {error}")]
-        syntax = _python_parse(text, path, limits)
-        if isinstance(syntax, Finding):
-            return [syntax]
+        read = _read_syntax(source, path, limits)
+        if isinstance(read, Finding):
+            return [read]
+        text, syntax = read
+        del read  # the tree goes with `syntax`, below
         if self.skip_passed_values and self.prefilter.only_passed_as_values(text.encode("utf-8", "surrogatepass"),
                                                                              syntax):
             return []  # e.g. torch's 27,820-line OpInfo table, which passes sdpa to a wrapper: 0.8 GB with libcst
@@ -384,6 +375,21 @@ def _project_fingerprint(files: list[str]) -> str:
     from mhalint.run.cache import project_fingerprint  # only a run with a cache loads it
 
     return project_fingerprint(files)
+
+
+def _read_syntax(source: bytes, path: str, limits: Limits) -> tuple[str, ast.Module] | Finding:
+    """A file's text, decoded as Python decodes it, and CPython's tree of it; or the engine finding that says why
+    there is none (MHA901 undecodable, MHA900 a syntax error). TooComplex past the file's memory budget."""
+    try:
+        text, _ = decode(source)
+    except (UnicodeDecodeError, LookupError, SyntaxError) as error:
+        return engine_finding(path, READ_ERROR, f"cannot decode the source: {error}")
+    syntax = _python_parse(text, path, limits)
+    return syntax if isinstance(syntax, Finding) else (text, syntax)
+
+
+def _too_complex(path: str, reason: TooComplex) -> Finding:
+    return engine_finding(path, TOO_COMPLEX, f"{reason}; exclude the file or raise the limit")
 
 
 def _python_parse(text: str, path: str, limits: Limits) -> ast.Module | Finding:
