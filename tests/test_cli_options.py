@@ -703,3 +703,9 @@ def test_watch_refuses_what_would_write_or_end(tmp_path: Path):
     tree(tmp_path, **{"model.py": WARNING})
     refused = mhalint("check", "--watch", "--fix", ".", cwd=tmp_path)
     assert refused.returncode == 2 and "--watch checks and reports again on each change" in refused.stderr
+
+
+def test_a_config_setting_nested_too_deeply_is_one_line_and_exit_two(tmp_path: Path):
+    deep = mhalint("check", "--config", "select = " + "[" * 3000 + "]" * 3000, ".", cwd=tmp_path)
+    assert deep.returncode == 2 and "its values are nested more deeply than mhalint reads" in deep.stderr
+    assert len(deep.stderr.splitlines()) == 1

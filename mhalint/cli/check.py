@@ -130,8 +130,6 @@ def _paths(request: CheckRequest) -> tuple[Path, ...]:
                           or request.output_file is not None):
         raise UsageError("--watch checks and reports again on each change: use it without --fix, --diff, "
                          "--add-noqa, --probe, --output-file and standard input")
-    if request.isolated and _config_arguments(request.config)[0] is not None:
-        raise UsageError("--isolated reads no configuration file: use it without --config FILE")
     if request.add_noqa and (request.fix or request.diff or paths == (STDIN,)):
         raise UsageError("--add-noqa edits files: use it without --fix, --diff and standard input")
     from mhalint.run.noqa import reason_fits
@@ -146,6 +144,8 @@ def _settings(request: CheckRequest, rules, paths: tuple[Path, ...]) -> Settings
     from mhalint.configuration.settings import resolve
 
     config_path, overrides = _config_arguments(request.config)
+    if request.isolated and config_path is not None:
+        raise UsageError("--isolated reads no configuration file: use it without --config FILE")
     return resolve(
         rules, list(paths), config_path=config_path, overrides=overrides,
         per_file_ignores=_per_file_ignores(request.per_file_ignores) or None,
@@ -161,10 +161,7 @@ def _settings(request: CheckRequest, rules, paths: tuple[Path, ...]) -> Settings
 def _config_arguments(given: tuple[str, ...]) -> tuple[Path | None, dict]:
     """--config's file, and its KEY=VALUE settings as one table (ruff's inline TOML: `min-severity = 'info'`,
     `probe.timeout = 5`). A value that names something that exists is the file, whatever its name holds."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
+    from mhalint.configuration.config import inline
 
     files, table = [], {}
     for value in given:
@@ -173,11 +170,7 @@ def _config_arguments(given: tuple[str, ...]) -> tuple[Path | None, dict]:
                 raise UsageError(f"--config {value!r}: {'a directory' if os.path.isdir(value) else 'no such file'}")
             files.append(Path(value))  # read as the configuration reads files (a FIFO is refused there)
             continue
-        try:
-            setting = tomllib.loads(value)
-        except tomllib.TOMLDecodeError as error:
-            raise UsageError(f"--config {value!r} is neither a file nor a TOML `key = value` setting ({error})")
-        for key, item in setting.items():
+        for key, item in inline(value).items():
             table[key] = {**table[key], **item} if isinstance(item, dict) and isinstance(table.get(key), dict) \
                 else item
     if len(files) > 1:

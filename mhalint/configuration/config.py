@@ -290,6 +290,18 @@ def _tool_table(path: Path, data: dict) -> dict | None:
     return tool["mhalint"]
 
 
+def inline(text: str) -> dict:
+    """A setting given as `--config KEY=VALUE`: its TOML as a table, read as a file's is."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"--config {schema.shown(text)} is neither a file nor a TOML `key = value` setting "
+                          f"({error})") from None
+    except RecursionError:
+        raise ConfigError(f"--config {schema.shown(text)}: its values are nested more deeply than mhalint reads") \
+            from None
+
+
 def _read(path: Path) -> dict:
     try:
         with open(path, "rb", opener=regular_only) as handle:  # a FIFO given with --config must not hang the run
