@@ -121,10 +121,7 @@ def load(path: Path | None, overrides: Mapping[str, object] | None = None) -> Co
     if path is not None:
         values, keys, form = _file_values(path, ())
     if overrides:
-        given = _values(Path("--config"), dict(overrides), TOP_LEVEL)
-        if "probe" in given and "probe" in values:  # `probe.timeout = 5` keeps the file's other probe settings
-            given["probe"] = {**values["probe"], **given["probe"]}
-        values.update(given)
+        values = _layered(values, _values(Path("--config"), dict(overrides), TOP_LEVEL))
         keys |= set(overrides)
     return Config(path=path, table=form, keys=frozenset(keys), overridden=frozenset(overrides or ()), **values)
 
@@ -146,9 +143,16 @@ def _file_values(path: Path, extending: tuple[Path, ...]) -> tuple[dict[str, obj
     if not base.is_file():
         raise ConfigError(f"{path}: `extend` names {base}, which is not a file")
     inherited, inherited_keys, _ = _file_values(base, chain)
-    if "probe" in values and "probe" in inherited:
-        values["probe"] = {**inherited["probe"], **values["probe"]}
-    return {**inherited, **values}, inherited_keys | keys, form
+    return _layered(inherited, values), inherited_keys | keys, form
+
+
+def _layered(below: dict[str, object], above: dict[str, object]) -> dict[str, object]:
+    """Config's fields of `above` over those of `below`; the probe's table key by key (`probe.timeout = 5` above
+    keeps the memory set below), as its keys are separate settings."""
+    layered = {**below, **above}
+    if "probe" in below and "probe" in above:
+        layered["probe"] = {**below["probe"], **above["probe"]}
+    return layered
 
 
 def _values(path: Path, table: dict, form: str) -> dict[str, object]:
