@@ -15,6 +15,7 @@ from mhalint.analysis.vocabulary import KEEPS_AXES
 from mhalint.context import Scope
 from mhalint.finding import UNSAFE, Severity
 from mhalint.parse.lazy import cst
+from mhalint.parse.rewrite import merged_transposed, transposed
 from mhalint.rule import Invalid, Message, Rule, Valid
 
 _WHY = """
@@ -371,7 +372,7 @@ class SdpaHeadsLayout(Rule):
                         f"`{ctx.code(consumer)}` at line {ctx.line(consumer)} reshapes the output to (N, L, ...)",
                         sequence.evidence.sentence() if _is(sequence, Role.SEQUENCE)
                         else "the sequence is the inferred `-1`"]
-            new = _merge_fixed(ctx, consumer, inner, carrier)
+            new = merged_transposed(consumer, inner, carrier, ctx.code(carrier))
             fix = self.replacement(consumer, new, applicability=UNSAFE, title="transpose the output back first") \
                 if severity is Severity.ERROR else None
             self.report(consumer, MERGED_WITHOUT_TRANSPOSE, severity=severity, evidence=evidence, fix=fix,
@@ -495,29 +496,11 @@ def _is_minus_one(ctx, expr, scope) -> bool:
     return value is not None and value.value == -1
 
 
-def _transpose(expr: cst.BaseExpression) -> cst.Call:
-    """`expr.transpose(1, 2)`, with parentheses where `expr` needs them."""
-    template = cst.parse_expression("x.transpose(1, 2)")
-    if not isinstance(expr, cst.Name | cst.Attribute | cst.Call | cst.Subscript) or expr.lpar:
-        expr = expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]) if not expr.lpar else expr
-    return template.with_changes(func=template.func.with_changes(value=expr))
-
-
 def _transposed_call(node: cst.Call, target, with_output: bool) -> cst.BaseExpression:
     """The call with query, key and value transposed, and its output transposed back when `with_output`."""
     args = []
     qkv = {id(target.arguments.by_name[name]) for name in _QKV if name in target.arguments.by_name}
     for arg in node.args:
-        args.append(arg.with_changes(value=_transpose(arg.value)) if id(arg) in qkv else arg)
+        args.append(arg.with_changes(value=transposed(arg.value)) if id(arg) in qkv else arg)
     new = node.with_changes(args=args)
-    return _transpose(new) if with_output else new
-
-
-def _merge_fixed(ctx, consumer: cst.Call, inner: cst.BaseExpression, carrier: cst.BaseExpression) -> cst.Call:
-    """`y.transpose(1, 2).reshape(B, T, C)`; a `.view` gets `.contiguous()` too (the transpose is not contiguous)."""
-    func = consumer.func
-    value = func.value.deep_replace(inner, _transpose(inner)) if carrier is not inner else _transpose(inner)
-    if func.attr.value == "view" and "contiguous" not in ctx.code(carrier):
-        contiguous = cst.parse_expression("x.contiguous()")
-        value = contiguous.with_changes(func=contiguous.func.with_changes(value=value))
-    return consumer.with_changes(func=func.with_changes(value=value))
+    return transposed(new) if with_output else new
