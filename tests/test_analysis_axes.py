@@ -157,3 +157,24 @@ def test_a_docstring_entry_of_another_parameter_is_not_read():
 ])
 def test_annotations(annotation, names):
     assert documented.in_annotation(annotation) == names
+
+
+H = Axis(Role.HEADS, NAME)
+S = Axis(Role.SPATIAL, PROOF)
+
+
+@pytest.mark.parametrize(("before", "after", "pair"), [
+    ((B, T, E), [[B], [T], [H], [U]], None),  # view(B, T, H, D): the heads out of the features, after the sequence
+    ((B, T, E), [[B], [H], [T], [U]], (1, 2)),  # view(B, H, T, D): the heads stand before the sequence
+    ((B, T, E), [[B, H], [T], [U]], (0, 1)),  # view(B * H, T, D)
+    ((T, B, E), [[T], [B, H], [U]], None),  # seq-first view(T, B * H, D), as nn.MultiheadAttention does
+    ((T, B, E), [[B, H], [T], [U]], (0, 1)),  # ... without the transpose first
+    ((B, H, T, U), [[B], [T], [E]], (1, 2)),  # merge of (B, H, T, D) without the transpose
+    ((B, T, H, U), [[B], [T], [E]], None),  # merge after the transpose
+    ((B, H, T, U), [[B, H], [T], [U]], None),  # (B * H, T, D) out of (B, H, T, D)
+    ((B, E, S, S), [[B], [H], [U], [T]], None),  # conv features viewed as heads over H * W positions
+    ((B, T, E), [[B], [U], [T], [U]], None),  # a size whose role no code shows decides nothing
+    ((U, U, U), [[B], [H], [T], [U]], None),  # the viewed tensor's roles unknown: unknown
+])
+def test_reordered_finds_new_axes_whose_contents_come_in_the_other_order(before, after, pair):
+    assert axes.reordered(before, after) == pair

@@ -610,3 +610,29 @@ def test_a_comment_after_code_that_names_a_parameter_documents_it():
             sink(x.transpose(0, 1))
     """
     assert roles(rebound) == (S, B, E)  # the rebinding's own comment: its value's shape, not the parameter's
+
+
+# ---- products and unpackings on the way ------------------------------------------------------------------------
+def test_a_product_takes_the_left_rows_and_the_right_columns():
+    body = """
+        def f(x, n_head):
+            B, T, C = x.shape
+            q = x.view(B, T, n_head, C // n_head).transpose(1, 2)
+            scores = q @ q.transpose(-2, -1)
+            sink({out})
+    """
+    assert roles(body.format(out="scores")) == (B, H, S, S)
+    assert roles(body.format(out="scores.softmax(dim=-1) @ q")) == (B, H, S, U)
+    assert roles(body.format(out="q @ torch.randn(8, 8)")) == (B, H, S, U)  # the columns: what the right one has
+
+
+def test_an_unpacking_on_a_path_that_returns_does_not_name_the_axes_after_it():
+    body = """
+        def f(cache, heads):
+            if cache.shape[1] in heads:
+                bsz, n_heads, seq_len, head_dim = cache.shape
+                return cache
+            bsz, seq_len, n_heads, head_dim = cache.shape
+            sink(cache)
+    """
+    assert roles(body) == (B, S, H, U)  # the second unpacking: the first one's path has returned

@@ -145,6 +145,54 @@ def merged(axes: Shape) -> Axis:
     return UNKNOWN_AXIS
 
 
+def matmul(left: Shape, right: Shape) -> Shape | None:
+    """`left @ right` of two shapes of rank 2 or more: the batch axes broadcast (a role both sides give, or the
+    one side that knows it; unknown where they disagree), then `left`'s rows and `right`'s columns."""
+    if len(left) < 2 or len(right) < 2 or OPEN in left or OPEN in right:
+        return None
+    rank = max(len(left), len(right)) - 2
+    batch = []
+    for position in range(rank):
+        found = [shape[len(shape) - 2 - rank + position] for shape in (left, right)
+                 if len(shape) - 2 - rank + position >= 0]
+        known = [axis for axis in found if axis.known]
+        batch.append(known[0] if known and all(axis.role is known[0].role for axis in known) else
+                     UNKNOWN_AXIS if known else found[0])
+    return (*batch, left[-2], right[-1])
+
+
+def reordered(before: Shape, after: list[list[Axis]]) -> tuple[int, int] | None:
+    """A `view`/`reshape` keeps the order of the elements in memory: its new axes must take the old ones' contents
+    in the same order. `after` lists each new axis's factors (`B * H` is two); the result is the first pair (i, j),
+    i < j, of new axes whose contents come from old axes in the opposite order (`view(B, H, T, D)` of (B, T, C):
+    the heads come out of the features, after the sequence, yet stand before it); None when the order is kept or
+    the roles do not say. A factor's old axis: the one with its role; the heads, where there is no heads axis, come
+    out of the features; features over a heads axis that no new axis keeps fold the heads in; positions out of
+    spatial axes."""
+    sources = [set().union(*(_sources(before, factor, after) for factor in factors)) for factors in after]
+    for j, later in enumerate(sources):
+        for i, earlier in enumerate(sources[:j]):
+            if earlier and later and max(earlier) > min(later):
+                return i, j
+    return None
+
+
+def _sources(before: Shape, factor: Axis, after: list[list[Axis]]) -> set[int]:
+    """The old axes whose contents a new axis's factor holds (empty where its role does not say)."""
+    if not factor.known:
+        return set()
+    with_role = {role: [i for i, axis in enumerate(before) if axis.known and axis.role is role] for role in Role}
+    own = with_role[factor.role]
+    if factor.role is Role.HEADS and not own:
+        return set(with_role[Role.EMBEDDING]) if len(with_role[Role.EMBEDDING]) == 1 else set()
+    if factor.role is Role.EMBEDDING and with_role[Role.HEADS] and \
+            not any(f.known and f.role is Role.HEADS for factors in after for f in factors):
+        return {*with_role[Role.HEADS], *own} if len(own) <= 1 and len(with_role[Role.HEADS]) == 1 else set()
+    if factor.role is Role.SEQUENCE and not own:
+        return set(with_role[Role.SPATIAL])
+    return set(own) if len(own) == 1 else set()
+
+
 def weakened(shape: Shape, note: str) -> Shape:
     """The same roles, each resting on an assumption as well as its evidence (`note` says which): at most a
     warning."""

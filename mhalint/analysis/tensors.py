@@ -223,6 +223,8 @@ class ShapeReader:
             return None
         if isinstance(expr, cst.Call):
             return self._call(expr, scope, use, depth)
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.MatrixMultiply):
+            return self._matmul(expr, scope, use, depth)
         if isinstance(expr, cst.BinaryOperation):  # broadcasting keeps the axes of the larger operand
             spread = singletons.spread(self, expr, scope, use, depth)
             if spread is not None:
@@ -258,6 +260,15 @@ class ShapeReader:
         if bindings is not None and len(bindings) == 1 and bindings[0].value is not None:
             return self.of(bindings[0].value, bindings[0].scope, bindings[0].node, depth + 1)
         return None
+
+    def _matmul(self, expr: cst.BinaryOperation, scope: Scope, use: cst.CSTNode, depth: int) -> Traced | None:
+        """`scores @ v`: the left operand's rows, the right one's columns (`q @ k.transpose(-2, -1)` is (..., L, S));
+        columns of unknown roles where the right operand's are unknown (`x @ self.weight`)."""
+        left = self.of(expr.left, scope, use, depth + 1)
+        if left is None:
+            return None
+        right = self.of(expr.right, scope, use, depth + 1) or Traced(axes.unknown(2))
+        return Traced(left.shape, left.steps + right.steps).then(axes.matmul(left.shape, right.shape), expr, self)
 
     def _picked(self, expr: cst.Subscript, scope: Scope, use: cst.CSTNode, depth: int) -> Traced | None:
         """`qkv[0]` of a tensor a shape operation made (`qkv = x.reshape(...).permute(2, 0, 3, 1, 4)`): its first
@@ -563,14 +574,21 @@ class ShapeReader:
                 if any(isinstance(e, cst.StarredElement) for e in target.elements) \
                         or dataflow.apart(self.ctx, binding.node, use) \
                         or not flags.live(self.ctx, binding.node, binding.scope, self._frames) \
-                        or (reaching.kind != "param" and dataflow.apart(self.ctx, binding.node, reaching.node)):
-                    continue  # a starred target, an unpacking in another branch of an `if` than the use or value, or
-                    # in a branch that cannot run here
+                        or (reaching.kind != "param" and dataflow.apart(self.ctx, binding.node, reaching.node)) \
+                        or not self._reaches(binding, target, use):
+                    continue  # a starred target, an unpacking in another branch of an `if` than the use or value,
+                    # in a branch that cannot run here, or on a path that ends before the use (`return` in its block)
                 shape = self.named_axes(_target_names(target), self._unpacked(binding), lines[index],
                                          f"unpacks the shape of `{name}`", Strength.ESTABLISHED)
                 if shape is not None:
                     return Traced(shape)
         return None
+
+    def _reaches(self, binding: Binding, target: cst.BaseExpression, use: cst.CSTNode) -> bool:
+        """Does some name the unpacking binds still hold its value at `use` (`if ...: B, H, T, D = x.shape; return
+        ...` reaches no read after the `if`)?"""
+        state = dataflow.flow(self.ctx, binding.scope).at(self.ctx, use)
+        return any(found.node is binding.node for name in _target_names(target) for found in state.get(name, ()))
 
     def _unpacked(self, binding: Binding) -> str:
         """The code of a shape unpacking, `B, T, C = x.shape`."""
