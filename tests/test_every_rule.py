@@ -422,11 +422,22 @@ def test_any_local_name_of_the_imports_stays_clean(code, source):
 # MHA006 warns on purpose (never an error) about a class named like torch's MultiheadAttention that comes from
 # another module, which may be a copy of torch's with its layout (test_mha006.py); a local one is followed into.
 WARNS_ON_IMPORTED_COPIES = {"MHA006"}
+# MHA016 reads a tensor's view or reshape, whoever's attention function comes after it: a project object named like
+# torch's changes nothing there, so its findings stay what they are with torch's.
+READS_TENSOR_METHODS = {"MHA016"}
+
+
+def _not_torch(findings: list[Finding], code: str, source: str) -> bool:
+    """No finding where the names are the project's; for READS_TENSOR_METHODS, the same findings as with torch's."""
+    if code in READS_TENSOR_METHODS:
+        return sorted((f.severity, f.message) for f in findings) == \
+            sorted((f.severity, f.message) for f in found(source, code))
+    return findings == []
 
 
 @pytest.mark.parametrize(("code", "source"), _with_torch_imports(INVALID, _ids("invalid")))
 def test_local_classes_named_like_torchs_modules_are_not_torch(code, source):
-    assert found(without_torch_imports(source, local_stand_ins), code) == []
+    assert _not_torch(found(without_torch_imports(source, local_stand_ins), code), code, source)
 
 
 @pytest.mark.parametrize(("code", "source"), _with_torch_imports(INVALID, _ids("invalid")))
@@ -435,7 +446,7 @@ def test_project_modules_named_like_torchs_are_not_torch(code, source):
     if code in WARNS_ON_IMPORTED_COPIES:
         assert all(f.severity < Severity.ERROR for f in findings), findings
     else:
-        assert findings == []
+        assert _not_torch(findings, code, source), findings
 
 
 class _DropTargetImports(cst.CSTTransformer):
@@ -475,7 +486,7 @@ DECOY_PARAMS = [param for param in _with_torch_imports(INVALID, _ids("invalid"))
 
 @pytest.mark.parametrize(("code", "source"), DECOY_PARAMS)
 def test_project_classes_and_functions_of_the_same_names_are_not_torch(code, source):
-    assert found(with_project_names(source, "local"), code) == []
+    assert _not_torch(found(with_project_names(source, "local"), code), code, source)
 
 
 @pytest.mark.parametrize(("code", "source"), DECOY_PARAMS)
@@ -484,4 +495,4 @@ def test_imported_project_classes_and_functions_of_the_same_names_are_not_torch(
     if code in WARNS_ON_IMPORTED_COPIES:
         assert all(f.severity < Severity.ERROR for f in findings), findings
     else:
-        assert findings == []
+        assert _not_torch(findings, code, source), findings
