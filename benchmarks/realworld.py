@@ -27,6 +27,7 @@ The label rules map to mhalint codes as CODES says: R1 batch_first left at its d
 layout (MHA001); R2 mask convention flipped between MHA and SDPA, or 0/1 float keep masks (MHA002, MHA008);
 R3 is_causal without its mask, or SDPA given both (MHA003, MHA009); R4 odd num_heads (MHA004); divisible
 embed_dim not divisible by num_heads (MHA005); mask_layout a per-sample mask tiled with .repeat (MHA006);
+head_split a head split or merge by one view/reshape that reorders axes (MHA016, benchmarks/handwritten.py);
 need_weights attention weights computed and thrown away (MHA007); nan all-masked rows (the runtime guard, no
 static code: such labels count as "no-rule").
 
@@ -54,7 +55,7 @@ CODES = {
     "R1": ("MHA001",), "R2": ("MHA002", "MHA008"), "R3": ("MHA003", "MHA009"), "R4": ("MHA004",),
     "divisible": ("MHA005",), "mask_layout": ("MHA006",), "need_weights": ("MHA007",), "nan": (),
     "dropout": ("MHA011",), "averaged_weights": ("MHA012",), "sdpa_layout": ("MHA013",),
-    "padding_mask_shape": ("MHA014",), "flex_mod": ("MHA015",),
+    "padding_mask_shape": ("MHA014",), "flex_mod": ("MHA015",), "head_split": ("MHA016",),
 }
 
 
