@@ -150,24 +150,3 @@ def test_probe_shows_earlier_positions_moved_by_the_last_token(torch, form, posi
     assert status == CONFIRMED, evidence
     assert re.search(r"moved output positions \[[0-9, ]+\] under is_causal=True", evidence), evidence
     assert positions in evidence and "moves only [5]" in evidence
-
-
-def test_the_merge_of_what_a_method_returns_is_an_error_when_every_axis_is_unpacked(check):
-    found = check("""
-        import torch
-        class Attention(torch.nn.Module):
-            def attend(self, q, k, v):
-                weights = (q @ k.transpose(-2, -1)).softmax(dim=-1)
-                return weights @ v, weights
-
-            def forward(self, x, n_heads):
-                batch_size, sequence_length, hidden_dim = x.shape
-                q = x.reshape(batch_size, sequence_length, n_heads, -1).permute(0, 2, 1, 3)
-                values, weights = self.attend(q, q, q)
-                return values.reshape(batch_size, sequence_length, hidden_dim)
-
-        def fused(q, k, v):
-            return F.scaled_dot_product_attention(q, k, v)
-    """)
-    assert [(f.line, f.severity) for f in found] == [(13, Severity.ERROR)]
-    assert "puts `sequence_length` before `hidden_dim`, against their order in (N, H, L, ?)" in found[0].message

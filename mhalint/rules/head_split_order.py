@@ -5,7 +5,7 @@ from __future__ import annotations
 from mhalint import torchapi
 from mhalint.analysis import axes, dataflow
 from mhalint.analysis.axes import OPEN, Axis, Evidence, Role, Strength
-from mhalint.analysis.calls import call_target, project_function
+from mhalint.analysis.calls import call_target
 from mhalint.analysis.names import is_head_count, role_of_size_name
 from mhalint.analysis.tensors import ShapeReader, Traced, literal_int, size_arguments
 from mhalint.analysis.vocabulary import KEEPS_AXES
@@ -42,7 +42,7 @@ class HeadSplitOrder(Rule):
     ## What it does
     Flags a `view` or `reshape` that moves an axis past another: a head split written in one step,
     `x.view(B, H, T, D)` or `x.view(B * H, T, D)` of a (B, T, H * D) tensor, and a merge of a (B, H, T, D) tensor
-    (a product `attn @ v`, or what a function or method of the module returns) to (B, T, H * D) without
+    (a product `attn @ v`) to (B, T, H * D) without
     `.transpose(1, 2)` first. Only views whose sizes count the heads before two more axes, and merges of such
     products, are read: most views in a model are neither. The viewed tensor's axes come from mhalint's shape reader
     (a shape unpacking `B, T, C = x.shape`, a producer with a known layout, a documented shape); the new axes from
@@ -269,14 +269,14 @@ class HeadSplitOrder(Rule):
         return target is not None and target.api == torchapi.SDPA
 
     def _attention_product(self, expr: cst.BaseExpression, scope: Scope, use: cst.CSTNode) -> bool:
-        """Is `expr` what hand-written attention merges: a product (`attn @ v`, `torch.matmul(attn, v)`,
-        `torch.einsum(...)`) or what a function or method of this module returns (`self.attend(q, k, v)`),
-        directly or through one name?"""
+        """Is `expr` what hand-written attention merges, a product (`attn @ v`, `torch.matmul(attn, v)`,
+        `torch.einsum(...)`), directly or through one name? (Not what a helper returns: litgpt's
+        `self.scaled_dot_product_attention(q, k, v)` transposes its output back, which the shape reader does not
+        see, while a comment above the call documents the product inside.)"""
         expr, scope = self._produced(expr, scope, use)
         if isinstance(expr, cst.BinaryOperation):
             return isinstance(expr.operator, cst.MatrixMultiply)
-        return isinstance(expr, cst.Call) and (self.context.qualified_name(expr.func, scope) in _PRODUCTS
-                                               or project_function(self.context, expr, scope) is not None)
+        return isinstance(expr, cst.Call) and self.context.qualified_name(expr.func, scope) in _PRODUCTS
 
     def _report(self, node: cst.Call, sizes: list[cst.BaseExpression], factors: list[list[Axis]], traced: Traced,
                 pair: tuple[int, int], inner: cst.BaseExpression) -> None:
