@@ -28,6 +28,7 @@ layout (MHA001); R2 mask convention flipped between MHA and SDPA, or 0/1 float k
 R3 is_causal without its mask, or SDPA given both (MHA003, MHA009); R4 odd num_heads (MHA004); divisible
 embed_dim not divisible by num_heads (MHA005); mask_layout a per-sample mask tiled with .repeat (MHA006);
 head_split a head split or merge by one view/reshape that reorders axes (MHA016, benchmarks/handwritten.py);
+attention_scale SDPA's scale on a pre-scaled query, or the square root as its scale (MHA017);
 need_weights attention weights computed and thrown away (MHA007); nan all-masked rows (the runtime guard, no
 static code: such labels count as "no-rule").
 
@@ -56,6 +57,7 @@ CODES = {
     "divisible": ("MHA005",), "mask_layout": ("MHA006",), "need_weights": ("MHA007",), "nan": (),
     "dropout": ("MHA011",), "averaged_weights": ("MHA012",), "sdpa_layout": ("MHA013",),
     "padding_mask_shape": ("MHA014",), "flex_mod": ("MHA015",), "head_split": ("MHA016",),
+    "attention_scale": ("MHA017",),
 }
 
 
@@ -131,10 +133,10 @@ def _score(verdict: str, top: Severity | None) -> str:
 
 def _print_table(table) -> None:
     columns = ("TP", "TP-low", "TP-high", "FN", "TN", "TN-info", "FP", "no-rule", "n/a")
-    print(f"{'rule':<14}{'verdict':<9}" + "".join(f"{h:>9}" for h in columns))
+    print(f"{'rule':<16}{'verdict':<9}" + "".join(f"{h:>9}" for h in columns))
     for (rule, verdict), counts in sorted(table.items()):
         cells = [counts[column] for column in columns]
-        print(f"{rule:<14}{verdict:<9}" + "".join(f"{c:>9}" for c in cells))
+        print(f"{rule:<16}{verdict:<9}" + "".join(f"{c:>9}" for c in cells))
 
 
 def _print_rates(table) -> None:
@@ -153,7 +155,7 @@ def _print_rates(table) -> None:
             continue
         recall = f"{found / positives:.2f}" if positives else "n/a"
         precision = f"{found / (found + counts['FP']):.2f}" if found + counts["FP"] else "n/a"
-        print(f"  {rule:<14} recall {recall:>5} ({found}/{positives})   precision {precision:>5}   "
+        print(f"  {rule:<16} recall {recall:>5} ({found}/{positives})   precision {precision:>5}   "
               f"false positives {counts['FP']}")
 
 
