@@ -109,3 +109,22 @@ def test_probe_measures_the_output_and_the_flattened_or_sharpened_rows(torch, fo
     entropy, intended = (float(x) for x in re.search(r"entropy is ([0-9.]+) nats instead of ([0-9.]+)",
                                                       evidence).groups())
     assert (entropy > intended) if form == "twice" else (entropy < intended)
+
+
+def test_a_ratio_holding_a_temperature_on_one_branch_is_a_warning_without_a_fix(check):
+    body = """
+        class Attend(torch.nn.Module):
+            def __init__(self, scale, qk_norm):
+                super().__init__()
+                self.scale = scale
+                self.qk_norm = qk_norm
+            def forward(self, q, k, v):
+                if self.qk_norm:
+                    default_scale = q.shape[-1] ** -0.5
+                    q = q * ({ratio})
+                return F.scaled_dot_product_attention(q, k, v)
+    """
+    found = check(body.format(ratio="default_scale / self.scale"))
+    assert [(f.severity, f.fix) for f in found] == [(Severity.WARNING, None)]
+    assert found[0].message.endswith("when `self.qk_norm`: scaled twice there")
+    assert check(body.format(ratio="self.scale / default_scale")) == []  # undoes SDPA's default: x-transformers' fix

@@ -10,7 +10,7 @@ names with one reaching binding, `*=` and `/=`, and the methods that keep its va
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mhalint.analysis import dataflow
 from mhalint.context import Binding, ModuleContext, Scope
@@ -38,11 +38,14 @@ class Temperature:
 
 @dataclass(frozen=True)
 class Scaling:
-    """A tensor multiplied by a temperature on its way: the statement or expression that did it, and the factor."""
+    """A tensor multiplied by a temperature on its way: the statement or expression that did it, the factor as
+    written there, the temperature in it, and the test of the `if` it sits in when other values may reach too."""
 
     node: cst.CSTNode
     line: int
+    factor: str
     temperature: Temperature
+    condition: str = ""
 
 
 def temperature(ctx: ModuleContext, expr: cst.BaseExpression | None, scope: Scope,
@@ -105,28 +108,51 @@ def scaled_by(ctx: ModuleContext, expr: cst.BaseExpression | None, scope: Scope,
     if expr is None or depth > _MAX_DEPTH:
         return None
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply | cst.Divide):
-        factor = _factor(ctx, expr.operator, expr.right, scope)
+        operand = expr.right
+        factor = _factor(ctx, expr.operator, operand, scope)
         if factor is None and isinstance(expr.operator, cst.Multiply):
-            factor = _factor(ctx, expr.operator, expr.left, scope)
-        return Scaling(expr, ctx.line(expr), factor) if factor is not None else None  # `q * mask`: not followed
+            operand = expr.left
+            factor = _factor(ctx, expr.operator, operand, scope)
+        return Scaling(expr, ctx.line(expr), ctx.code(operand), factor) if factor is not None else None  # `q * mask`
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _KEEPS_VALUES:
         return scaled_by(ctx, expr.func.value, scope, use, depth + 1)
     if isinstance(expr, cst.Subscript):  # `q, k, v = qkv[0], qkv[1], qkv[2]` after a scaling of qkv
         return scaled_by(ctx, expr.value, scope, use, depth + 1)
     if isinstance(expr, cst.Name):
-        binding = dataflow.reaching_one(ctx, ctx.bindings(expr.value, scope), use)
-        if binding is None:
-            return None
-        if binding.kind == "augmented":
-            statement = binding.node
-            factor = _factor(ctx, _plain(statement.operator), statement.value, binding.scope) \
-                if isinstance(statement.operator, cst.MultiplyAssign | cst.DivideAssign) else None
-            if factor is not None:
-                return Scaling(statement, ctx.line(statement), factor)
-            return scaled_by(ctx, expr, binding.scope, statement, depth + 1)
-        if binding.kind in ("assign", "unpack") and binding.value is not None:
-            return scaled_by(ctx, binding.value, binding.scope, binding.node, depth + 1)
+        reaching = dataflow.reaching(ctx, ctx.bindings(expr.value, scope), use)
+        found = [_through(ctx, expr, binding, depth) for binding in reaching]
+        scaled = [scaling for scaling in found if scaling is not None]
+        if len(reaching) == 1 or not scaled:
+            return scaled[0] if scaled else None
+        if len(scaled) < len(found):  # some paths scale and others do not: on which one
+            return replace(scaled[0], condition=_condition(ctx, scaled[0].node))
+        return scaled[0]
     return None
+
+
+def _through(ctx: ModuleContext, name: cst.Name, binding: Binding, depth: int) -> Scaling | None:
+    """The scaling a binding of the tensor's name applies or carries."""
+    if binding.kind == "augmented":
+        statement = binding.node
+        factor = _factor(ctx, _plain(statement.operator), statement.value, binding.scope) \
+            if isinstance(statement.operator, cst.MultiplyAssign | cst.DivideAssign) else None
+        if factor is not None:
+            return Scaling(statement, ctx.line(statement), ctx.code(statement.value), factor)
+        return scaled_by(ctx, name, binding.scope, statement, depth + 1)
+    if binding.kind in ("assign", "unpack") and binding.value is not None:
+        return scaled_by(ctx, binding.value, binding.scope, binding.node, depth + 1)
+    return None
+
+
+def _condition(ctx: ModuleContext, node: cst.CSTNode) -> str:
+    """The test of the innermost `if` around `node` (`not (...)` in its `else`), or "one path"."""
+    child, parent = node, ctx.parent(node)
+    while parent is not None and not isinstance(parent, cst.FunctionDef | cst.Module):
+        if isinstance(parent, cst.If) and child is not parent.test:
+            test = ctx.code(parent.test)
+            return test if child is parent.body else f"not ({test})"
+        child, parent = parent, ctx.parent(parent)
+    return "one path"
 
 
 def _plain(operator: cst.BaseAugOp) -> cst.BaseBinaryOp:
@@ -137,8 +163,27 @@ def _factor(ctx: ModuleContext, operator: cst.BaseBinaryOp, operand: cst.BaseExp
             scope: Scope) -> Temperature | None:
     """The temperature a `*` or `/` by `operand` applies, `inverted` when it scales up: `* d ** -0.5` and
     `/ sqrt(d)` scale down, `* sqrt(d)` and `/ d ** -0.5` up."""
-    found = temperature(ctx, operand, scope)
-    if found is None:
+    power, found = _power(ctx, operand, scope)
+    if isinstance(operator, cst.Divide):
+        power = -power
+    if power == 0 or found is None:
         return None
-    up = found.inverted != isinstance(operator, cst.Divide)
-    return Temperature(found.root, found.written, found.line, up)
+    return Temperature(found.root, found.written, found.line, power < 0)
+
+
+def _power(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope,
+           depth: int = 0) -> tuple[int, Temperature | None]:
+    """How many temperatures `expr` multiplies by (1/sqrt(d) counts 1, sqrt(d) -1: `default_scale / self.scale`
+    counts 1, `self.scale / default_scale` -1), and the first one written."""
+    found = temperature(ctx, expr, scope)
+    if found is not None:
+        return (-1 if found.inverted else 1), found
+    if depth < _MAX_DEPTH and isinstance(expr, cst.BinaryOperation) \
+            and isinstance(expr.operator, cst.Multiply | cst.Divide):
+        left, right = _power(ctx, expr.left, scope, depth + 1), _power(ctx, expr.right, scope, depth + 1)
+        sign = -1 if isinstance(expr.operator, cst.Divide) else 1
+        return left[0] + sign * right[0], left[1] or right[1]
+    binding = _one_binding(ctx, expr, scope) if depth < _MAX_DEPTH else None
+    if binding is not None and binding.kind == "assign" and binding.value is not None:
+        return _power(ctx, binding.value, binding.scope, depth + 1)
+    return 0, None

@@ -23,6 +23,12 @@ SCALED_TWICE = Message(
     "the scores are scaled twice",
     help="pass `scale=1.0` to keep the query's scaling, or drop it",
     explanation=_WHY)
+# The same, on one path: `condition` is the test of the `if` that scales the tensor.
+SCALED_TWICE_WHEN = Message(
+    "F.scaled_dot_product_attention applies {scale} to `{tensor}`, multiplied by `{factor}` (line {line}) when "
+    "`{condition}`: scaled twice there",
+    help="on that path pass `scale=1.0` (or fold the query's scaling into `scale=`)",
+    explanation=_WHY)
 # Fields: `scale` (the argument as written), `fixed` (its inverse).
 SQUARE_ROOT = Message(
     "F.scaled_dot_product_attention gets scale=`{scale}`, the square root itself: the scores are multiplied by "
@@ -39,7 +45,8 @@ class AttentionScale(Rule):
     where `self.scale = head_dim ** -0.5`, `q / math.sqrt(head_dim)`), and the call applies its default scale,
     1/sqrt(E), or another temperature on top. Also flags `scale=` given the square root itself
     (`math.sqrt(head_dim)`, `head_dim ** 0.5`). The temperature is read from how the code writes it (`d ** -0.5`,
-    `1 / math.sqrt(d)`, `torch.rsqrt(d)`), through a name or `self.x` whose one binding writes it; the tensor is
+    `1 / math.sqrt(d)`, `torch.rsqrt(d)`), through a name or `self.x` whose one binding writes it, also in a ratio
+    (`default_scale / self.scale` holds one, `self.scale / default_scale` undoes one); the tensor is
     followed back through names, `*=`, and the methods that keep its values (`view`, `transpose`, ...), to the
     first other call (its projection). Both are errors: the code writes the temperature.
 
@@ -51,7 +58,8 @@ class AttentionScale(Rule):
     sharpens the softmax instead (entropy 0.012, 3.52 off).
 
     ## Known problems
-    A temperature held in a name whose value the code does not show (`self.scale` set from a config, a
+    A scaling on one branch only (`if self.qk_norm: q = q * (default_scale / self.scale)`) is a warning, without a
+    fix. A temperature held in a name whose value the code does not show (`self.scale` set from a config, a
     parameter) is not read: nothing is reported. A scaling applied inside a helper the tensor comes out of
     (`q = self.prescale(q)`) is not followed. A scale built from the model width instead of the head dimension
     is not checked. Only SDPA calls are read; hand-written `softmax(q @ k.transpose(-2, -1) * scale)` is not.
@@ -163,7 +171,7 @@ class AttentionScale(Rule):
             severity=Severity.ERROR,
             headline=(
                 "F.scaled_dot_product_attention applies `scale=self.scale` to `q`, already multiplied by "
-                "`1 / math.sqrt(dim // heads)` (line 14): the scores are scaled twice"
+                "`self.scale` (line 14): the scores are scaled twice"
             ),
             fixed="""
             import math
@@ -232,15 +240,21 @@ class AttentionScale(Rule):
                       scale: cst.BaseExpression | None) -> None:
         ctx = self.context
         given = "its default 1/sqrt(E)" if scale is None or is_none(scale) else f"`scale={ctx.code(scale)}`"
-        evidence = [f"`{ctx.code(scaling.node)}` at line {scaling.line} multiplies it by "
-                    f"`{scaling.temperature.written}` (line {scaling.temperature.line}), 1/sqrt of "
+        evidence = [f"`{ctx.code(scaling.node)}` at line {scaling.line} multiplies it by `{scaling.factor}`, which "
+                    f"holds `{scaling.temperature.written}` (line {scaling.temperature.line}), 1/sqrt of "
                     f"`{ctx.code(scaling.temperature.root)}`",
                     f"the call at line {ctx.line(node)} scales the scores by {given} again"]
+        if scaling.condition:  # only where the branch runs: no fix (`scale=1.0` would unscale the other path)
+            evidence.insert(1, f"it does so when `{scaling.condition}`; on the other path the tensor is not scaled")
+            self.report(node, SCALED_TWICE_WHEN, severity=Severity.WARNING, evidence=evidence,
+                        arguments={"form": "twice"}, scale=given, tensor=ctx.code(expr), factor=scaling.factor,
+                        line=scaling.line, condition=scaling.condition)
+            return
         new = _with_scale(node, target, cst.Float("1.0"))
         fix = self.replacement(node, new, applicability=UNSAFE, title="pass scale=1.0")
         self.report(node, SCALED_TWICE, severity=Severity.ERROR, evidence=evidence, fix=fix,
                     arguments={"form": "twice"}, scale=given, tensor=ctx.code(expr),
-                    factor=scaling.temperature.written, line=scaling.line)
+                    factor=scaling.factor, line=scaling.line)
 
     def _square_root(self, node: cst.Call, target, scale: cst.BaseExpression) -> None:
         ctx = self.context
