@@ -128,3 +128,11 @@ def test_a_ratio_holding_a_temperature_on_one_branch_is_a_warning_without_a_fix(
     assert [(f.severity, f.fix) for f in found] == [(Severity.WARNING, None)]
     assert found[0].message.endswith("when `self.qk_norm`: scaled twice there")
     assert check(body.format(ratio="self.scale / default_scale")) == []  # undoes SDPA's default: x-transformers' fix
+
+
+def test_the_inverse_of_a_written_quotient_is_parenthesised(check):
+    source = _function("pass", "F.scaled_dot_product_attention(q, k, v, scale=1 / head_dim ** -0.5)")
+    found = check(source)
+    fixed, count = apply_fixes(HEAD + textwrap.dedent(source), found, unsafe=True)
+    assert count == 1 and "scale=1 / (1 / head_dim ** -0.5)" in fixed
+    assert check(fixed[len(HEAD):]) == []

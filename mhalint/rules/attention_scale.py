@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mhalint import torchapi
-from mhalint.analysis.calls import call_target, is_none
+from mhalint.analysis.calls import call_target, is_none, with_argument
 from mhalint.analysis.scaling import Scaling, scaled_by, temperature
 from mhalint.analysis.values import resolve
 from mhalint.finding import UNSAFE, Severity
@@ -250,7 +250,7 @@ class AttentionScale(Rule):
                         arguments={"form": "twice"}, scale=given, tensor=ctx.code(expr), factor=scaling.factor,
                         line=scaling.line, condition=scaling.condition)
             return
-        new = _with_scale(node, target, cst.Float("1.0"))
+        new = with_argument(node, target.arguments.by_name.get("scale"), "scale", "1.0")
         fix = self.replacement(node, new, applicability=UNSAFE, title="pass scale=1.0")
         self.report(node, SCALED_TWICE, severity=Severity.ERROR, evidence=evidence, fix=fix,
                     arguments={"form": "twice"}, scale=given, tensor=ctx.code(expr),
@@ -258,13 +258,15 @@ class AttentionScale(Rule):
 
     def _square_root(self, node: cst.Call, target, scale: cst.BaseExpression) -> None:
         ctx = self.context
-        inverse = cst.BinaryOperation(cst.Integer("1"), cst.Divide(), scale)
-        fix = self.replacement(node, _with_scale(node, target, inverse), applicability=UNSAFE,
-                               title="give the inverse of the square root")
+        written = ctx.code(scale)
+        inverse = f"1 / {written}" if isinstance(scale, cst.Name | cst.Attribute | cst.Call | cst.Subscript) or (
+            isinstance(scale, cst.BinaryOperation) and isinstance(scale.operator, cst.Power)) else f"1 / ({written})"
+        fix = self.replacement(node, with_argument(node, target.arguments.by_name.get("scale"), "scale", inverse),
+                               applicability=UNSAFE, title="give the inverse of the square root")
         self.report(node, SQUARE_ROOT, severity=Severity.ERROR, fix=fix,
                     evidence=[f"`{ctx.code(scale)}` is the square root of a size: the scores are multiplied by it"],
                     arguments={"form": "square-root"}, scale=ctx.code(scale),
-                    fixed=ctx.module.code_for_node(inverse))
+                    fixed=inverse)
 
     # ---- the runtime experiment ----
     @staticmethod
@@ -299,16 +301,3 @@ class AttentionScale(Rule):
 def _is_one(ctx, expr: cst.BaseExpression, scope) -> bool:
     value = resolve(ctx, expr, scope)
     return value is not None and value.value == 1
-
-
-def _with_scale(node: cst.Call, target, value: cst.BaseExpression) -> cst.Call:
-    """The call with `scale=value`, replacing the scale it is given."""
-    given = target.arguments.by_name.get("scale")
-    if given is not None:
-        return node.with_changes(args=[arg.with_changes(value=value) if arg is given else arg for arg in node.args])
-    last = node.args[-1]
-    comma = last.comma if last.comma is not cst.MaybeSentinel.DEFAULT else cst.Comma(
-        whitespace_after=cst.SimpleWhitespace(" "))
-    new = cst.Arg(value=value, keyword=cst.Name("scale"), equal=cst.AssignEqual(
-        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
-    return node.with_changes(args=[*node.args[:-1], last.with_changes(comma=comma), new])
