@@ -52,6 +52,12 @@ def is_head_count(name: str) -> bool:
     return bool(_HEADS.match(name))
 
 
+def names_head_count(code: str) -> bool:
+    """Is a size written as a name or a dotted name whose last part counts heads (`self.n_head`, `num_heads`)?"""
+    parts = code.split(".")
+    return all(part.isidentifier() for part in parts) and is_head_count(parts[-1])
+
+
 def _role(word: str) -> Role:
     word = word.strip()
     for pattern, role in ((_BATCH, Role.BATCH), (_SEQUENCE, Role.SEQUENCE), (_EMBEDDING, Role.EMBEDDING),

@@ -6,7 +6,7 @@ from mhalint import torchapi
 from mhalint.analysis import axes, dataflow
 from mhalint.analysis.axes import OPEN, Axis, Evidence, Role, Strength
 from mhalint.analysis.calls import call_target
-from mhalint.analysis.names import is_head_count, role_of_size_name
+from mhalint.analysis.names import is_head_count, names_head_count, role_of_size_name
 from mhalint.analysis.tensors import ShapeReader, Traced, literal_int, size_arguments
 from mhalint.analysis.vocabulary import KEEPS_AXES
 from mhalint.context import Scope
@@ -245,8 +245,7 @@ class HeadSplitOrder(Rule):
             return [axes.UNKNOWN_AXIS]
         axis = self.shapes.size_axis(size, scope, use)
         code = self.context.code(size)
-        if not axis.known and all(part.isidentifier() for part in code.split(".")) and is_head_count(
-                code.rsplit(".", 1)[-1]):
+        if not axis.known and names_head_count(code):
             reason = f"the size `{code}` names the head count"
             axis = Axis(Role.HEADS, Evidence(code, self.context.line(use), reason, Strength.NAMED), code)
         return [axis]

@@ -8,7 +8,7 @@ from mhalint import torchapi
 from mhalint.analysis import dataflow
 from mhalint.analysis.axes import OPEN, Axis, Role, Strength
 from mhalint.analysis.calls import call_target
-from mhalint.analysis.names import is_head_count
+from mhalint.analysis.names import names_head_count
 from mhalint.analysis.tensors import ShapeReader, Traced, literal_int, size_arguments
 from mhalint.analysis.values import resolve
 from mhalint.analysis.vocabulary import KEEPS_AXES
@@ -303,7 +303,7 @@ class SdpaHeadsLayout(Rule):
             return axis.evidence.sentence(), axis.evidence.strength
         if axis.known or not axis.size:
             return None
-        if _dotted(axis.size) and is_head_count(axis.size.rsplit(".", 1)[-1]):
+        if names_head_count(axis.size):
             return f"the size `{axis.size}` names the head count", Strength.NAMED
         return None
 
@@ -439,10 +439,6 @@ class SdpaHeadsLayout(Rule):
 
 def _is(axis: Axis, *roles: Role) -> bool:
     return axis.known and axis.role in roles
-
-
-def _dotted(text: str) -> bool:
-    return all(part.isidentifier() for part in text.split("."))
 
 
 def _flag(ctx, expr, scope) -> bool | None:
