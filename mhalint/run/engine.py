@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
-import gc
 import os
 import sys
 import threading
@@ -26,7 +25,7 @@ from mhalint.parse.lazy import cst
 from mhalint.parse.source import decode
 from mhalint.parse.trusted_parse import BodyParseError, unvalidated_nodes
 from mhalint.rule import Rule, runtime_only
-from mhalint.run import deep_stack, noqa
+from mhalint.run import collector, deep_stack, noqa
 from mhalint.run.budget import FileBudget, Limits, TooComplex
 from mhalint.run.diagnostics import (
     INTERNAL_ERROR,
@@ -187,7 +186,8 @@ class Checker:
         self.project = project
         project.will_check(path for path, _, _ in parse)
         try:
-            self._run(parse, jobs, checked)
+            with collector.batch():
+                self._run(parse, jobs, checked)
         finally:
             self.project = None
         for index in sorted(failures_by_index):
@@ -280,7 +280,7 @@ class Checker:
 
     def _check_matched(self, source: bytes, path: str, result: Result, cancel: threading.Event | None = None,
                        reuse: Reparser | None = None) -> list[Finding]:
-        with _collector_paused():
+        with collector.paused():
             return deep_stack.run(self._check, source, path, result, cancel, reuse)
 
     def _check(self, source: bytes, path: str, result: Result, cancel: threading.Event | None,
@@ -407,21 +407,6 @@ def _python_parse(text: str, path: str, limits: Limits) -> ast.Module | Finding:
         return engine_finding(path, PARSE_ERROR, message, error.lineno or 1, error.offset or 1)
     except (RecursionError, MemoryError):
         return engine_finding(path, PARSE_ERROR, "the code is nested deeper than Python's parser accepts")
-
-
-@contextlib.contextmanager
-def _collector_paused():
-    """No cyclic garbage collection while one file is checked: a parse allocates hundreds of thousands of nodes,
-    and each allocation-triggered pass would walk the growing tree again (about 15% of a parse). The tree holds
-    no cycles, and the engine breaks those the analyses build on it (ModuleContext.release), so the file's objects
-    are freed when it is done without a collector pass over them."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 @contextlib.contextmanager
