@@ -72,6 +72,7 @@ class Loops:
         self.active: dict[int, T | None] = {}  # the bindings being read -> the value assumed where met again
         self.met: dict[int, int] = {}  # a binding being read -> how often a reading met it again
         self.open = 0  # how often a reading met a binding still being read further up
+        self.met_active = 0  # how often any reading met a binding being read (its answer depends on the loop)
 
     def follow(self, reached: list[Binding], read: Callable[[Binding], T | None], same: Callable[[T, T], bool],
                mark: Callable[[], Callable[[], None]] = lambda: lambda: None) -> list[T | None]:
@@ -81,6 +82,7 @@ class Loops:
         for binding in reached:
             key = id(binding)
             if key in self.active:
+                self.met_active += 1
                 if self.active[key] is not None:
                     found.append(self.active[key])
                 else:

@@ -118,6 +118,8 @@ class ShapeReader:
         self._stops: list[Stop] | None = None  # where the question being answered has stopped so far
         self._known: dict[int, Traced] = {}  # bindings (by id) whose roles their uses show, for a second trace
         self._failed: list[Binding] | None = None  # the bindings whose trace failed in the question being answered
+        self._cuts = 0  # traces cut short at _MAX_DEPTH so far
+        self._deepest = 0  # the deepest step the trace being answered has reached
         self.uses = uses.UseReader(self)  # the module, not the name: uses.py reads this one's at call time
 
     def of(self, expr: cst.BaseExpression | None, scope: Scope, use: cst.CSTNode, depth: int = 0) -> Traced | None:
@@ -178,16 +180,53 @@ class ShapeReader:
     def _tracked(self, expr, scope: Scope, use: cst.CSTNode, depth: int) -> Traced | None:
         """`_of`, keeping the stops recorded on the way only when it fails; a failure that recorded none stops at
         `expr` itself (not at a name: its bindings say where they stop, and one being followed already, a loop's
-        `x = f(x)`, is no stop)."""
+        `x = f(x)`, is no stop). Memoised where the answer is the reader's own (`_reused`)."""
+        key = self._inner_key(expr, scope, use)
+        if key is not None:
+            kept = self.ctx.memo.get("inner shapes", {}).get(key)
+            if kept is not None and depth + kept[3] <= _MAX_DEPTH:
+                self._stops.extend(kept[1])
+                self._failed.extend(kept[2])
+                self._deepest = max(self._deepest, depth + kept[3])
+                return kept[0]
         before = len(self._stops) if self._stops is not None else 0
-        traced = self._of(expr, scope, use, depth)
-        if self._stops is not None:
-            if traced is not None:
-                del self._stops[before:]
-            elif len(self._stops) == before and expr is not None and not isinstance(expr, cst.Name):
-                detail = f"mhalint follows a value through {_MAX_DEPTH} steps" if depth > _MAX_DEPTH else ""
-                self._stops.append(Stop("opaque", self, expr, detail=detail))
+        failed, marks, outer = len(self._failed or ()), self._marks(), self._deepest
+        self._deepest = depth
+        try:
+            traced = self._of(expr, scope, use, depth)
+            if self._stops is not None:
+                if traced is not None:
+                    del self._stops[before:]
+                elif len(self._stops) == before and expr is not None and not isinstance(expr, cst.Name):
+                    detail = f"mhalint follows a value through {_MAX_DEPTH} steps" if depth > _MAX_DEPTH else ""
+                    self._stops.append(Stop("opaque", self, expr, detail=detail))
+            if key is not None and self._marks() == marks:
+                self.ctx.memo.setdefault("inner shapes", {})[key] = (
+                    traced, tuple(self._stops[before:]), tuple(self._failed[failed:]), self._deepest - depth, expr, use)
+        finally:
+            self._deepest = max(outer, self._deepest)
         return traced
+
+    def _inner_key(self, expr, scope: Scope, use: cst.CSTNode) -> tuple | None:
+        """The memo key of a question met inside another whose answer depends on nothing being followed: no call
+        followed into its function (`_env`, `_frames`), no roles assumed from uses (`_known`), not inside a
+        reading of uses (which reads none), its stops and failed bindings recorded (to be replayed). Whether it
+        met a binding being read in a loop, an analysis's answer still being computed, or the step limit, is
+        known only afterwards (`_marks`); the step limit also needs the steps it took (`_deepest`)."""
+        if self._env or self._frames or self._known or self.uses.busy or self._stops is None or self._failed is None:
+            return None
+        return id(expr), id(scope), id(use), self.file
+
+    def _marks(self) -> tuple[int, int, int]:
+        return self._cuts, self._loops.met_active, self.ctx.pending_reads
+
+    def _too_deep(self, depth: int) -> bool:
+        """Past the steps a trace follows (counted: an answer cut short is not memoised)."""
+        self._deepest = max(self._deepest, depth)
+        if depth > _MAX_DEPTH:
+            self._cuts += 1
+            return True
+        return False
 
     def _stop(self, kind: str, node=None, **details) -> None:
         if self._stops is not None:
@@ -219,7 +258,7 @@ class ShapeReader:
         return shown or documented
 
     def _of(self, expr: cst.BaseExpression | None, scope: Scope, use: cst.CSTNode, depth: int) -> Traced | None:
-        if expr is None or depth > _MAX_DEPTH:
+        if expr is None or self._too_deep(depth):
             return None
         if isinstance(expr, cst.Call):
             return self._call(expr, scope, use, depth)
@@ -315,7 +354,7 @@ class ShapeReader:
         if isinstance(expr, cst.List | cst.Tuple | cst.Dict):
             entries = _entries(expr, key)
             return [self.of(value, scope, use, depth + 1) for value in entries] if entries is not None else None
-        if not isinstance(expr, cst.Name) or depth > _MAX_DEPTH:
+        if not isinstance(expr, cst.Name) or self._too_deep(depth):
             return None
         found: list[Traced | None] = []
         for binding in _built(self.ctx, self.ctx.bindings(expr.value, scope), use) or [None]:
@@ -1002,7 +1041,7 @@ class ShapeReader:
     def _size_items(self, expr: cst.BaseExpression, scope: Scope, use, depth: int = 0) -> list[Axis | None] | None:
         """A shape written as a list: `[-1, L, E]`, `[-1] + shape[-2:]` where `shape = list(x.size())`,
         `x.shape[:2] + (-1,)`."""
-        if depth > _MAX_DEPTH:
+        if self._too_deep(depth):
             return None
         if isinstance(expr, cst.List | cst.Tuple):
             if any(isinstance(element, cst.StarredElement) for element in expr.elements):
@@ -1057,7 +1096,7 @@ class ShapeReader:
     def size_axis(self, size: cst.BaseExpression, scope: Scope, use, depth: int = 0) -> Axis:
         """The axis a size expression describes: from the unpacking or `x.size(i)` that bound it (established),
         or from its name alone (named); `B * H` holds the batch."""
-        if depth > _MAX_DEPTH:
+        if self._too_deep(depth):
             return axes.UNKNOWN_AXIS
         code = self.ctx.code(size)
         if isinstance(size, cst.BinaryOperation) and isinstance(size.operator, cst.Multiply):

@@ -32,28 +32,28 @@ class UseReader:
     def __init__(self, shapes):
         self.shapes = shapes
         self.ctx = shapes.ctx
-        self._busy = False  # a use's own operands are traced forward only: no use-reading inside use-reading
+        self.busy = False  # a use's own operands are traced forward only: no use-reading inside use-reading
 
     def of_binding(self, binding: Binding):
         """The roles the uses of `binding`'s value show, or None (also when uses disagree: a conflict)."""
-        if self._busy:
+        if self.busy:
             return None
-        self._busy = True
+        self.busy = True
         try:
             return self._agreed([self._of_expr(use, binding.scope, 0) for use in dataflow.uses(self.ctx, binding)])
         finally:
-            self._busy = False
+            self.busy = False
 
     def of_output(self, call: cst.Call, scope: Scope, element: int | None):
         """The roles the uses of a module call's output show (element `element` of the tuple it returns): the
         output of an attention module has its query's axes."""
-        if self._busy:
+        if self.busy:
             return None
-        self._busy = True
+        self.busy = True
         try:
             return self._of_output(call, scope, element)
         finally:
-            self._busy = False
+            self.busy = False
 
     def _of_output(self, call: cst.Call, scope: Scope, element: int | None):
         if element is None:
@@ -162,11 +162,11 @@ class UseReader:
             finally:
                 del self.shapes._env[len(self.shapes._env) - len(bound):]
         else:
-            reader._busy = True
+            reader.busy = True
             try:
                 inside = reader._binding(binding, depth)
             finally:
-                reader._busy = False
+                reader.busy = False
         if inside is not None:
             owner = f"{function.enclosing_class.name}.{function.name}" if function.enclosing_class else function.name
             inside = _noted(inside, f"`{self.ctx.code(call.func)}` at line {self.ctx.line(call)} passes it as "
