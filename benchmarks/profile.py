@@ -11,8 +11,13 @@ A serial run's phases are CPU time spent one after the other; a parallel run spr
 prefilter, import index) and then the parse and analysis over worker processes. The figures come from wall clocks on
 a shared machine: run it twice and read the shares, not the third digit.
 
+With `--calls`, no timer: the run is counted instead, in Python function calls (cProfile's count, in the main
+thread and in the thread that checks each file). The count is work that the machine's load does not move, so two
+commits compare by it on a busy machine, where their times would not (it moves by a few calls from run to run
+with the order of sets of strings).
+
 Usage:
-    python benchmarks/profile.py [TREE]     (default /tmp/mhalint-speed-corpus/tree; build it with speed.py)
+    python benchmarks/profile.py [--calls] [TREE]   (default /tmp/mhalint-speed-corpus/tree; build it with speed.py)
 """
 
 from __future__ import annotations
@@ -182,25 +187,66 @@ def startup_seconds() -> float:
     return min(once() for _ in range(3))
 
 
+def counted_calls(check):
+    """`check()`'s result and the Python function calls it made, in this thread and in the thread that checks each
+    file (mhalint.run.deep_stack), where a profiler is switched on around each check."""
+    import _lsprof  # cProfile's profiler: `import cProfile` would import this script, which shadows `profile`
+
+    from mhalint.run import deep_stack
+
+    here, in_checks, submit = _lsprof.Profiler(), _lsprof.Profiler(), deep_stack.run
+
+    def profiled(function, *arguments):
+        def checking(*inner):
+            in_checks.enable()
+            try:
+                return function(*inner)
+            finally:
+                in_checks.disable()
+        return submit(checking, *arguments)
+
+    deep_stack.run = profiled
+    here.enable()
+    try:
+        result = check()
+    finally:
+        here.disable()
+        deep_stack.run = submit
+    return result, sum(entry.callcount for profile in (here, in_checks) for entry in profile.getstats())
+
+
 def main() -> None:
-    tree = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_TREE
+    arguments = [argument for argument in sys.argv[1:] if argument != "--calls"]
+    calls_only = len(arguments) < len(sys.argv) - 1
+    tree = Path(arguments[0]) if arguments else DEFAULT_TREE
     if not tree.is_dir():
         sys.exit(f"{tree}: no such directory (python benchmarks/speed.py builds the default corpus)")
-    startup = startup_seconds()
+    startup = 0.0 if calls_only else startup_seconds()
     from mhalint.configuration.settings import resolve
     from mhalint.report import concise
     from mhalint.rule import load_rules
     from mhalint.run.engine import Checker
 
     phases, parses = Phases(), Parses()
-    instrument(phases, parses)
+    if not calls_only:
+        instrument(phases, parses)
     settings = resolve(load_rules(), [tree], config_path=None, select=None, extend_select=[], ignore=None,
                        exclude=None, extend_exclude=[], respect_gitignore=None, min_severity=None,
                        probe_timeout=None, probe_total_timeout=None, probe_memory=None, isolated=True)
     checker = Checker(settings.selection.rules, unused_noqa=True, budget=settings.file_budget)
+
+    def check():
+        return checker.check_paths([tree], jobs=1, respect_gitignore=settings.respect_gitignore,
+                                   exclude=settings.exclude, default_exclude=settings.default_exclude)
+
+    if calls_only:
+        result, calls = counted_calls(check)
+        shown = sum(settings.reports(finding) for finding in result.findings)
+        print(f"mhalint profile: {tree}, {result.files_checked:,} files, {shown} findings, one process")
+        print(f"Python function calls: {calls:,}")
+        return
     start = time.perf_counter()
-    result = checker.check_paths([tree], jobs=1, respect_gitignore=settings.respect_gitignore,
-                                 exclude=settings.exclude, default_exclude=settings.default_exclude)
+    result = check()
     report_start = time.perf_counter()
     shown = [finding for finding in result.findings if settings.reports(finding)]
     io.StringIO().write(concise.render(shown))

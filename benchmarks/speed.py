@@ -20,8 +20,12 @@ sum: the memory of all the run's processes, each page once.
 mhalint exiting 1 (findings) counts as success; any other failure is printed and makes the script exit 1.
 The script uses the standard library only; everything else runs in subprocesses.
 
+With `--before PYTHON` (a Python where an earlier commit of mhalint is installed), that mhalint's cold run joins
+the rounds as `before`, and the report compares the two cold runs (wall and CPU medians): changes compared
+in the same interleaved rounds, not across runs made at different times on a shared machine.
+
 Usage:
-    python benchmarks/speed.py [--rounds 3] [--corpus-dir /tmp/mhalint-speed-corpus] [--quick]
+    python benchmarks/speed.py [--rounds 3] [--corpus-dir /tmp/mhalint-speed-corpus] [--quick] [--before PYTHON]
 """
 
 from __future__ import annotations
@@ -507,6 +511,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", default=None,
                         help="the Python that has mhalint (and torch, for the corpus) [repo's .venv, else this one]")
     parser.add_argument("--ruff-version", default=RUFF_PIN, help=f"ruff installed for the baseline [{RUFF_PIN}]")
+    parser.add_argument("--before", metavar="PYTHON", default=None,
+                        help="a Python with an earlier mhalint: its cold run joins the interleaved rounds as "
+                             "`before`, and the two cold runs are compared (issue 35: no slower than before)")
     options = parser.parse_args(argv)
     if options.rounds < 1:
         parser.error("--rounds must be at least 1")
@@ -585,6 +592,10 @@ def main(argv: list[str] | None = None) -> int:
         Command("1 file +", single_argv + [str(with_attention)], (0, 1), base_env, fresh_cache),
         Command("1 file -", single_argv + [str(without_attention)], (0, 1), base_env, fresh_cache),
     ]
+    if options.before:
+        before_script = Path(options.before).parent / "mhalint"
+        before = [str(before_script)] if before_script.exists() else [options.before, "-m", "mhalint"]
+        commands.append(Command("before", before + cold_argv[len(mhalint):], (0, 1), base_env, fresh_cache))
     by_name = {command.name: command for command in commands}
 
     say("tools:")
@@ -691,6 +702,11 @@ def main(argv: list[str] | None = None) -> int:
             verdict += f"; stretch <= {stretch}: {'met' if value <= stretch else 'not met'}"
         say(f"{name:<20} {value:>8.2f}  <= {target}: {verdict}")
     say(f"{'1 file - wall (s)':<20} {medians['1 file -']:>8.2f}  (no target; the file has no trigger word)")
+    if options.before:
+        cpu = {name: statistics.median(r.cpu for r in by_name[name].runs) for name in ("cold", "before")}
+        say(f"{'cold / before':<20} {medians['cold'] / medians['before']:>8.2f}  wall medians; CPU "
+            f"{cpu['cold'] / cpu['before']:.2f}; before: {medians['before'] / medians['ruff']:.2f}x ruff, "
+            f"{version_of(before + ['--version'], work)} ({options.before})")
 
     import_env = base_env | fresh_cache()
     plain_imports = imported(python, ["check"] + (["--no-cache"] if no_cache else []) + [str(without_attention)],

@@ -30,3 +30,20 @@ def test_every_phase_of_a_serial_run_is_timed(tmp_path: Path):
     assert counted is not None and bodies is not None, completed.stdout
     assert int(counted[1]) + int(bodies[2].replace(",", "")) == int(calls["libcst parse"])
     assert counted[2] == counted[1] and counted[3] == "0"
+
+
+def test_calls_counts_the_work_of_a_serial_run(tmp_path: Path):
+    """`--calls`: the run counted in Python function calls instead of timed; a tree with files to check costs
+    more calls than the same tree without them."""
+    def calls(tree: Path) -> int:
+        completed = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "profile.py"), "--calls", str(tree)],
+                                   capture_output=True, text=True, timeout=120)
+        assert completed.returncode == 0, completed.stderr
+        found = re.search(r"^Python function calls: ([\d,]+)$", completed.stdout, re.M)
+        assert found is not None, completed.stdout
+        return int(found[1].replace(",", ""))
+
+    shutil.copytree(ROOT / "examples", tmp_path / "tree")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "plain.py").write_text("x = 1\n")
+    assert calls(tmp_path / "tree") > 10 * calls(tmp_path / "empty") > 0
