@@ -483,6 +483,9 @@ class ModuleContext:
         return None
 
 
+_CHECK_EVERY = 64  # nodes walked between two looks at the budget: well under a millisecond
+
+
 def scoped_walk(root: cst.CSTNode, scope: Scope, scopes: Mapping[cst.CSTNode, Scope], scope_types: frozenset,
                 check: Callable[[], None], parents: dict[cst.CSTNode, cst.CSTNode],
                 indexed: Callable[[cst.CSTNode, Scope], None], walker: Callable, parent: cst.CSTNode | None = None,
@@ -496,9 +499,14 @@ def scoped_walk(root: cst.CSTNode, scope: Scope, scopes: Mapping[cst.CSTNode, Sc
     path: list[cst.CSTNode] = [parent] if parent is not None else []
     stack = [scope]
     call_type, assignment_types = cst.Call, (cst.Assign, cst.AugAssign)
+    until_check = 1
 
     def enter(node: cst.CSTNode) -> bool:
-        check()  # the file's time and memory budget (mhalint.run.budget): cooperative, in this thread
+        nonlocal until_check
+        until_check -= 1
+        if not until_check:  # the file's time and memory budget (mhalint.run.budget): cooperative, in this thread
+            until_check = _CHECK_EVERY
+            check()
         if path:
             parents[node] = path[-1]
         path.append(node)

@@ -15,15 +15,19 @@ from mhalint.parse.lazy import cst
 _TRIVIA = {"lpar", "rpar", "comma", "semicolon", "leading_lines", "lines_after_decorators", "trailing_whitespace",
            "header", "footer", "colon", "first_colon", "second_colon", "dot", "equal", "lbracket", "rbracket",
            "lbrace", "rbrace", "asynchronous"}
-_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def _code_fields(node_type: type) -> tuple[str, ...]:
-    names = _FIELDS.get(node_type)
-    if names is None:
-        names = _FIELDS[node_type] = tuple(f.name for f in dataclasses.fields(node_type)
-                                           if f.name not in _TRIVIA and not f.name.startswith("whitespace"))
-    return names
+class _CodeFields(dict):
+    """node type -> the names of its fields that may hold code, in declaration order (filled as types are met: a
+    dict lookup per node, not a call)."""
+
+    def __missing__(self, node_type: type) -> tuple[str, ...]:
+        self[node_type] = names = tuple(f.name for f in dataclasses.fields(node_type)
+                                        if f.name not in _TRIVIA and not f.name.startswith("whitespace"))
+        return names
+
+
+_CODE_FIELDS = _CodeFields()
 
 
 def walk(node: cst.CSTNode, enter: Callable[[cst.CSTNode], bool], leave: Callable[[cst.CSTNode], None]) -> None:
@@ -32,22 +36,22 @@ def walk(node: cst.CSTNode, enter: Callable[[cst.CSTNode], bool], leave: Callabl
     as it stays."""
     if _HOLDERS[type(node)]:
         _parse_pending(node)
-    _walk(node, enter, leave, _code_fields)
+    _walk(node, enter, leave, _CODE_FIELDS)
 
 
 def walk_parsed(node: cst.CSTNode, enter: Callable[[cst.CSTNode], bool], leave: Callable[[cst.CSTNode], None],
                 pending: Callable[[cst.CSTNode], None]) -> None:
     """`walk`, leaving out the function bodies not parsed yet: `pending(function)` is called where such a body
     would be walked (an index of what is parsed so far keeps its place)."""
-    _walk(node, enter, leave, _parsed_fields, pending)
+    _walk(node, enter, leave, _PARSED_FIELDS, pending)
 
 
 def _walk(node: cst.CSTNode, enter: Callable[[cst.CSTNode], bool], leave: Callable[[cst.CSTNode], None],
-          fields: Callable[[type], tuple[str | None, ...]],
+          fields: dict[type, tuple[str | None, ...]],
           pending: Callable[[cst.CSTNode], None] | None = None) -> None:
     if not enter(node):
         return
-    for name in fields(type(node)):
+    for name in fields[type(node)]:
         if name is None:
             pending(node)
             continue
@@ -85,18 +89,20 @@ class _Holders(dict):
 
 
 _HOLDERS = _Holders()
-_PARSED_FIELDS: dict[type, tuple[str | None, ...]] = {}
 
 
-def _parsed_fields(node_type: type) -> tuple[str | None, ...]:
-    """The code fields, with None in place of a body not parsed yet."""
-    names = _PARSED_FIELDS.get(node_type)
-    if names is None:
-        names = _code_fields(node_type)
+class _ParsedFields(dict):
+    """node type -> its code fields, with None in place of a body not parsed yet."""
+
+    def __missing__(self, node_type: type) -> tuple[str | None, ...]:
+        names: tuple[str | None, ...] = _CODE_FIELDS[node_type]
         if getattr(node_type, "body_pending", False):  # mhalint.parse.lazy_bodies.LazyFunctionDef
             names = tuple(None if name == "body" else name for name in names)
-        _PARSED_FIELDS[node_type] = names
-    return names
+        self[node_type] = names
+        return names
+
+
+_PARSED_FIELDS = _ParsedFields()
 
 
 class _NodeTypes(dict):
