@@ -69,6 +69,18 @@ def test_a_factory_written_in_place_takes_the_kind_of_what_is_written(writes, ki
     assert found.kind == kind and found.evidence[0] == "`m = torch.ones(4, 6)` at line 4 is filled with 1"
 
 
+def test_a_factory_written_in_place_at_module_level_takes_the_kind_of_what_is_written():
+    found = read("m = torch.ones(4, 6)\nm.masked_fill_(pad, -1e9)\nsink(m)\n")
+    assert found.kind == ADDITIVE
+
+
+def test_writes_inside_a_nested_function_or_class_are_not_the_scopes_own():
+    nested = ("def f(x):\n    m = torch.zeros(4, 6)\n    m[:, 2:] = 1\n    def g():\n        m.add_(x)\n"
+              "    class C:\n        m.add_(x)\n    sink(m)\n")
+    assert read(nested).kind == ZERO_ONE
+    assert read(nested.replace("    def g():\n        m.add_(x)\n", "    m.add_(x)\n")) is None
+
+
 @pytest.mark.parametrize("writes", ["m[:, n:] = x", "m += x", "m.add_(x)", "m[:, n:] = 0.5"])
 def test_a_factory_written_with_computed_values_is_unknown(writes):
     assert read(f"def f(x, n):\n    m = torch.zeros(4, 6)\n    {writes}\n    sink(m)\n") is None

@@ -33,6 +33,7 @@ from mhalint.analysis.vocabulary import (
 from mhalint.context import ModuleContext, Scope
 from mhalint.finding import shorten
 from mhalint.parse.lazy import cst
+from mhalint.parse.walk import walk, walk_parsed
 from mhalint.torchapi import IGNORE, KEEP
 
 BOOL, ADDITIVE, ZERO_ONE, INTEGER = "bool", "additive", "0/1 float", "integer"
@@ -557,42 +558,43 @@ def _plain_name(expr) -> str | None:
 
 def _writes(scope: Scope, name: str) -> list[tuple[cst.CSTNode, cst.BaseExpression | None]]:
     """In-place writes to `name` in the scope, with the value written (None when it is not a plain value):
-    `name[...] = v`, `name.fill_(v)`, `name[...].fill_(v)`, `name.masked_fill_(c, v)`, `name[...].zero_()`."""
+    `name[...] = v`, `name.fill_(v)`, `name[...].fill_(v)`, `name.masked_fill_(c, v)`, `name[...].zero_()`.
+    Nested functions and classes are not looked into."""
+    found: list[tuple[cst.CSTNode, cst.BaseExpression | None]] = []
 
-    class _Collect(cst.CSTVisitor):
-        def __init__(self):
-            self.found: list[tuple[cst.CSTNode, cst.BaseExpression | None]] = []
-
-        def visit_FunctionDef(self, node):
-            return node is scope.node
-
-        def visit_ClassDef(self, node):
-            return False
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            for target in node.targets:
-                if isinstance(target.target, cst.Subscript) and _plain_name(target.target.value) == name:
-                    self.found.append((node, node.value))
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+    def enter(node: cst.CSTNode) -> bool:
+        kind = type(node)  # concrete node classes, compared by type (isinstance goes through libcst's ABCMeta)
+        if kind is cst.Assign:
+            found.extend((node, node.value) for target in node.targets
+                         if type(target.target) is cst.Subscript and _plain_name(target.target.value) == name)
+        elif kind is cst.AugAssign:
             if _plain_name(node.target) == name:
-                self.found.append((node, None))
+                found.append((node, None))
+        elif kind is cst.Call:
+            _write_call(node, name, found)
+        return kind is not cst.ClassDef and (node is scope.node or not isinstance(node, cst.FunctionDef))
 
-        def visit_Call(self, node: cst.Call) -> None:
-            func = node.func
-            if not (isinstance(func, cst.Attribute) and func.attr.value.endswith("_")
-                    and _plain_name(func.value) == name):
-                return
-            method = func.attr.value
-            if method == "zero_":
-                self.found.append((node, cst.Integer("0")))
-            elif method == "fill_" and len(node.args) == 1:
-                self.found.append((node, node.args[0].value))
-            elif method == "masked_fill_" and len(node.args) == 2:
-                self.found.append((node, node.args[1].value))
-            elif method not in SHAPE_ONLY:
-                self.found.append((node, None))
+    if isinstance(scope.node, cst.FunctionDef):
+        walk(scope.node, enter, _nothing)  # its body parsed first, if it was left for later (parse.lazy_bodies)
+    else:  # the bodies left for later are those of functions, which are not looked into
+        walk_parsed(scope.node, enter, _nothing, _nothing)
+    return found
 
-    collector = _Collect()
-    scope.node.visit(collector)
-    return collector.found
+
+def _nothing(node: cst.CSTNode) -> None:
+    return None
+
+
+def _write_call(node: cst.Call, name: str, found: list) -> None:
+    func = node.func
+    if not (type(func) is cst.Attribute and func.attr.value.endswith("_") and _plain_name(func.value) == name):
+        return
+    method = func.attr.value
+    if method == "zero_":
+        found.append((node, cst.Integer("0")))
+    elif method == "fill_" and len(node.args) == 1:
+        found.append((node, node.args[0].value))
+    elif method == "masked_fill_" and len(node.args) == 2:
+        found.append((node, node.args[1].value))
+    elif method not in SHAPE_ONLY:
+        found.append((node, None))
