@@ -67,7 +67,10 @@ def _role(word: str) -> Role:
     return Role.UNKNOWN
 
 
+_FACTOR_BREAKS = re.compile(r"[\s*x×()]+")
+
+
 def _is_product_of_spatial(word: str) -> bool:
     """`H*W`, `HxW`, `(h w)`, `h w`: flattened positions, a sequence."""
-    parts = [part for part in re.split(r"[\s*x×()]+", word.strip()) if part]
+    parts = [part for part in _FACTOR_BREAKS.split(word.strip()) if part]
     return len(parts) >= 2 and all(_SPATIAL.match(part) for part in parts)

@@ -587,10 +587,13 @@ def _from_imports(raw: bytes) -> Iterator[re.Match[bytes]]:
             yield match
 
 
+_COMMENT = re.compile(rb"#[^\n]*")
+
+
 def _imported_names(written: bytes) -> list[tuple[str, str]]:
     """(name, local name) of the names an import lists: classes (capitalised, what most questions are about) and
     functions (a factory that builds a project class, `build_transformer`)."""
-    text = re.sub(rb"#[^\n]*", b"", written).strip(b"() \t\r\n\\").decode("ascii", "replace")
+    text = _COMMENT.sub(b"", written).strip(b"() \t\r\n\\").decode("ascii", "replace")
     found = []
     for part in text.split(","):
         words = part.split()

@@ -427,7 +427,8 @@ class FlexModConvention(Rule):
         ctx, scope = self.context, self.scope
         name = ctx.qualified_name(node.func, scope) or ""
         short = name[len(torchapi.FLEX_MODULE):] if name.startswith(torchapi.FLEX_MODULE) else ""
-        line = ctx.line(node) if short or self._is_flex(node.func, scope) else None
+        compiled = not short and self._is_flex(node.func, scope)  # `flex = torch.compile(flex_attention)`
+        line = ctx.line(node) if short or compiled else None
         if short in torchapi.FLEX_MASK_TAKERS:
             arg = _argument(node, 0, torchapi.FLEX_MASK_TAKERS[short])
             if arg is not None:
@@ -439,7 +440,7 @@ class FlexModConvention(Rule):
                 if arg.keyword is None and not arg.star:
                     for mod in self._mods(arg.value, scope, f"combined by and_masks at line {line}"):
                         self._mask_mod(mod)
-        elif short == "flex_attention" or self._is_flex(node.func, scope):
+        elif short == "flex_attention" or compiled:
             score_mod = _argument(node, 3, "score_mod")
             if score_mod is None or any(a.star for a in node.args):
                 return
