@@ -70,7 +70,8 @@ class Project:
         self._overlay = overlay if overlay is not None else {}
         self._contexts: dict[str, object] = {}  # the trees kept, least recently used first
         self._alive: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # every tree still held anywhere
-        self._checked: dict[str, tuple] = {}  # path -> (text, tree, statement lines, body lines), the latest last
+        # path -> (text, tree, statement lines, body lines, line count), the latest last
+        self._checked: dict[str, tuple] = {}
         self._resolved: dict[str, str | None | tuple[None, frozenset[str]]] = {}
         self._classes_imported: dict[str, dict[str, tuple[str | None, str]]] = {}
         self._entries: dict[str, tuple[tuple[str, str, str], ...]] = {}  # each file's imported classes, as read
@@ -514,10 +515,10 @@ class Project:
         path = os.path.abspath(path)
         self._to_check.discard(path)  # read again for another file once its tree is gone: only what that one asks
         self._checked.pop(path, None)
-        self._checked[path] = (text, module, statement_lines, bodies)
-        lines = sum(kept[0].count("\n") for kept in self._checked.values())
+        self._checked[path] = (text, module, statement_lines, bodies, text.count("\n"))
+        lines = sum(kept[4] for kept in self._checked.values())
         while lines > _MAX_CHECKED_LINES:
-            lines -= self._checked.pop(next(iter(self._checked)))[0].count("\n")
+            lines -= self._checked.pop(next(iter(self._checked)))[4]
 
     def tree(self, path: str, text: str):
         """The libcst tree of `path` when the project holds one parsed from `text` (an analysis of another file
@@ -826,7 +827,7 @@ def _parse(path: str, raw: bytes | None, limits: Limits, project: Project, check
         text, _ = decode(raw)
         shell = None
         if checked is not None and checked[0] == text:
-            module, statement_lines, bodies = checked[1:]
+            module, statement_lines, bodies = checked[1:4]
         else:
             if "\0" in text or not limits.allows_tree(text, "libcst"):
                 return None
