@@ -33,7 +33,7 @@ from mhalint.analysis.vocabulary import (
 from mhalint.context import ModuleContext, Scope
 from mhalint.finding import shorten
 from mhalint.parse.lazy import cst
-from mhalint.parse.walk import walk, walk_parsed
+from mhalint.parse.walk import nothing, walk, walk_parsed
 from mhalint.torchapi import IGNORE, KEEP
 
 BOOL, ADDITIVE, ZERO_ONE, INTEGER = "bool", "additive", "0/1 float", "integer"
@@ -575,14 +575,11 @@ def _writes(scope: Scope, name: str) -> list[tuple[cst.CSTNode, cst.BaseExpressi
         return kind is not cst.ClassDef and (node is scope.node or not isinstance(node, cst.FunctionDef))
 
     if isinstance(scope.node, cst.FunctionDef):
-        walk(scope.node, enter, _nothing)  # its body parsed first, if it was left for later (parse.lazy_bodies)
+        walk(scope.node, enter, nothing)  # its body parsed first, if it was left for later (parse.lazy_bodies)
     else:  # the bodies left for later are those of functions, which are not looked into
-        walk_parsed(scope.node, enter, _nothing, _nothing)
+        walk_parsed(scope.node, enter, nothing, nothing)
     return found
 
-
-def _nothing(node: cst.CSTNode) -> None:
-    return None
 
 
 def _write_call(node: cst.Call, name: str, found: list) -> None:

@@ -180,7 +180,7 @@ class ShapeReader:
     def _tracked(self, expr, scope: Scope, use: cst.CSTNode, depth: int) -> Traced | None:
         """`_of`, keeping the stops recorded on the way only when it fails; a failure that recorded none stops at
         `expr` itself (not at a name: its bindings say where they stop, and one being followed already, a loop's
-        `x = f(x)`, is no stop). Memoised where the answer is the reader's own (`_reused`)."""
+        `x = f(x)`, is no stop). Memoised where the answer is the reader's own (`_inner_key`)."""
         key = self._inner_key(expr, scope, use)
         if key is not None:
             kept = self.ctx.memo.get("inner shapes", {}).get(key)

@@ -22,7 +22,7 @@ from mhalint.analysis.vocabulary import RETURNS_MODULE
 from mhalint.context import Binding, ModuleContext, Scope
 from mhalint.finding import shorten
 from mhalint.parse.lazy import cst
-from mhalint.parse.walk import own_nodes, walk
+from mhalint.parse.walk import nothing, own_nodes, walk
 
 # Builtins that look at a module without running it.
 _INSPECTORS = frozenset({"print", "isinstance", "len", "repr", "str", "type", "id", "hasattr", "getattr", "vars",
@@ -303,7 +303,7 @@ def _calls_children(ctx: ModuleContext) -> int | None:
                 found.append(node.iter)
         return not found
 
-    walk(ctx.module, enter, lambda node: None)
+    walk(ctx.module, enter, nothing)
     return ctx.line(found[0]) if found else None
 
 
@@ -321,7 +321,7 @@ def _in_strings(ctx: ModuleContext, word: str) -> int | None:
                     words.setdefault(each, node)
             return True
 
-        walk(ctx.module, enter, lambda node: None)
+        walk(ctx.module, enter, nothing)
     found = words.get(word)
     return ctx.line(found) if found is not None else None
 
@@ -379,7 +379,7 @@ def _attribute_loads(ctx: ModuleContext, name: str) -> list[cst.CSTNode]:
                 index.setdefault(node.attr.value, []).append(node)
             return not isinstance(node, cst.Import | cst.ImportFrom)  # `import a.b` reads no attribute
 
-        walk(ctx.module, enter, lambda node: None)
+        walk(ctx.module, enter, nothing)
     return [node for node in index.get(name, ()) if not _stored_to(ctx, node)]
 
 

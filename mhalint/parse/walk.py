@@ -129,9 +129,10 @@ def own_nodes(root: cst.CSTNode, kinds: tuple[type, ...]) -> list[cst.CSTNode]:
             found.append(node)
         return node is root or kind not in nested
 
-    walk(root, enter, _nothing)
+    walk(root, enter, nothing)
     return found
 
 
-def _nothing(node: cst.CSTNode) -> None:
+def nothing(node: cst.CSTNode) -> None:
+    """A `leave` (or `pending`) that does nothing, for a walk that only enters."""
     return None

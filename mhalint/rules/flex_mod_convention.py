@@ -12,7 +12,7 @@ from mhalint.analysis.values import resolve
 from mhalint.context import Scope
 from mhalint.finding import NOT_CONFIRMED, Severity
 from mhalint.parse.lazy import cst
-from mhalint.parse.walk import own_nodes, walk
+from mhalint.parse.walk import nothing, own_nodes, walk
 from mhalint.rule import Invalid, Message, Rule, Valid
 
 _MAX_DEPTH = 8
@@ -919,7 +919,7 @@ def _resolves_to_none(ctx, expr, scope) -> bool:
 
 def _all_nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
     found = []
-    walk(root, lambda node: found.append(node) or True, lambda node: None)
+    walk(root, lambda node: found.append(node) or True, nothing)
     return found
 
 

@@ -24,7 +24,9 @@ from collections.abc import Iterator
 _SMALLEST_GROWTH = 1_000_000  # objects: below this a full pass is not worth its walk
 _batch = False  # a run over many files is under way (batch)
 _alive = 0  # the objects frozen just after the last full pass
-_grown = 0  # the objects frozen since (net of those freed)
+# the objects frozen since: each file's allocations less its deallocations (frozen objects freed later are not
+# taken off: the young generation's count does not see them, so this is an upper bound)
+_grown = 0
 
 
 @contextlib.contextmanager
