@@ -636,3 +636,26 @@ def test_an_unpacking_on_a_path_that_returns_does_not_name_the_axes_after_it():
             sink(cache)
     """
     assert roles(body) == (B, S, H, U)  # the second unpacking: the first one's path has returned
+
+
+# ---- answers kept inside followed calls ----------------------------------------------------------------------------
+def test_a_helper_followed_from_two_calls_gives_each_call_what_it_passes():
+    """The reader keeps what it found inside a followed function with the arguments it read: the same helper
+    called again with another tensor is read again, not answered from the first call."""
+    source = IMPORTS + textwrap.dedent("""
+        conv = nn.Conv1d(3, 64, 3)
+        def same(x):
+            return x
+        def f(signal):
+            feats = conv(signal)
+            sink(same(feats))
+            sink(same(feats.permute(2, 0, 1)))
+            sink(same(feats))
+    """)
+    ctx = ModuleContext(cst.parse_module(source), "snippet.py", source)
+    reader = ShapeReader(ctx)
+    found = [reader.of(call.args[0].value, scope, call) for call, scope in ctx.calls()
+             if isinstance(call.func, cst.Name) and call.func.value == "sink"]
+    assert [tuple(axis.role if axis.known else U for axis in each.shape) for each in found] == [
+        (B, E, S), (S, B, E), (B, E, S)]
+    assert ctx.memo["inner shapes"], "the helper's answers were not kept"

@@ -73,6 +73,8 @@ class Loops:
         self.met: dict[int, int] = {}  # a binding being read -> how often a reading met it again
         self.open = 0  # how often a reading met a binding still being read further up
         self.met_active = 0  # how often any reading met a binding being read (its answer depends on the loop)
+        self.read: set[int] | None = None  # while a set: the bindings read since (an answer kept is valid only
+        # where none of them is being read, since reading one then would meet it)
 
     def follow(self, reached: list[Binding], read: Callable[[Binding], T | None], same: Callable[[T, T], bool],
                mark: Callable[[], Callable[[], None]] = lambda: lambda: None) -> list[T | None]:
@@ -99,6 +101,8 @@ class Loops:
 
     def _read(self, binding: Binding, read, same):
         key = id(binding)
+        if self.read is not None:
+            self.read.add(key)
         self.active[key] = None
         try:
             value = read(binding)

@@ -18,11 +18,21 @@ from mhalint.parse.lazy import cst
 # A call being followed into a project function: (the function, the call's arguments bound to its parameters,
 # the scope the arguments are read in).
 Frame = "tuple[Scope, Arguments, Scope]"
+
+
+class Frames(list):
+    """The calls being followed (a Frame each, innermost last). While `asked` is a set, it collects the functions
+    whose frame a reading looked for, found or not: what its answer depends on (tensors.ShapeReader memoises
+    answers by it)."""
+
+    asked: set | None = None
+
+
 _UNKNOWN = object()
 _MAX_DEPTH = 8
 
 
-def live(ctx: ModuleContext, node: cst.CSTNode, scope: Scope, frames: list) -> bool:
+def live(ctx: ModuleContext, node: cst.CSTNode, scope: Scope, frames: Frames) -> bool:
     """Can `node` (in function `scope`) run, given the values its tests of the function's parameters have?"""
     for fact in branches.guards(ctx, node, scope):
         binding = fact.subject[1] if fact.subject[0] == "param" else None
@@ -35,7 +45,9 @@ def live(ctx: ModuleContext, node: cst.CSTNode, scope: Scope, frames: list) -> b
     return True
 
 
-def _parameter(ctx: ModuleContext, binding: Binding, frames: list, depth: int):
+def _parameter(ctx: ModuleContext, binding: Binding, frames: Frames, depth: int):
+    if frames.asked is not None:
+        frames.asked.add(binding.scope)
     for function, arguments, caller in reversed(frames):
         if function is binding.scope:
             argument = arguments.get(binding.name)
@@ -51,7 +63,7 @@ def _parameter(ctx: ModuleContext, binding: Binding, frames: list, depth: int):
     return memo[binding]
 
 
-def _value(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, frames: list, depth: int):
+def _value(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, frames: Frames, depth: int):
     """A literal argument, or a parameter of the caller fixed in turn."""
     if depth > _MAX_DEPTH:
         return _UNKNOWN

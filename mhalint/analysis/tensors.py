@@ -45,6 +45,9 @@ from mhalint.finding import shorten
 from mhalint.parse.lazy import cst
 from mhalint.parse.literals import literal
 
+# Answers kept per question met inside others, each for what it read of the calls being followed (a helper's
+# body asked about once per call that reaches it)
+_KEPT_PER_QUESTION = 4
 _MAX_DEPTH = 14  # operations and calls followed; a name's binding and an argument bound to a parameter are free
 
 FIRST_ARG_KEEPS_AXES = {
@@ -113,13 +116,14 @@ class ShapeReader:
         self.file = file
         # (function, parameter, argument, caller scope) for the calls being followed into their returns
         self._env: list[tuple[Scope, str, cst.BaseExpression, Scope]] = []
-        self._frames: list[flags.Frame] = []  # the same calls: (function, its arguments, caller scope)
+        self._frames = flags.Frames()  # the same calls: (function, its arguments, caller scope)
         self._loops = dataflow.Loops()  # the bindings being followed, against cycles through loops
         self._stops: list[Stop] | None = None  # where the question being answered has stopped so far
         self._known: dict[int, Traced] = {}  # bindings (by id) whose roles their uses show, for a second trace
         self._failed: list[Binding] | None = None  # the bindings whose trace failed in the question being answered
         self._cuts = 0  # traces cut short at _MAX_DEPTH so far
         self._deepest = 0  # the deepest step the trace being answered has reached
+        self._elsewhere = 0  # questions handed to a reader of another file so far (its steps are its own)
         self.uses = uses.UseReader(self)  # the module, not the name: uses.py reads this one's at call time
 
     def of(self, expr: cst.BaseExpression | None, scope: Scope, use: cst.CSTNode, depth: int = 0) -> Traced | None:
@@ -180,18 +184,34 @@ class ShapeReader:
     def _tracked(self, expr, scope: Scope, use: cst.CSTNode, depth: int) -> Traced | None:
         """`_of`, keeping the stops recorded on the way only when it fails; a failure that recorded none stops at
         `expr` itself (not at a name: its bindings say where they stop, and one being followed already, a loop's
-        `x = f(x)`, is no stop). Memoised where the answer is the reader's own (`_inner_key`)."""
+        `x = f(x)`, is no stop). Memoised where the answer is the reader's own (`_inner_key`), together with what
+        it read of the calls being followed (`_followed`) and the bindings it read: reused where the calls read
+        the same and none of those bindings is being read (reading it again would meet it)."""
         key = self._inner_key(expr, scope, use)
+        if key is not None and self._failed is None:  # nothing records where it stops: record it, to keep it
+            self._failed, stops = [], self._stops
+            self._stops = [] if stops is None else stops
+            try:
+                return self._tracked(expr, scope, use, depth)
+            finally:
+                self._failed, self._stops = None, stops
         if key is not None:
-            kept = self.ctx.memo.get("inner shapes", {}).get(key)
-            if kept is not None and depth + kept[3] <= _MAX_DEPTH:
-                self._stops.extend(kept[1])
-                self._failed.extend(kept[2])
-                self._deepest = max(self._deepest, depth + kept[3])
-                return kept[0]
+            loops = self._loops
+            for kept in self.ctx.memo.get("inner shapes", {}).get(key, ()):
+                if depth + kept[3] <= _MAX_DEPTH and self._followed(kept[4]) == kept[5] \
+                        and loops.active.keys().isdisjoint(kept[6]):
+                    self._stops.extend(kept[1])
+                    self._failed.extend(kept[2])
+                    self._deepest = max(self._deepest, depth + kept[3])
+                    if self._frames.asked is not None:
+                        self._frames.asked.update(kept[4])
+                    if loops.read is not None:
+                        loops.read.update(kept[6])
+                    return kept[0]
         before = len(self._stops) if self._stops is not None else 0
         failed, marks, outer = len(self._failed or ()), self._marks(), self._deepest
-        self._deepest = depth
+        asked, read = self._frames.asked, self._loops.read
+        self._deepest, self._frames.asked, self._loops.read = depth, set(), set()
         try:
             traced = self._of(expr, scope, use, depth)
             if self._stops is not None:
@@ -201,24 +221,44 @@ class ShapeReader:
                     detail = f"mhalint follows a value through {_MAX_DEPTH} steps" if depth > _MAX_DEPTH else ""
                     self._stops.append(Stop("opaque", self, expr, detail=detail))
             if key is not None and self._marks() == marks:
-                self.ctx.memo.setdefault("inner shapes", {})[key] = (
-                    traced, tuple(self._stops[before:]), tuple(self._failed[failed:]), self._deepest - depth, expr, use)
+                looked_up = tuple(self._frames.asked)
+                kept = self.ctx.memo.setdefault("inner shapes", {}).setdefault(key, [])
+                kept[:0] = [(traced, tuple(self._stops[before:]), tuple(self._failed[failed:]),
+                             self._deepest - depth, looked_up, self._followed(looked_up), frozenset(self._loops.read),
+                             expr, use)]
+                del kept[_KEPT_PER_QUESTION:]
         finally:
             self._deepest = max(outer, self._deepest)
+            if asked is not None:
+                asked.update(self._frames.asked)
+            if read is not None:
+                read.update(self._loops.read)
+            self._frames.asked, self._loops.read = asked, read
         return traced
 
     def _inner_key(self, expr, scope: Scope, use: cst.CSTNode) -> tuple | None:
-        """The memo key of a question met inside another whose answer depends on nothing being followed: no call
-        followed into its function (`_env`, `_frames`), no roles assumed from uses (`_known`), not inside a
-        reading of uses (which reads none), its stops and failed bindings recorded (to be replayed). Whether it
-        met a binding being read in a loop, an analysis's answer still being computed, or the step limit, is
-        known only afterwards (`_marks`); the step limit also needs the steps it took (`_deepest`)."""
-        if self._env or self._frames or self._known or self.uses.busy or self._stops is None or self._failed is None:
+        """The memo key of a question met inside another whose answer depends on nothing but the calls being
+        followed (which `_followed` tells apart): no roles assumed from uses (`_known`), its stops and failed
+        bindings recordable (to be replayed; `_tracked` records them where nothing does). Whether it met a
+        binding being read in a loop, an analysis's answer still being computed, or the step limit, is known
+        only afterwards (`_marks`, which also count the questions handed to a reader of another file, whose
+        steps and cycles this reader does not see); the step limit also needs the steps it took (`_deepest`)."""
+        if self._known or (self._stops is None and self._failed is not None):
             return None
         return id(expr), id(scope), id(use), self.file
 
-    def _marks(self) -> tuple[int, int, int]:
-        return self._cuts, self._loops.met_active, self.ctx.pending_reads
+    def _followed(self, functions: tuple[Scope, ...]) -> tuple:
+        """What the calls being followed say of `functions` (the ones an answer looked up): the arguments each
+        call into them binds, innermost last; nothing for a function no followed call enters. The nodes and scopes
+        themselves, which compare by identity and stay alive with the answer kept."""
+        return tuple((tuple((parameter, argument, caller) for entered, parameter, argument, caller in self._env
+                            if entered is function),
+                      tuple((tuple(arguments.by_name.items()), arguments.opaque, caller)
+                            for entered, arguments, caller in self._frames if entered is function))
+                     for function in functions)
+
+    def _marks(self) -> tuple[int, int, int, int]:
+        return self._cuts, self._loops.met_active, self.ctx.pending_reads, self._elsewhere
 
     def _too_deep(self, depth: int) -> bool:
         """Past the steps a trace follows (counted: an answer cut short is not memoised)."""
@@ -417,6 +457,8 @@ class ShapeReader:
         """The argument the call being followed into a project function passes for this parameter."""
         if binding.kind != "param":
             return None
+        if self._frames.asked is not None:
+            self._frames.asked.add(binding.scope)
         for function, parameter, argument, caller in reversed(self._env):
             if function is binding.scope and parameter == name:
                 return argument, caller
@@ -814,6 +856,7 @@ class ShapeReader:
                 continue
             reader = ShapeReader(other, project.display(importer.path, self.ctx.path))
             reader._stops = self._stops  # where its traces stop is where this one stops
+            self._elsewhere += 1
             named = tuple(call for call, _ in other.calls_named(importer.local) if isinstance(call.func, cst.Name))
             for call, scope, chain in running_calls(other, named):
                 if not any(isinstance(built.call.func, cst.Name) and built.call.func.value == importer.local
@@ -1358,6 +1401,7 @@ class ShapeReader:
         project = self.ctx.names  # the project, also in another file of it that an analysis reads
         reader = ShapeReader(ctx, project.display(ctx.path, self.ctx.path))
         reader._stops = self._stops
+        self._elsewhere += 1
         return reader
 
 
