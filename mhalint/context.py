@@ -564,48 +564,55 @@ class _ScopeBuilder:
         for statement in statements:
             self.statement(statement, scope)
 
+    # Node types are compared with `type(...) is`: the statements and targets named here have no subclasses but
+    # LazyFunctionDef, and libcst's isinstance goes through ABCMeta's Python-level check whenever it is False.
     def statement(self, node: cst.CSTNode, scope: Scope) -> None:
-        if isinstance(node, cst.SimpleStatementLine):
+        kind = type(node)
+        if kind is cst.SimpleStatementLine:
             for small in node.body:
                 self.small_statement(small, scope)
-        elif isinstance(node, cst.FunctionDef):
-            self.function(node, scope)
-        elif isinstance(node, cst.ClassDef):
+        elif kind is cst.ClassDef:
             self.klass(node, scope)
+        elif kind is cst.FunctionDef or getattr(kind, "body_pending", False):
+            self.function(node, scope)
         else:
             self.compound(node, scope)
 
     def compound(self, node: cst.CSTNode, scope: Scope) -> None:
         """if/for/while/with/try/match: their bodies belong to the enclosing scope."""
-        if isinstance(node, (cst.For,)):
+        kind = type(node)
+        if kind is cst.For:
             self.target(node.target, node.iter, scope, node, kind="for")
-        elif isinstance(node, cst.With):
+        elif kind is cst.With:
             for item in node.items:
                 if item.asname is not None:
                     self.target(item.asname.name, item.item, scope, node, kind="with")
+        suites, clauses = (cst.IndentedBlock, cst.SimpleStatementSuite), (
+            cst.Else, cst.Finally, cst.If, cst.ExceptHandler, cst.ExceptStarHandler, cst.MatchCase)
         for child in node.children:
-            if isinstance(child, cst.BaseSuite):
+            kind = type(child)
+            if kind in suites:
                 self.suite(child, scope)
-            elif isinstance(child, (cst.Else, cst.Finally, cst.If, cst.ExceptHandler, cst.ExceptStarHandler,
-                                    cst.MatchCase)):
+            elif kind in clauses:
                 self.compound(child, scope)
 
     def suite(self, suite: cst.BaseSuite, scope: Scope) -> None:
-        if isinstance(suite, cst.SimpleStatementSuite):
+        if type(suite) is cst.SimpleStatementSuite:
             for small in suite.body:
                 self.small_statement(small, scope)
         else:
             self.body(suite.body, scope)
 
     def small_statement(self, node: cst.BaseSmallStatement, scope: Scope) -> None:
-        if isinstance(node, cst.Assign):
+        kind = type(node)
+        if kind is cst.Assign:
             for target in node.targets:
                 self.target(target.target, node.value, scope, node)
-        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+        elif kind is cst.AnnAssign and node.value is not None:
             self.target(node.target, node.value, scope, node)
-        elif isinstance(node, cst.AugAssign):
+        elif kind is cst.AugAssign:
             self.target(node.target, None, scope, node, kind="augmented")
-        elif isinstance(node, cst.Import):
+        elif kind is cst.Import:
             for alias in node.names:
                 dotted = self.ctx.module.code_for_node(alias.name)
                 if alias.asname is not None:
@@ -615,9 +622,9 @@ class _ScopeBuilder:
                     local = dotted.split(".")[0]
                     self.ctx.imports[local] = local
                 scope.bind(Binding(local, None, scope, node, kind="import"))
-        elif isinstance(node, cst.ImportFrom):
+        elif kind is cst.ImportFrom:
             self.import_from(node, scope)
-        elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
+        elif kind is cst.Expr and type(node.value) is cst.Call:
             self.register_buffer(node.value, scope)
 
     def import_from(self, node: cst.ImportFrom, scope: Scope) -> None:
@@ -645,21 +652,22 @@ class _ScopeBuilder:
 
     def target(self, target: cst.BaseExpression, value, scope: Scope, node, kind: str = "assign",
                index: int | None = None) -> None:
-        if self.ctx._shell is not None and value is not None and isinstance(target, cst.Name | cst.Attribute):
-            bound = target.value if isinstance(target, cst.Name) else target.attr.value
+        target_type = type(target)
+        if self.ctx._shell is not None and value is not None and target_type in (cst.Name, cst.Attribute):
+            bound = target.value if target_type is cst.Name else target.attr.value
             for word in _alias_words(value, index):
                 self.ctx.aliases.setdefault(word, set()).add(bound)
-        if isinstance(target, cst.Name):
+        if target_type is cst.Name:
             scope.bind(Binding(target.value, value, scope, node, kind=kind if index is None else "unpack",
                                index=index))
-        elif isinstance(target, (cst.Tuple, cst.List)):
+        elif target_type is cst.Tuple or target_type is cst.List:
             for position, element in enumerate(target.elements):
                 inner = element.value
-                if isinstance(element, cst.StarredElement):
+                if type(element) is cst.StarredElement:
                     self.target(inner, None, scope, node, kind="unpack")
                 else:
                     self.target(inner, value, scope, node, kind=kind, index=position)
-        elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
+        elif target_type is cst.Attribute and type(target.value) is cst.Name:
             klass = scope.enclosing_class
             if klass is not None and target.value.value == scope.self_name:
                 attribute = target.attr.value

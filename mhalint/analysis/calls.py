@@ -136,7 +136,7 @@ def _construction(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Construct
         return Construction(name, call, scope)
     if name is not None and name.startswith(PROJECT_PREFIX) and name[len(PROJECT_PREFIX):] in ctx.classes:
         return _subclass_construction(ctx, call, scope, name) or Construction(name, call, scope)
-    if isinstance(call.func, cst.Name) and ctx.names is not None and not (name or "").startswith("torch."):
+    if type(call.func) is cst.Name and ctx.names is not None and not (name or "").startswith("torch."):
         subclass = _subclass_construction(ctx, call, scope, name)  # a class imported from another file
         if subclass is not None:
             return subclass
@@ -144,7 +144,7 @@ def _construction(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Construct
     if partial is not None:
         return Construction(ctx.qualified_name(partial.args[0].value, scope), call, scope, partial=partial)
     func = call.func
-    if not (isinstance(func, cst.Attribute) and func.attr.value == "__init__"):
+    if not (type(func) is cst.Attribute and func.attr.value == "__init__"):
         return None
     klass = ctx.class_of(scope)
     if klass is None:
@@ -229,9 +229,10 @@ def class_choices(ctx: ModuleContext, func: cst.BaseExpression, scope: Scope) ->
     """The classes a called expression may name, each with the facts under which it does: `(A if c else B)`, a
     name bound to different classes (on different branches, or chosen into a variable), `{"a": A, "b": B}[key]`.
     Empty when it names one class (or nothing readable); a class that cannot be named is UNKNOWN_CALLABLE."""
-    if not isinstance(func, cst.Name | cst.IfExp | cst.Subscript):
+    kind = type(func)  # compared by type: libcst's isinstance is a Python call when it fails
+    if kind is not cst.Name and kind is not cst.IfExp and kind is not cst.Subscript:
         return []
-    if isinstance(func, cst.Name):  # most names are bound once, to no choice: answered without a lookup
+    if kind is cst.Name:  # most names are bound once, to no choice: answered without a lookup
         bindings = ctx.bindings(func.value, scope)
         if len(bindings) < 2 and not (bindings and isinstance(bindings[0].value, cst.IfExp | cst.Subscript)):
             return []
@@ -290,11 +291,11 @@ def _dict_leaves(ctx: ModuleContext, expr: cst.Subscript, scope: Scope):
 
 def _partial(ctx: ModuleContext, func: cst.BaseExpression, scope: Scope) -> cst.Call | None:
     """The `functools.partial(<torch attention module>, ...)` a name is bound to, once, where it is called."""
-    if not isinstance(func, cst.Name):
+    if type(func) is not cst.Name:
         return None
     bindings = ctx.bindings(func.value, scope)
     value = bindings[0].value if len(bindings) == 1 and bindings[0].kind == "assign" else None
-    if not (isinstance(value, cst.Call) and ctx.qualified_name(value.func, bindings[0].scope) == "functools.partial"
+    if not (type(value) is cst.Call and ctx.qualified_name(value.func, bindings[0].scope) == "functools.partial"
             and value.args and value.args[0].keyword is None and not value.args[0].star):
         return None
     return value if ctx.qualified_name(value.args[0].value, bindings[0].scope) in torchapi.CONSTRUCTORS else None
@@ -312,11 +313,14 @@ class Target:
 def call_target(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Target | None:
     """The torch attention API a call invokes: a function such as SDPA, or the forward of a known module.
     Memoised per module: most rules ask it of every call."""
-    memo = ctx.memo.setdefault("call_target", {})
-    key = (call, id(scope))
-    if key not in memo:
-        memo[key] = _call_target(ctx, call, scope)
-    return memo[key]
+    memo = ctx.memo.get("call_target")
+    if memo is None:
+        memo = ctx.memo["call_target"] = {}
+    key = (id(call), id(scope))  # ids: asked 10 times per call, and a node's hash is a Python call
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = (_call_target(ctx, call, scope), call)  # the call kept: its id stays its own
+    return found[0]
 
 
 def _call_target(ctx: ModuleContext, call: cst.Call, scope: Scope) -> Target | None:
@@ -341,7 +345,7 @@ def _runs_inherited(ctx: ModuleContext, call: cst.Call, scope: Scope) -> str | N
     """The torch forward a call in a method of a project subclass of a torch module runs without an instance
     to follow: `super().forward(...)` (the base's), `self.self_attn(...)` of a layer (MultiheadAttention's)."""
     func = call.func
-    if not isinstance(func, cst.Attribute):
+    if type(func) is not cst.Attribute:
         return None
     if is_super(func.value) and func.attr.value == "forward":
         found = torch_class(ctx, ctx.class_of(scope))
@@ -354,7 +358,7 @@ def _inherited_attention(ctx: ModuleContext, expr: cst.BaseExpression, scope: Sc
     """(the class's torch base, the class) when `expr` is `self.self_attn` (or `multihead_attn`) in a method of a
     project subclass of a torch layer, or `self.encoder` (`decoder`) in one of nn.Transformer, that does not set
     that attribute itself."""
-    if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
+    if not (type(expr) is cst.Attribute and type(expr.value) is cst.Name
             and expr.value.value == scope.self_name):
         return None
     klass = ctx.class_of(scope)
@@ -494,9 +498,9 @@ def _calls_by_qualified_name(ctx: ModuleContext) -> dict[str, list[tuple[cst.Cal
 def _qualified_call(ctx: ModuleContext, call: cst.Call, scope: Scope) -> str | None:
     """The qualified name of what a call calls, unless it calls through an imported name."""
     root = call.func
-    while isinstance(root, cst.Attribute):
+    while type(root) is cst.Attribute:
         root = root.value
-    bindings = ctx.bindings(root.value, scope) if isinstance(root, cst.Name) else []
+    bindings = ctx.bindings(root.value, scope) if type(root) is cst.Name else []
     if bindings and all(binding.kind == "import" for binding in bindings):
         return None
     return ctx.qualified_name(call.func, scope)
@@ -748,7 +752,12 @@ def _chains_of(ctx: ModuleContext, call: cst.Call, scope: Scope) -> list[Chain]:
     """The wrapping chains a call may run: one, or, where the called name may hold several modules, one per
     module whose construction's facts the call's own do not exclude (`if self.kind == "a": self.attn(x)` runs
     only the module built where kind == "a"). Several are each only a possibility (`may`). Asked by the index
-    of chains and by `call_target`: computed once."""
+    of chains and by `call_target`: computed once. None at all for `x.view(...)`, `torch.cat(...)`: an attribute no
+    module holds a submodule by, of anything but `self`, names no module (`instance`, `may_hold`)."""
+    func = call.func
+    if type(func) is cst.Attribute and func.attr.value not in _SUBMODULE_NAMES \
+            and ctx.attribute_bindings(func, scope) is None:
+        return []
     return ctx.settled("chains_of", call, lambda: _read_chains(ctx, call, scope))
 
 
@@ -806,15 +815,16 @@ def may_hold(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: 
     which it is built (the tests around its construction). Empty when any of them cannot be read."""
     if depth > _MAX_DEPTH:
         return []
-    if isinstance(expr, cst.IfExp):
+    kind = type(expr)  # compared by type: libcst's isinstance is a Python call when it fails
+    if kind is cst.IfExp:
         body, orelse = (may_hold(ctx, e, scope, depth + 1) for e in (expr.body, expr.orelse))
         return body + orelse if body and orelse else []
-    if isinstance(expr, cst.Call):
+    if kind is cst.Call:
         found = constructions(ctx, expr, scope) if class_choices(ctx, expr.func, scope) else \
             _may_return(ctx, expr, scope, depth) or \
             [built for built in [instance(ctx, expr, scope, depth + 1)] if built is not None]
         return [replace(b, condition=b.condition | branches.guards(ctx, b.call, b.scope)) for b in found]
-    if isinstance(expr, cst.Name):
+    if kind is cst.Name:
         bindings = dataflow.reaching(ctx, ctx.bindings(expr.value, scope), expr)
         if len(bindings) == 1 and isinstance(bindings[0].node, cst.For):
             return _stack_choices(ctx, bindings[0], depth)
@@ -1025,7 +1035,8 @@ class _Chains:
 
 def _instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth: int,
               env: Env) -> Construction | None:
-    if isinstance(expr, cst.Call):
+    kind = type(expr)  # compared by type: libcst's isinstance is a Python call when it fails
+    if kind is cst.Call:
         name = ctx.qualified_name(expr.func, scope)
         if name == "copy.deepcopy" and expr.args:
             return instance(ctx, expr.args[0].value, scope, depth + 1, env)
@@ -1036,20 +1047,20 @@ def _instance(ctx: ModuleContext, expr: cst.BaseExpression, scope: Scope, depth:
                  or Construction(name or UNKNOWN_CALLABLE, expr, scope))
         return (_through_init(ctx, built) if built.call is expr and not built.api.startswith("torch.") else None) \
             or built
-    if isinstance(expr, cst.Name):  # the bindings that reach this read: `layer = A(...); stack(layer); layer = ...`
+    if kind is cst.Name:  # the bindings that reach this read: `layer = A(...); stack(layer); layer = ...`
         return _from_bindings(ctx, dataflow.reaching(ctx, ctx.bindings(expr.value, scope), expr), depth, env)
     attribute = ctx.attribute_bindings(expr, scope)
     if attribute == []:
         return inherited(ctx, expr, scope)
     if attribute is not None:
         return _from_bindings(ctx, attribute, depth, env)
-    if isinstance(expr, cst.Subscript):
+    if kind is cst.Subscript:
         key = containers.subscript_key(expr)[1]
         stored = _keyed(ctx, expr.value, key, scope, depth + 1, env) if isinstance(key, str) else None
         if stored and all(built.api == stored[-1].api for built in stored):
             return replace(stored[-1], peers=tuple(stored[:-1]))
         return element(ctx, expr.value, scope, depth + 1, env)
-    if isinstance(expr, cst.Attribute):  # `self.transformer.encoder`, `layer.self_attn`
+    if kind is cst.Attribute:  # `self.transformer.encoder`, `layer.self_attn`
         if expr.attr.value not in _SUBMODULE_NAMES:
             return None  # `x.view`: no owner holds a module by that name, whatever `x` is
         owner = instance(ctx, expr.value, scope, depth + 1, env)
