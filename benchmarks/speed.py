@@ -22,7 +22,9 @@ The script uses the standard library only; everything else runs in subprocesses.
 
 With `--before PYTHON` (a Python where an earlier commit of mhalint is installed), that mhalint's cold run joins
 the rounds as `before`, and the report compares the two cold runs (wall and CPU medians): changes compared
-in the same interleaved rounds, not across runs made at different times on a shared machine.
+in the same interleaved rounds, not across runs made at different times on a shared machine. Where the current
+mhalint has rules the earlier one lacks, a `same rules` cold run (those rules ignored) joins the rounds too: the
+same work done then and now.
 
 Usage:
     python benchmarks/speed.py [--rounds 3] [--corpus-dir /tmp/mhalint-speed-corpus] [--quick] [--before PYTHON]
@@ -495,6 +497,14 @@ def version_of(argv: list[str], cwd: Path | None = None) -> str:
     return (result.stdout or result.stderr).strip().splitlines()[0] if (result.stdout or result.stderr) else "?"
 
 
+def rule_codes(mhalint: list[str], cwd: Path) -> set[str]:
+    """The rule codes an mhalint install has (`mhalint rule --all --output-format json`)."""
+    listed = run_text(mhalint + ["rule", "--all", "--output-format", "json"], cwd=cwd)
+    if listed.returncode != 0:
+        fail(f"`{' '.join(mhalint)} rule --all` failed: {listed.stderr.strip()[-300:]}")
+    return {rule["code"] for rule in json.loads(listed.stdout)}
+
+
 def fmt_s(value: float) -> str:
     return f"{value:.3f}" if value < 10 else f"{value:.2f}"
 
@@ -596,6 +606,11 @@ def main(argv: list[str] | None = None) -> int:
         before_script = Path(options.before).parent / "mhalint"
         before = [str(before_script)] if before_script.exists() else [options.before, "-m", "mhalint"]
         commands.append(Command("before", before + cold_argv[len(mhalint):], (0, 1), base_env, fresh_cache))
+        added = sorted(rule_codes(mhalint, work) - rule_codes(before, work))
+        if added:  # the rules added since: the same work is compared without them, too
+            commands.append(Command("same rules", mhalint + ["check", "--ignore", ",".join(added)]
+                                    + cold_argv[len(mhalint) + 1:],
+                                    (0, 1), base_env, fresh_cache))
     by_name = {command.name: command for command in commands}
 
     say("tools:")
@@ -707,6 +722,11 @@ def main(argv: list[str] | None = None) -> int:
         say(f"{'cold / before':<20} {medians['cold'] / medians['before']:>8.2f}  wall medians; CPU "
             f"{cpu['cold'] / cpu['before']:.2f}; before: {medians['before'] / medians['ruff']:.2f}x ruff, "
             f"{version_of(before + ['--version'], work)} ({options.before})")
+        if "same rules" in by_name:
+            same = statistics.median(r.cpu for r in by_name["same rules"].runs)
+            say(f"{'same rules / before':<20} {medians['same rules'] / medians['before']:>8.2f}  wall medians; CPU "
+                f"{same / cpu['before']:.2f}; the cold run without the rules added since "
+                f"({by_name['same rules'].argv[by_name['same rules'].argv.index('--ignore') + 1]})")
 
     import_env = base_env | fresh_cache()
     plain_imports = imported(python, ["check"] + (["--no-cache"] if no_cache else []) + [str(without_attention)],
