@@ -60,8 +60,8 @@ CODES = {
     "divisible": ("MHA005",), "mask_layout": ("MHA006",), "need_weights": ("MHA007",), "nan": (),
     "dropout": ("MHA011",), "averaged_weights": ("MHA012",), "sdpa_layout": ("MHA013",),
     "padding_mask_shape": ("MHA014",), "flex_mod": ("MHA015",), "head_split": ("MHA016",),
-    "attention_scale": ("MHA017",),
-    "softmax_axis": (), "masked_fill": (), "causal_direction": (),  # issue 36's families not built yet
+    "attention_scale": ("MHA017",), "masked_fill": ("MHA020",),
+    "softmax_axis": (), "causal_direction": (),  # issue 36's families not built yet
 }
 
 

@@ -382,3 +382,18 @@ def test_a_flag_set_on_the_command_line_is_set_in_the_runs_that_give_it(lint):
     [finding] = lint(source.format(option='action="store_true"'), "MHA009")
     assert "it is False in a run without --causal" in finding.evidence, finding.evidence
     assert lint(source.format(option="type=bool, default=False"), "MHA009") == []
+
+
+@pytest.mark.parametrize("written, value", [("float('-1e-9')", -1e-9), ("-float('inf')", float("-inf")),
+                                            ("float(2)", 2.0), ("float('not a number')", None),
+                                            ("float(x)", None)])
+def test_float_of_a_literal_is_read_and_anything_else_is_not(written, value):
+    from mhalint.analysis.values import resolve
+    from mhalint.context import ModuleContext
+    from mhalint.parse.lazy import cst
+
+    source = f"def f(x):\n    y = {written}\n"
+    ctx = ModuleContext(cst.parse_module(source), "snippet.py", source)
+    [binding] = ctx.bindings("y", ctx.scope_of(ctx.module.body[0]))
+    found = resolve(ctx, binding.value, binding.scope)
+    assert (found.value if found is not None else None) == value

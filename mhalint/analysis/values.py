@@ -32,7 +32,7 @@ _BINARY = {  # by libcst node name, so that importing this module does not load 
     "Modulo": operator.mod,
 }
 _CONSTANT_NAMES = {"True": True, "False": False, "None": None}
-_BUILTINS = {"int": int, "max": max, "min": min, "abs": abs}
+_BUILTINS = {"int": int, "float": float, "max": max, "min": min, "abs": abs}
 
 
 @dataclass(frozen=True)
