@@ -118,6 +118,8 @@ def test_findings_with_and_without_the_kept_tree_are_the_same():
     reparser = Reparser()
     for example in EXAMPLES:
         text = example.read_text()
+        if not checker.prefilter.matches(text.encode()):
+            continue  # a fixed example no trigger reads (MHA020's fills with finfo.min): nothing is parsed to reuse
         checker.check_source(text.encode(), str(example), Result(), reuse=reparser)
         changed = text.replace("\n\n\n", "\n\n\n# an edit between two definitions\n", 1)
         with_reuse = checker.check_source(changed.encode(), str(example), Result(), reuse=reparser)
