@@ -107,7 +107,8 @@ def test_without_torch_imported_there_is_no_fix(lint):
     ("s = s.masked_fill(m, float('-inf'))", False),
     ("s = s.masked_fill(~m, -torch.inf)", False),
     ("s = s.masked_fill(m, 0.0)", False),
-    ("s = s.masked_fill(\n    m, -1e-9)", False),  # the fill on a later line: read only when another rule parses the file
+    ("s = s.masked_fill(\n    m, -1e-9)", True),  # a call over several lines
+    ("s = s.masked_fill(\n    m,\n\n\n\n    -1e-9)", False),  # its fill past the lines searched after the call's line
     ("# s.masked_fill(m, -1e-9)", False),
 ])
 def test_the_trigger_reads_a_file_with_a_fill_about_zero_on_the_masked_fill_line(line, read):

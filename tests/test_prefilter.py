@@ -66,6 +66,24 @@ def test_a_pattern_without_anchor_searches_every_line():
     assert not prefilter.matches(b"x = 1\n# 123attention\n")
 
 
+@pytest.mark.parametrize("source, expected", [
+    (b"y = call(x, 5)\n", True),
+    (b"y = call(\n    x,\n    5)\n", True),  # the call continues on the next lines
+    (b"y = call(\r\n    x, 5)\r\n", True),
+    (b"y = call(\n\n\n\n\n    x, 5)\n", False),  # past the four lines searched after the call's line
+    (b"y = call(x)\nz = (\n    1, 5)\n", False),  # the call's bracket closes on its line: no continuation
+    (b"y = [call(\n    x, 5)]\n", True),
+])
+def test_a_match_may_continue_over_the_lines_of_a_bracket_its_line_opens(source, expected):
+    assert Prefilter([r"\bcall\((?:[^()])*,\s*5\b"]).matches(source) is expected
+
+
+def test_continued_stretches_that_overlap_are_searched_once():
+    prefilter = Prefilter([r"\bcall\("])
+    source = b"a = call(\n    call(\n        1))\n"
+    assert [match.start() for match in prefilter.code_matches(source)] == [4, 14]
+
+
 def test_no_patterns_match_nothing():
     assert not Prefilter([]).matches(b"nn.MultiheadAttention(8, 2)\n")
 

@@ -117,7 +117,9 @@ class AttentionDropoutInEval(Rule):
     # module's `self.dropout(...)`) on a tensor named like attention weights, without training= on that line, makes
     # a file worth parsing.
     triggers = (torchapi.SDPA_TRIGGER, torchapi.MHA_FORWARD_FN_TRIGGER,
-                r"(?<!\bself)\.dropout\(\s*[A-Za-z_.]*(?:attn|[Aa]ttention|scores?|weights|probs)(?![^\n]*training)")
+                # `training` later on the line, or among the call's arguments on the lines that continue it
+                r"(?<!\bself)\.dropout\(\s*[A-Za-z_.]*(?:attn|[Aa]ttention|scores?|weights|probs)(?![^\n]*training)"
+                r"(?!(?:[^()]|\([^()]*\))*training)")
     acts_on_passed_values = False
 
     valid = (

@@ -51,12 +51,11 @@ class MaskedFillPolarity(Rule):
     output was 1.03 off the masked one; with `-1e9`, `finfo.min` or `-inf` they kept nothing.
 
     ## Known problems
-    A file is read only when a line holds `masked_fill(` with a fill that may be about zero on that same line
-    (an exponent such as `-1e-7`, `float('-1e-9')`, or a negated name): a call formatted over several lines with
-    its fill on a later one is read only in a file another rule parses. A literal `0` fill is not looked for (it
-    is the usual way to zero features, and it would bring most files to a parse). A value the code does not show
-    (a config field read at run time) is not read. The mask's polarity (`mask == 0` with a mask that is True at
-    padding) is not checked yet.
+    A file is read only when a `masked_fill(` call holds a fill that may be about zero (an exponent such as
+    `-1e-7`, `float('-1e-9')`, or a negated name) on its line or on the next four that continue it. A literal `0`
+    fill is not looked for (it is the usual way to zero features, and it would bring most files to a parse). A
+    value the code does not show (a config field read at run time) is not read. The mask's polarity (`mask == 0`
+    with a mask that is True at padding) is not checked yet.
 
     ## Example
     ```python
@@ -83,10 +82,10 @@ class MaskedFillPolarity(Rule):
     code = "MHA020"
     name = "masked-fill-polarity"
     summary = "A masked_fill before a softmax whose fill value does not mask (-1e-9, about zero)"
-    # `masked_fill(` with, on the same line, a fill that may be about zero: an exponent, `float('...e-9')`, or a
-    # negated name that is not an infinity (`-e`, not `-torch.inf`). Every `masked_fill` would parse 31 more
-    # files of speed.py's corpus, mostly correct code.
-    triggers = (r"\bmasked_fill_?\((?:[^()\n]|\([^()\n]*\))*,\s*(?:value\s*=\s*)?(?:-\s*[0-9.]+e-\d+"
+    # `masked_fill(` with a fill that may be about zero, on its line or on those that continue the call: an
+    # exponent, `float('...e-9')`, or a negated name that is not an infinity (`-e`, not `-torch.inf`). Every
+    # `masked_fill` would parse 31 more files of speed.py's corpus, mostly correct code.
+    triggers = (r"\bmasked_fill_?\((?:[^()]|\([^()]*\))*,\s*(?:value\s*=\s*)?(?:-\s*[0-9.]+e-\d+"
                 r"|float\(\s*['\"]-?[0-9.]*e-\d+|-\s*(?![\w.]*inf\b)[A-Za-z_][\w.]*\s*\))",)
     acts_on_passed_values = False
 

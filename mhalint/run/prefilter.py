@@ -8,10 +8,11 @@ Two costs shaped this module (measured on the 3.2M-line speed corpus, issue 7):
   a comment naming `scaled_dot_product_attention`. No rule can act on prose, so those files are not parsed
   (200 of the 319 files that match somewhere, 230,000 of their 410,000 lines).
 
-A trigger matches within one line. A match inside an f-string or a t-string counts as code when it may lie in a
-replacement field (`f"{F.scaled_dot_product_attention(q, k, v)}"`), not in the text around the fields (an error
-message naming the API); a string or comment the lexer below cannot close counts as code too, so every doubt
-ends in a parse.
+A trigger matches within one line, or within a bracket that the line holding its word opens and the next few lines
+close (a call written over several lines: `masked_fill(\n    mask, -1e-9)`). A match inside an f-string or a
+t-string counts as code when it may lie in a replacement field (`f"{F.scaled_dot_product_attention(q, k, v)}"`),
+not in the text around the fields (an error message naming the API); a string or comment the lexer below cannot
+close counts as code too, so every doubt ends in a parse.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ _CODE_PREFIX = re.compile(rb"(?:[fFtT][A-Za-z]?|[A-Za-z][fFtT])\Z")  # f, rf, Ft
 _ZERO_WIDTH_OR_CLASS = set("bBsSwWdDAZ")
 _QUANTIFIERS = set("?*+{")
 _LINE_END = re.compile(rb"[\r\n]")
+_CONTINUED = 4  # lines after an anchor's line searched too, while a bracket it opens is still open
 _FIELD_MARKS = re.compile(rb"\{\{|\}\}|[{}'\"]")  # what opens or closes an f-string's replacement field
 
 
@@ -89,7 +91,9 @@ class Prefilter:
         return True
 
     def _lines(self, source: bytes):
-        """The (start, end) of each line that may hold a match: lines with an anchor word, or every line."""
+        """The (start, end) of each stretch that may hold a match: the lines with an anchor word, each with the
+        lines that continue a bracket it leaves open (up to _CONTINUED of them: a call written over several
+        lines), overlapping stretches merged; or all of the source."""
         if self.anchors is None:
             yield 0, len(source)
             return
@@ -101,9 +105,34 @@ class Prefilter:
                 start = max(source.rfind(b"\n", end, found), source.rfind(b"\r", end, found)) + 1
                 end = _LINE_END.search(source, found)
                 end = len(source) if end is None else end.start()
-                lines.add((start, end))
+                lines.add((start, _continued(source, found, end)))
                 found = source.find(anchor, end)
-        yield from sorted(lines)
+        merged: list[list[int]] = []
+        for start, end in sorted(lines):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        yield from map(tuple, merged)
+
+
+def _continued(source: bytes, anchor: int, end: int) -> int:
+    """The end of the anchor's line (`end`), or of the last line of the bracket the anchor's line opens and leaves
+    open, if that closes within _CONTINUED more lines (else of the last of them). Brackets in strings and comments
+    count too: that can only widen the stretch searched."""
+    depth, lines = _depth(source[anchor:end]), 0
+    while depth > 0 and lines < _CONTINUED and end < len(source):
+        start = end + (2 if source.startswith(b"\r\n", end) else 1)
+        found = _LINE_END.search(source, start)
+        end = len(source) if found is None else found.start()
+        depth += _depth(source[start:end])
+        lines += 1
+    return end
+
+
+def _depth(text: bytes) -> int:
+    return text.count(b"(") + text.count(b"[") + text.count(b"{") - text.count(b")") - text.count(b"]") \
+        - text.count(b"}")
 
 
 def _passed_values(syntax: ast.Module, lines: list[int]) -> Iterator[tuple[tuple[int, int], tuple[int, int]]]:
