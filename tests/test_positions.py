@@ -9,9 +9,12 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mhalint.context import ModuleContext
 from mhalint.parse.positions import Positions, body_lines, first_lines, statement_starts
+from mhalint.parse.source import line_starts
 from mhalint.parse.walk import walk
 
 EXAMPLES = sorted((Path(__file__).parents[1] / "examples").glob("*.py"))
@@ -161,3 +164,14 @@ def test_the_lines_of_a_definition_generate_at_most_its_last_statement():
     inner = module.body[0].body.body[2]
     assert context.line(inner) == 14  # `class Inner:`, undecorated: read off the starts, nothing generated
     assert set(context._positions._placed) == {method.body.body[-1]}
+
+
+@given(st.text(alphabet="ab\r\n\x0c\x85", max_size=40))
+def test_line_starts_are_where_python_starts_each_line(text):
+    """With or without carriage returns, as str or bytes: a line starts after each \\r\\n, \\r or \\n, and only there
+    (\\x0c and \\x85 break no line of Python source)."""
+    expected = [0] + [index + 1 for index, char in enumerate(text)
+                      if char == "\n" or (char == "\r" and text[index + 1:index + 2] != "\n")]
+    assert line_starts(text) == expected
+    if text.isascii():
+        assert line_starts(text.encode()) == expected
