@@ -36,6 +36,16 @@ def lint_fixture():
     return lint
 
 
+def rule_checker(code: str, head: str):
+    """`check(body)` for one rule's tests: `head` and the dedented `body` linted with that rule alone, asserting
+    that nothing else (an engine diagnostic) is found."""
+    def check(body: str) -> list[Finding]:
+        found = lint(head + textwrap.dedent(body), code)
+        assert all(f.code == code for f in found), found
+        return found
+    return check
+
+
 @pytest.fixture(name="torch", scope="session")
 def torch_fixture():
     """torch for the tests that run experiments; they are skipped where it is not installed."""

@@ -6,6 +6,7 @@ import re
 import textwrap
 
 import pytest
+from conftest import rule_checker
 
 from mhalint.finding import CONFIRMED, Severity
 from mhalint.fixes import apply_fixes
@@ -16,12 +17,8 @@ HEAD = "import math\nimport torch\nimport torch.nn.functional as F\n"
 
 
 @pytest.fixture
-def check(lint):
-    def run(body: str):
-        found = lint(HEAD + textwrap.dedent(body), CODE)
-        assert all(f.code == CODE for f in found), found  # no engine diagnostics
-        return found
-    return run
+def check():
+    return rule_checker(CODE, HEAD)
 
 
 def _function(scaling: str, call: str = "F.scaled_dot_product_attention(q, k, v)") -> str:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-import textwrap
 
 import pytest
+from conftest import rule_checker
 
 from mhalint.finding import CONFIRMED, NOT_CONFIRMED, Severity
 from mhalint.fixes import apply_fixes
@@ -17,12 +17,8 @@ HEAD = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 
 
 @pytest.fixture
-def check(lint):
-    def run(body: str):
-        found = lint(HEAD + textwrap.dedent(body), CODE)
-        assert all(f.code == CODE for f in found), found  # no engine diagnostics
-        return found
-    return run
+def check():
+    return rule_checker(CODE, HEAD)
 
 
 def test_a_tensor_filled_in_place_then_given_to_a_softmax_is_an_error(check):
