@@ -78,6 +78,15 @@ def test_fills_that_mask_or_that_the_code_does_not_show_stay_silent(check, value
     """) == []
 
 
+def test_a_zero_fill_is_not_reported_in_a_file_parsed_for_another_rule(check):
+    assert check("""
+        def attend(q, k, v, scores, mask):
+            scores = scores.masked_fill(scores.isnan(), 0.0)
+            weights = F.softmax(scores, dim=-1)
+            return weights, F.scaled_dot_product_attention(q, k, v), scores.masked_fill(mask, -1e-9)
+    """) == []
+
+
 def test_the_fix_fills_with_the_dtypes_minimum_and_the_fixed_code_is_clean(check):
     source = "def attend(scores, mask):\n    scores = scores.masked_fill(mask == 0, -1e-9)\n" \
              "    return F.softmax(scores, dim=-1)\n"

@@ -53,8 +53,10 @@ class MaskedFillPolarity(Rule):
     ## Known problems
     A file is read only when a `masked_fill(` call holds a fill that may be about zero (an exponent such as
     `-1e-7`, `float('-1e-9')`, or a negated name) on its line or on the next four that continue it. A literal `0`
-    fill is not looked for (it is the usual way to zero features, and it would bring most files to a parse). A
-    value the code does not show (a config field read at run time) is not read. The mask's polarity (`mask == 0`
+    fill is not looked for (it is the usual way to zero features, and it would bring most files to a parse), and
+    a zero fill is not reported: it leaks as much, but it is also how code clears NaN scores before a softmax
+    (`scores.masked_fill(scores.isnan(), 0.0)`). A value the code does not show (a config field read at run
+    time) is not read. The mask's polarity (`mask == 0`
     with a mask that is True at padding) is not checked yet.
 
     ## Example
@@ -219,8 +221,9 @@ class MaskedFillPolarity(Rule):
             return
         found = resolve(self.context, value, self.scope)
         number = found.value if found is not None else None
-        if type(number) not in (int, float) or not math.isfinite(number) or abs(number) >= _ABOUT_ZERO:
-            return
+        if type(number) not in (int, float) or not math.isfinite(number) or abs(number) >= _ABOUT_ZERO \
+                or number == 0:
+            return  # a zero fill leaks too, but is also how code clears NaN scores before a softmax
         softmax = self._softmax_after(node)
         if softmax is None:
             return  # the filled tensor is not seen going to a softmax: features zeroed, or a mask built
