@@ -581,7 +581,6 @@ def _writes(scope: Scope, name: str) -> list[tuple[cst.CSTNode, cst.BaseExpressi
     return found
 
 
-
 def _write_call(node: cst.Call, name: str, found: list) -> None:
     func = node.func
     if not (type(func) is cst.Attribute and func.attr.value.endswith("_") and _plain_name(func.value) == name):

@@ -854,9 +854,7 @@ class ShapeReader:
                 if project.may_call(importer.path, importer.local) else None
             if other is None:
                 continue
-            reader = ShapeReader(other, project.display(importer.path, self.ctx.path))
-            reader._stops = self._stops  # where its traces stop is where this one stops
-            self._elsewhere += 1
+            reader = self._reader_in(other)
             named = tuple(call for call, _ in other.calls_named(importer.local) if isinstance(call.func, cst.Name))
             for call, scope, chain in running_calls(other, named):
                 if not any(isinstance(built.call.func, cst.Name) and built.call.func.value == importer.local

@@ -56,8 +56,7 @@ class MaskedFillPolarity(Rule):
     fill is not looked for (it is the usual way to zero features, and it would bring most files to a parse), and
     a zero fill is not reported: it leaks as much, but it is also how code clears NaN scores before a softmax
     (`scores.masked_fill(scores.isnan(), 0.0)`). A value the code does not show (a config field read at run
-    time) is not read. The mask's polarity (`mask == 0`
-    with a mask that is True at padding) is not checked yet.
+    time) is not read. The mask's polarity (`mask == 0` with a mask that is True at padding) is not checked yet.
 
     ## Example
     ```python
@@ -236,12 +235,9 @@ class MaskedFillPolarity(Rule):
         evidence = [f"`{written}` is {number:g}" + (f" ({'; '.join(trail)})" if trail else ""),
                     f"`{shorten(ctx.code(softmax))}` at line {ctx.line(softmax)} takes the filled scores: "
                     f"a masked key keeps exp({number:g}) ~ 1, the weight of a key that scored 0"]
-        receiver = node.func.value
-        while type(receiver) is cst.Call and type(receiver.func) is cst.Attribute and not receiver.args:
-            receiver = receiver.func.value  # `attn.float().masked_fill(...)`: the dtype is the converted one's
+        receiver = node.func.value  # a name: `attn.float().masked_fill(...)` would need the converted dtype
         fix = None
-        if type(receiver) is cst.Name and receiver is node.func.value \
-                and ctx.qualified_name(cst.Name("torch"), self.scope) == "torch":
+        if type(receiver) is cst.Name and ctx.qualified_name(cst.Name("torch"), self.scope) == "torch":
             new = cst.parse_expression(f"torch.finfo({receiver.value}.dtype).min")
             fix = self.replacement(value, new, applicability=UNSAFE, title="fill with torch.finfo(dtype).min")
         self.report(node, NOT_MASKED, severity=Severity.ERROR, evidence=evidence, fix=fix,
