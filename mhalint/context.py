@@ -18,7 +18,7 @@ from mhalint.parse.comments import comments, statement_lines_around
 from mhalint.parse.lazy import cst
 from mhalint.parse.literals import literal
 from mhalint.parse.source import line_starts
-from mhalint.parse.walk import walk
+from mhalint.parse.walk import nothing, walk, walk_parsed
 from mhalint.run.budget import Limits
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from mhalint.parse.positions import Positions
 
 T = TypeVar("T")
-_NONE: Mapping[type, bool] = defaultdict(bool)  # no node type watched
+NO_TYPES: Mapping[type, bool] = defaultdict(bool)  # no node type watched
 
 
 @dataclass(eq=False)
@@ -393,7 +393,7 @@ class ModuleContext:
         return self._assignments
 
     def _index_tree(self) -> None:
-        self.walk_indexed(_NONE, _NONE)
+        self.walk_indexed(NO_TYPES, NO_TYPES)
 
     def walk_indexed(self, visited: Mapping[type, bool],
                      left: Mapping[type, bool]) -> list[tuple[bool, cst.CSTNode, Scope]]:
@@ -403,6 +403,19 @@ class ModuleContext:
         scope) on leaving one `left` does, `scope` the innermost around it (a class's or function's own). Most
         files' analyses need the index, and a walk over a model file's tree is tens of milliseconds: the rules
         do not walk it again."""
+        if self._shell is not None:  # the parsed part only: the bodies still pending are not handed to the rules
+            if self._partial is None:  # the index of the parsed part, built by the same walk
+                from mhalint.parse.pending_scopes import PartialIndex
+
+                self._partial = PartialIndex(self.module, self.scopes, self.root, lambda: self.limits.check(),
+                                             visited, left)
+                events, self._partial.events = self._partial.events, []
+                return events
+            def parsed_part(root: cst.CSTNode, enter: Callable, leave: Callable) -> None:
+                walk_parsed(root, enter, leave, nothing)
+
+            return scoped_walk(self.module, self.root, self.scopes, self.scope_types, self.limits.check, {},
+                               lambda node, scope: None, parsed_part, visited=visited, left=left)
         parents: dict[cst.CSTNode, cst.CSTNode] = {}
         calls: list[tuple[cst.Call, Scope]] = []
         assignments: list[tuple[cst.Assign | cst.AugAssign, Scope]] = []
@@ -489,8 +502,8 @@ _CHECK_EVERY = 64  # nodes walked between two looks at the budget: well under a 
 def scoped_walk(root: cst.CSTNode, scope: Scope, scopes: Mapping[cst.CSTNode, Scope], scope_types: frozenset,
                 check: Callable[[], None], parents: dict[cst.CSTNode, cst.CSTNode],
                 indexed: Callable[[cst.CSTNode, Scope], None], walker: Callable, parent: cst.CSTNode | None = None,
-                visited: Mapping[type, bool] = _NONE,
-                left: Mapping[type, bool] = _NONE) -> list[tuple[bool, cst.CSTNode, Scope]]:
+                visited: Mapping[type, bool] = NO_TYPES,
+                left: Mapping[type, bool] = NO_TYPES) -> list[tuple[bool, cst.CSTNode, Scope]]:
     """Walk `root`, whose nodes lie in `scope` (under `parent`), with `walker` (mhalint.parse.walk's `walk` or
     `walk_parsed`): each node's parent goes into `parents`, each call and assignment to `indexed` with the innermost
     scope around it (`scopes` maps the nodes of `scope_types` that open one), and the events `walk_indexed` describes

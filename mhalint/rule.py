@@ -120,6 +120,13 @@ class Rule:
     # enabled rule can, a file whose triggers all appear that way is not parsed. Rules that resolve calls through
     # mhalint's name tables (imports, aliases, base classes, instances) cannot, and say False.
     acts_on_passed_values: ClassVar[bool] = True
+    # Whether the rule acts only inside the functions its own triggers match: True for a rule about an operation
+    # its trigger spells out (a `masked_fill(...)` with its fill value), False for one about calls that reach an
+    # API through names bound elsewhere (`self.attn(...)`). Such a rule is handed no node of a module-level
+    # function or method whose body holds none of its matches (nor of what is nested in one); module-level code and
+    # class bodies it sees whole. A file that only such rules' triggers match is then parsed a function at a time:
+    # the bodies they match, and those their analyses read (mhalint.parse.lazy_bodies).
+    matched_functions_only: ClassVar[bool] = False
     valid: ClassVar[tuple[Valid, ...]] = ()
     invalid: ClassVar[tuple[Invalid, ...]] = ()
     # Code that defines the free names the invalid examples take, as small synthetic tensors, by parameter name:

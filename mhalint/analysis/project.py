@@ -508,14 +508,15 @@ class Project:
             del self._contexts[path]
             self._alive.pop(path, None)
 
-    def checked(self, path: str, text: str, module, statement_lines: list[int], bodies: dict[int, list[int]]) -> None:
-        """A file the run has just checked, with its tree: an analysis of a later file that reads this one builds
-        its context on the tree instead of parsing the file again. The latest are kept, up to _MAX_CHECKED_LINES
-        lines of source."""
+    def checked(self, path: str, text: str, module, statement_lines: list[int], bodies: dict[int, list[int]],
+                shell=None) -> None:
+        """A file the run has just checked, with its tree (a `shell` with bodies still pending, if it was parsed a
+        function at a time): an analysis of a later file that reads this one builds its context on the tree instead
+        of parsing the file again. The latest are kept, up to _MAX_CHECKED_LINES lines of source."""
         path = os.path.abspath(path)
         self._to_check.discard(path)  # read again for another file once its tree is gone: only what that one asks
         self._checked.pop(path, None)
-        self._checked[path] = (text, module, statement_lines, bodies, text.count("\n"))
+        self._checked[path] = (text, module, statement_lines, bodies, text.count("\n"), shell)
         lines = sum(kept[4] for kept in self._checked.values())
         while lines > _MAX_CHECKED_LINES:
             lines -= self._checked.pop(next(iter(self._checked)))[4]
@@ -827,7 +828,7 @@ def _parse(path: str, raw: bytes | None, limits: Limits, project: Project, check
         text, _ = decode(raw)
         shell = None
         if checked is not None and checked[0] == text:
-            module, statement_lines, bodies = checked[1:4]
+            module, statement_lines, bodies, _, shell = checked[1:6]
         else:
             if "\0" in text or not limits.allows_tree(text, "libcst"):
                 return None

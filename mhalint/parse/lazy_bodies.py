@@ -124,31 +124,64 @@ def _materialise(function: LazyFunctionDef) -> cst.BaseSuite:
     return block
 
 
-def parse(text: str, syntax: ast.Module, whole: bool = False) -> Shell:
-    """The libcst module of `text` (whose CPython tree is `syntax`) with its long function bodies pending; with
-    none pending when asked for the `whole` of it, under MHALINT_FULL_PARSE=1 (to compare the two), or once a body
-    has failed to parse."""
+@dataclass
+class Bodies:
+    """Where a module's functions are, read off CPython's tree: the module-level functions and the methods of
+    module-level classes in source order (`names`, `starts`: the line of each one's first decorator or `def`), and
+    for those whose body is long enough to leave out, (first line, last line, indentation) of the body."""
+
+    names: list[str]
+    starts: list[int]
+    regions: dict[int, tuple[int, int, str]]
+    methods: list[bool]
+
+    @classmethod
+    def of(cls, text: str, syntax: ast.Module) -> Bodies:
+        lines = text.splitlines(keepends=True)
+        definitions = list(_definitions(syntax))
+        regions = {index: region for index, (definition, _) in enumerate(definitions)
+                   for region in [_region(definition, lines)] if region is not None}
+        return cls([definition.name for definition, _ in definitions],
+                   [definition.decorator_list[0].lineno if definition.decorator_list else definition.lineno
+                    for definition, _ in definitions], regions, [method for _, method in definitions])
+
+    def functions(self, module: cst.Module) -> list[cst.FunctionDef] | None:
+        """The same functions in libcst's tree of the module (whole or a shell), or None when the two parsers
+        disagree about where the functions are."""
+        functions = list(_functions(module))
+        if len(functions) != len(self.names) or any(f.name.value != name for f, name in zip(functions, self.names)):
+            return None
+        return functions
+
+    def holding(self, lines: set[int]) -> set[int]:
+        """The indexes of the regions (bodies that may be left out) that hold one of `lines`."""
+        return {index for index, (first, last, _) in self.regions.items()
+                if any(first <= line <= last for line in lines)}
+
+
+def parse(text: str, syntax: ast.Module | None, whole: bool = False, bodies: Bodies | None = None) -> Shell:
+    """The libcst module of `text` (whose CPython tree is `syntax`; or whose functions are `bodies`, when the caller
+    has read them) with its long function bodies pending; with none pending when asked for the `whole` of it,
+    under MHALINT_FULL_PARSE=1 (to compare the two), or once a body has failed to parse."""
     if whole or os.environ.get("MHALINT_FULL_PARSE") == "1" or _WHOLE_ONLY:
         return Shell(_whole(text), {})
     lines = text.splitlines(keepends=True)
-    definitions = list(_definitions(syntax))
-    regions = {index: region for index, (definition, _) in enumerate(definitions)
-               for region in [_region(definition, lines)] if region is not None}
+    bodies = bodies if bodies is not None else Bodies.of(text, syntax)
     shell_lines = list(lines)
-    for first, last, indent in regions.values():
+    for first, last, indent in bodies.regions.values():
         for index in range(first - 1, last - 1):
             shell_lines[index] = _ending(lines[index])
         shell_lines[last - 1] = indent + "..." + _ending(lines[last - 1])
     with unvalidated_nodes():
-        module = cst.parse_module("".join(shell_lines) if regions else text)
+        module = cst.parse_module("".join(shell_lines) if bodies.regions else text)
     shell = Shell(module, {})
-    functions = list(_functions(module))
-    if len(functions) != len(definitions) or any(f.name.value != d.name for f, (d, _) in zip(functions, definitions)):
-        return Shell(_whole(text), {})  # the two parsers disagree about where the functions are
-    for index, (first, last, _) in regions.items():
-        function, (definition, method) = functions[index], definitions[index]
-        start = definition.decorator_list[0].lineno if definition.decorator_list else definition.lineno
-        _BODY.__set__(function, Pending("".join(lines[start - 1:last]) + _after(lines, last), method, shell))
+    functions = bodies.functions(module)
+    if functions is None:
+        return Shell(_whole(text), {})
+    for index, (first, last, _) in bodies.regions.items():
+        function = functions[index]
+        source = "".join(lines[bodies.starts[index] - 1:last]) + _after(lines, last)
+        _BODY.__set__(function, Pending(source, bodies.methods[index], shell))
         shell.pending[function] = "".join(lines[first - 1:last])
         object.__setattr__(function, "__class__", LazyFunctionDef)
     return shell

@@ -9,9 +9,9 @@ module would have given it, so that lists come out in source order.
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Mapping
 
-from mhalint.context import called_word, scoped_walk
+from mhalint.context import NO_TYPES, called_word, scoped_walk
 from mhalint.parse.lazy import cst
 from mhalint.parse.lazy_bodies import LazyFunctionDef
 from mhalint.parse.walk import walk, walk_parsed
@@ -115,9 +115,11 @@ class PendingAttributes(_ParsedOnRead):
 
 class PartialIndex:
     """Parents, and calls by scope and by called name, of the parsed part of a module, in the order a walk of the
-    whole module lists them: each call has a key, and a pending body's calls get the key of its place."""
+    whole module lists them: each call has a key, and a pending body's calls get the key of its place. `events`:
+    the events of the first walk, as ModuleContext.walk_indexed describes them for `visited` and `left`."""
 
-    def __init__(self, module: cst.Module, scopes: dict, root: Scope, check: Callable[[], None]):
+    def __init__(self, module: cst.Module, scopes: dict, root: Scope, check: Callable[[], None],
+                 visited: Mapping[type, bool] = NO_TYPES, left: Mapping[type, bool] = NO_TYPES):
         self.scopes = scopes
         self.check = check
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
@@ -126,7 +128,10 @@ class PartialIndex:
         self._assignments: list = []  # (key, (statement, scope)) for `=` and augmented assignments
         self.places: dict[cst.CSTNode, int] = {}  # pending function -> the key of its body's place
         self._count = 0
-        self._index(module, root, None, None, lambda root, enter, leave: walk_parsed(root, enter, leave, self._pending))
+        self.events = self._index(module, root, None, None, self._walk_parsed, visited, left)
+
+    def _walk_parsed(self, root: cst.CSTNode, enter: Callable, leave: Callable) -> None:
+        walk_parsed(root, enter, leave, self._pending)
 
     def parsed(self, function: cst.FunctionDef) -> None:
         """A pending body has just been parsed: index it in its place."""
@@ -139,7 +144,8 @@ class PartialIndex:
         self._count += 1
 
     def _index(self, root: cst.CSTNode, scope: Scope, parent: cst.CSTNode | None, place: int | None,
-               walker: Callable) -> None:
+               walker: Callable, visited: Mapping[type, bool] = NO_TYPES,
+               left: Mapping[type, bool] = NO_TYPES) -> list[tuple[bool, cst.CSTNode, Scope]]:
         """Index `root`'s nodes, which lie in `scope` under `parent`: in walk order (`place` None), or at the
         place of a body parsed later."""
         sequence = 0
@@ -153,7 +159,8 @@ class PartialIndex:
                 key = (place, sequence)
             self._add(node, inner, key)
 
-        scoped_walk(root, scope, self.scopes, SCOPE_TYPES, self.check, self.parents, indexed, walker, parent)
+        return scoped_walk(root, scope, self.scopes, SCOPE_TYPES, self.check, self.parents, indexed, walker, parent,
+                           visited, left)
 
     def _add(self, node: cst.CSTNode, scope: Scope, key: tuple[int, int]) -> None:
         if type(node) in _ASSIGNMENTS:

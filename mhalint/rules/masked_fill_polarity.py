@@ -89,6 +89,7 @@ class MaskedFillPolarity(Rule):
     triggers = (r"\bmasked_fill_?\((?:[^()]|\([^()]*\))*,\s*(?:value\s*=\s*)?(?:-\s*[0-9.]+e-\d+"
                 r"|float\(\s*['\"]-?[0-9.]*e-\d+|-\s*(?![\w.]*inf\b)[A-Za-z_][\w.]*\s*\))",)
     acts_on_passed_values = False
+    matched_functions_only = True  # it reports the `masked_fill` its trigger matches
 
     valid = (
         Valid(

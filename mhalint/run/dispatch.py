@@ -20,12 +20,19 @@ class RuleDispatch:
 
     A rule that raises is switched off for the rest of the file and reported as an internal error, so one bug in
     one rule never stops the run.
+
+    A rule that acts only in the functions its triggers match (Rule.matched_functions_only) is not handed the
+    nodes of the functions in `left_out` (ids of FunctionDef nodes: the bodies that hold no match of such a rule),
+    nor of anything nested in them, whether or not their bodies were parsed: it sees the same nodes in a file
+    parsed whole as in one whose other bodies were never parsed (mhalint.run.engine).
     """
 
     def __init__(self, context: ModuleContext, rules: list[Rule], path: str, result: Result,
-                 failures: list[Finding]):
+                 failures: list[Finding], left_out: frozenset[int] = frozenset()):
         """A rule's failure (MHA902) goes to `failures`, at once: it is kept even if the walk is cut short."""
         self.context = context
+        self.left_out = left_out
+        self._outside: dict[int, bool] = {}  # id(scope) -> whether the scope lies outside the left-out functions
         self.path = path
         self.result = result
         self.failures = failures
@@ -48,7 +55,8 @@ class RuleDispatch:
             context.scope = scope
             handlers = (self.visitors if entering else self.leavers)[type(node).__name__]
             for rule, handler in handlers:
-                if id(rule) in self.disabled:
+                if id(rule) in self.disabled or rule.matched_functions_only and self.left_out and \
+                        not self._outside_left_out(scope):
                     continue
                 try:
                     handler(node)
@@ -56,6 +64,13 @@ class RuleDispatch:
                     self.disabled.add(id(rule))
                     self.failures.append(internal_error(self.path, line_or_one(context, node), rule.code, error,
                                                          self.result))
+
+    def _outside_left_out(self, scope: Scope) -> bool:
+        found = self._outside.get(id(scope))
+        if found is None:
+            found = self._outside[id(scope)] = id(scope.node) not in self.left_out and (
+                scope.parent is None or self._outside_left_out(scope.parent))
+        return found
 
 
 class _TypesNamed(dict):

@@ -74,6 +74,13 @@ class Checker:
         self.parse_all = parse_all
         self.ignore_noqa = ignore_noqa
         self.prefilter = Prefilter(pattern for rule in self.rules for pattern in rule.triggers)
+        # the triggers of the rules that act only in the functions they match (Rule.matched_functions_only), and
+        # of the others: a file only the first match is parsed a function at a time (mhalint.run.matched_functions)
+        self.function_prefilter = Prefilter(pattern for rule in self.rules if rule.matched_functions_only
+                                            for pattern in rule.triggers)
+        self.file_prefilter = Prefilter(pattern for rule in self.rules if not rule.matched_functions_only
+                                        for pattern in rule.triggers)
+        self.by_function: set[str] = set()  # such files of check_paths' run (absolute paths)
         self.skip_passed_values = not any(rule.acts_on_passed_values for rule in self.rules)
         # The files analyses may follow a class into: check_paths sets its run's project (mhalint.analysis.project);
         # a long-lived caller (the language server, the flake8 plugin) sets its own.
@@ -162,6 +169,7 @@ class Checker:
                 else:
                     unmatched[path] = scanned
         self._pull_in(project, parse, unmatched)
+        self.by_function = self._by_function(project, parse)
         for path, scanned in unmatched.items():
             findings = scanned.syntax or []
             result.files_unparsed += scanned.syntax is None
@@ -215,6 +223,18 @@ class Checker:
                 continue  # gone since the scan: it is reported as checked, without findings
             del unmatched[path]
             parse.append((path, raw, stat))
+
+    def _by_function(self, project: Project, parse: list) -> set[str]:
+        """The files of `parse` to parse a function at a time: those that only the triggers of rules acting where
+        they match match, unless they reach torch's attention classes through another file's names (the other
+        rules act on those files too: `_pull_in`)."""
+        if self.function_prefilter.regex is None:
+            return set()
+        matched = {os.path.abspath(path): raw for path, raw, _ in parse if path.endswith(".py")}
+        candidates = {path for path, raw in matched.items() if not self.file_prefilter.matches(raw)}
+        if not candidates or self.file_prefilter.regex is None:
+            return candidates
+        return candidates - project.reaching_attention(matched, candidates)
 
     def _run(self, files: list[tuple[str, bytes, os.stat_result | None]], jobs: int | None,
              checked: Callable[[int, tuple[list[Finding], list[str], bool]], None]) -> None:
@@ -313,29 +333,40 @@ class Checker:
                                                                              syntax):
             return []  # e.g. torch's 27,820-line OpInfo table, which passes sdpa to a wrapper: 0.8 GB with libcst
         with limits.excluded():  # loading libcst is the process's time, not this file's
-            from mhalint.parse.positions import (  # imports libcst, which is needed from here on anyway
-                body_lines,
-                first_lines,
-            )
+            from mhalint.parse import lazy_bodies  # imports libcst, which is needed from here on anyway
+            from mhalint.parse.positions import body_lines, first_lines
+            from mhalint.run.matched_functions import MatchedFunctions
 
         statement_lines, bodies = first_lines(syntax), body_lines(syntax)
+        matched = MatchedFunctions.of(self.function_prefilter, text, syntax) \
+            if self.function_prefilter.regex is not None else None
         del syntax  # not two trees of a large file in memory at once
         limits.check_tree(text, "libcst")
         try:
             with _recursion_limit(_RECURSION_LIMIT):  # safe here: this thread has a large stack
                 with unvalidated_nodes():
                     kept = self.project.tree(path, text) if self.project is not None and reuse is None else None
-                    module = reuse.parse(text, statement_lines) if reuse is not None else \
-                        kept if kept is not None else cst.parse_module(text)
+                    shell = None
+                    if reuse is not None:
+                        module = reuse.parse(text, statement_lines)
+                    elif kept is not None:
+                        module = kept
+                    elif matched is not None and os.path.abspath(path) in self.by_function:
+                        shell = lazy_bodies.parse(text, None, bodies=matched.bodies)
+                        module = shell.module
+                        matched.parse_matched(module)
+                    else:
+                        module = cst.parse_module(text)
                 limits.check()
                 context = ModuleContext(module, path, text, statement_lines, self.project, limits,
-                                        reuse.generated if reuse is not None else None, bodies)
-                rules = RuleDispatch(context, self._instances(context, findings, path, result), path, result, findings)
+                                        reuse.generated if reuse is not None else None, bodies, shell=shell)
+                rules = RuleDispatch(context, self._instances(context, findings, path, result), path, result, findings,
+                                     matched.left_out(module) if matched is not None else frozenset())
                 rules.run(context.walk_indexed(rules.visited, rules.left))
                 result.read_project = context.read_project
                 context.release()
                 if self.project is not None and reuse is None:  # for the analyses of the files after it
-                    self.project.checked(path, text, module, statement_lines, bodies)
+                    self.project.checked(path, text, module, statement_lines, bodies, shell)
         except cst.ParserSyntaxError:
             return [engine_finding(path, PARSE_ERROR, "Python accepts this file but libcst, the parser mhalint "
                                                        "uses, cannot parse it (syntax newer than the installed "
