@@ -116,10 +116,29 @@ def test_in_a_file_parsed_whole_it_still_sees_only_the_matched_functions(tmp_pat
     assert [line for code, line in found if code == "XYZ402"] == [6, 11, 16, 20, 26, 31]
 
 
-def test_the_other_rules_see_a_file_parsed_a_function_at_a_time_as_it_is_parsed(tmp_path, parsed_bodies):
-    """The other rules' triggers match nowhere in it, so they act on nothing in it; they are still handed the
-    nodes of what is parsed, in walk order."""
-    _run(tmp_path, MODULE, [FlagsInMarked, FlagsEverywhere])
-    assert [(code, line) for code, _, line in SEEN] == [
-        ("XYZ401", 5), ("XYZ402", 5), ("XYZ401", 15), ("XYZ402", 15), ("XYZ401", 19), ("XYZ402", 19),
-        ("XYZ401", 30), ("XYZ402", 30)]
+def test_the_other_rules_do_not_see_a_file_only_such_rules_match(tmp_path, parsed_bodies):
+    """As they never see a file no trigger matches: their findings do not depend on which other rules run."""
+    found = _run(tmp_path, MODULE, [FlagsInMarked, FlagsEverywhere])
+    assert found == [("XYZ401", 5), ("XYZ401", 15), ("XYZ401", 19), ("XYZ401", 30)]
+    assert {code for code, _, _ in SEEN} == {"XYZ401"}
+    assert sorted(parsed_bodies) == ["def marked_one(x):", "def method(self):"]
+
+
+def test_one_source_is_checked_as_in_a_run(parsed_bodies):
+    """check_source (the editor, flake8) decides alike from the source alone."""
+    checker = Checker([FlagsInMarked, FlagsEverywhere])
+    found = checker.check_source(MODULE.encode(), "model.py")
+    assert [(finding.code, finding.line) for finding in found] == [
+        ("XYZ401", 5), ("XYZ401", 15), ("XYZ401", 19), ("XYZ401", 30)]
+    assert sorted(parsed_bodies) == ["def marked_one(x):", "def method(self):"]
+    found = checker.check_source(("import torch\n" + MODULE).encode(), "model.py")
+    assert {finding.code for finding in found} == {"XYZ401", "XYZ402"}
+
+
+def test_a_file_reaching_attention_through_another_file_is_checked_whole(tmp_path, parsed_bodies):
+    """Its triggers are another file's: every rule may act on it (mhalint.run.engine's `_pull_in`)."""
+    (tmp_path / "layers.py").write_text("import torch\nclass MyMHA(torch.nn.MultiheadAttention):\n    pass\n")
+    found = _run(tmp_path, "from layers import MyMHA\n" + MODULE, [FlagsInMarked, FlagsEverywhere])
+    assert [line for code, line in found if code == "XYZ402"] == [6, 11, 16, 20, 26, 31]
+    assert [line for code, line in found if code == "XYZ401"] == [6, 16, 20, 31]
+    assert parsed_bodies == []

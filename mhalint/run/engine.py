@@ -80,7 +80,9 @@ class Checker:
                                             for pattern in rule.triggers)
         self.file_prefilter = Prefilter(pattern for rule in self.rules if not rule.matched_functions_only
                                         for pattern in rule.triggers)
-        self.by_function: set[str] = set()  # such files of check_paths' run (absolute paths)
+        # such files of check_paths' run (absolute paths); None outside one, where a file is such a file when the
+        # other rules' triggers do not match it
+        self.by_function: set[str] | None = None
         self.skip_passed_values = not any(rule.acts_on_passed_values for rule in self.rules)
         # The files analyses may follow a class into: check_paths sets its run's project (mhalint.analysis.project);
         # a long-lived caller (the language server, the flake8 plugin) sets its own.
@@ -169,7 +171,7 @@ class Checker:
                 else:
                     unmatched[path] = scanned
         self._pull_in(project, parse, unmatched)
-        self.by_function = self._by_function(project, parse)
+        by_function = self._by_function(project, parse)
         for path, scanned in unmatched.items():
             findings = scanned.syntax or []
             result.files_unparsed += scanned.syntax is None
@@ -191,13 +193,13 @@ class Checker:
                 cache.store(path, cache.digest(raw), stat, findings, fingerprint() if read_project else "")
             done(path, findings)
 
-        self.project = project
+        self.project, self.by_function = project, by_function
         project.will_check(path for path, _, _ in parse)
         try:
             with collector.batch():
                 self._run(parse, jobs, checked)
         finally:
-            self.project = None
+            self.project = self.by_function = None
         for index in sorted(failures_by_index):
             result.tracebacks.extend(failures_by_index[index])
         if cache is not None:
@@ -259,10 +261,23 @@ class Checker:
             return [_too_complex(path, reason)]
         return [found] if isinstance(found, Finding) else []
 
-    def _instances(self, context: ModuleContext, findings: list[Finding], path: str, result: Result) -> list[Rule]:
-        """One instance of each rule for this file; a rule that fails to set up is an internal error."""
+    def _function_only(self, path: str, source: bytes) -> bool:
+        """Whether only the rules that act where their triggers match are run on this file: their triggers match
+        it, the other rules' do not, and (in check_paths) it reaches no attention class through another file's
+        names. The other rules then never see it, as they never see a file none of the triggers match."""
+        if self.function_prefilter.regex is None:
+            return False
+        if self.by_function is not None:
+            return os.path.abspath(path) in self.by_function
+        return not self.file_prefilter.matches(source)
+
+    def _instances(self, context: ModuleContext, findings: list[Finding], path: str, result: Result,
+                   function_only: bool) -> list[Rule]:
+        """One instance of each rule run on this file; a rule that fails to set up is an internal error."""
         instances = []
         for rule in self.rules:
+            if function_only and not rule.matched_functions_only:
+                continue
             try:
                 instances.append(rule(context, findings.append))
             except Exception as error:  # contained like an error in a visitor
@@ -340,6 +355,7 @@ class Checker:
         statement_lines, bodies = first_lines(syntax), body_lines(syntax)
         matched = MatchedFunctions.of(self.function_prefilter, text, syntax) \
             if self.function_prefilter.regex is not None else None
+        function_only = self._function_only(path, source)
         del syntax  # not two trees of a large file in memory at once
         limits.check_tree(text, "libcst")
         try:
@@ -351,7 +367,7 @@ class Checker:
                         module = reuse.parse(text, statement_lines)
                     elif kept is not None:
                         module = kept
-                    elif matched is not None and os.path.abspath(path) in self.by_function:
+                    elif function_only:
                         shell = lazy_bodies.parse(text, None, bodies=matched.bodies)
                         module = shell.module
                         matched.parse_matched(module)
@@ -360,8 +376,8 @@ class Checker:
                 limits.check()
                 context = ModuleContext(module, path, text, statement_lines, self.project, limits,
                                         reuse.generated if reuse is not None else None, bodies, shell=shell)
-                rules = RuleDispatch(context, self._instances(context, findings, path, result), path, result, findings,
-                                     matched.left_out(module) if matched is not None else frozenset())
+                rules = RuleDispatch(context, self._instances(context, findings, path, result, function_only), path,
+                                     result, findings, matched.left_out(module) if matched is not None else frozenset())
                 rules.run(context.walk_indexed(rules.visited, rules.left))
                 result.read_project = context.read_project
                 context.release()
