@@ -288,8 +288,15 @@ class ModuleContext:
         A name the module itself defines (a project class called MultiheadAttention) is not torch's: it resolves to
         `<module>.Name`.
         """
-        dotted = self._dotted(expr, scope or self.root, depth=0)
-        return torchapi.canonical(dotted)
+        scope = scope or self.root
+        memo = self.memo.get("qualified_name")
+        if memo is None:
+            memo = self.memo["qualified_name"] = {}
+        key = (id(expr), id(scope))  # ids: asked of most calls by every rule, and a node's hash is Python code
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = (torchapi.canonical(self._dotted(expr, scope, depth=0)), expr)  # the node kept: its id
+        return found[0]
 
     def _dotted(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> str | None:
         if depth > 8:

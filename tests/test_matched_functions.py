@@ -142,3 +142,10 @@ def test_a_file_reaching_attention_through_another_file_is_checked_whole(tmp_pat
     assert [line for code, line in found if code == "XYZ402"] == [6, 11, 16, 20, 26, 31]
     assert [line for code, line in found if code == "XYZ401"] == [6, 16, 20, 31]
     assert parsed_bodies == []
+
+
+def test_it_is_not_run_on_a_file_its_triggers_do_not_match(tmp_path):
+    """Not even on module-level code: it acts only where its triggers match, and they match nowhere."""
+    found = _run(tmp_path, "import torch\nflag()\n", [FlagsInMarked, FlagsEverywhere])
+    assert found == [("XYZ402", 2)]
+    assert {code for code, _, _ in SEEN} == {"XYZ402"}

@@ -43,6 +43,7 @@ from mhalint.run.scan import Scanned, scan
 if TYPE_CHECKING:
     from mhalint.parse.incremental import Reparser  # imports libcst, which a run without a trigger never loads
     from mhalint.run.cache import Cache
+    from mhalint.run.matched_functions import MatchedFunctions
 
 SOURCES = (".py", ".pyi", ".ipynb")
 
@@ -233,7 +234,8 @@ class Checker:
         if self.function_prefilter.regex is None:
             return set()
         matched = {os.path.abspath(path): raw for path, raw, _ in parse if path.endswith(".py")}
-        candidates = {path for path, raw in matched.items() if not self.file_prefilter.matches(raw)}
+        candidates = {path for path, raw in matched.items()  # the first test finds most files out by a word
+                      if self.function_prefilter.matches(raw) and not self.file_prefilter.matches(raw)}
         if not candidates or self.file_prefilter.regex is None:
             return candidates
         return candidates - project.reaching_attention(matched, candidates)
@@ -272,12 +274,12 @@ class Checker:
         return not self.file_prefilter.matches(source)
 
     def _instances(self, context: ModuleContext, findings: list[Finding], path: str, result: Result,
-                   function_only: bool) -> list[Rule]:
+                   function_only: bool, matched: MatchedFunctions | None) -> list[Rule]:
         """One instance of each rule run on this file; a rule that fails to set up is an internal error."""
         instances = []
         for rule in self.rules:
-            if function_only and not rule.matched_functions_only:
-                continue
+            if (function_only and not rule.matched_functions_only) or (matched is None and rule.matched_functions_only):
+                continue  # a rule that acts where its triggers match, in a file they do not match, has nothing to do
             try:
                 instances.append(rule(context, findings.append))
             except Exception as error:  # contained like an error in a visitor
@@ -353,8 +355,7 @@ class Checker:
             from mhalint.run.matched_functions import MatchedFunctions
 
         statement_lines, bodies = first_lines(syntax), body_lines(syntax)
-        matched = MatchedFunctions.of(self.function_prefilter, text, syntax) \
-            if self.function_prefilter.regex is not None else None
+        matched = MatchedFunctions.of(self.function_prefilter, text, syntax)  # None: no such rule, or no match
         function_only = self._function_only(path, source)
         del syntax  # not two trees of a large file in memory at once
         limits.check_tree(text, "libcst")
@@ -367,7 +368,7 @@ class Checker:
                         module = reuse.parse(text, statement_lines)
                     elif kept is not None:
                         module = kept
-                    elif function_only:
+                    elif function_only and matched is not None:
                         shell = lazy_bodies.parse(text, None, bodies=matched.bodies)
                         module = shell.module
                         matched.parse_matched(module)
@@ -376,8 +377,9 @@ class Checker:
                 limits.check()
                 context = ModuleContext(module, path, text, statement_lines, self.project, limits,
                                         reuse.generated if reuse is not None else None, bodies, shell=shell)
-                rules = RuleDispatch(context, self._instances(context, findings, path, result, function_only), path,
-                                     result, findings, matched.left_out(module) if matched is not None else frozenset())
+                rules = RuleDispatch(context, self._instances(context, findings, path, result, function_only, matched),
+                                     path, result, findings,
+                                     matched.left_out(module) if matched is not None else frozenset())
                 rules.run(context.walk_indexed(rules.visited, rules.left))
                 result.read_project = context.read_project
                 context.release()

@@ -24,13 +24,16 @@ class MatchedFunctions:
     matched: set[int]  # the indexes of the bodies (Bodies.regions) that hold a match
 
     @classmethod
-    def of(cls, prefilter: Prefilter, text: str, syntax: ast.Module) -> MatchedFunctions:
+    def of(cls, prefilter: Prefilter, text: str, syntax: ast.Module) -> MatchedFunctions | None:
         """The bodies of `text` (whose CPython tree is `syntax`) that hold a match of `prefilter`, on any line of
-        the match."""
+        the match; None when nothing in the file matches."""
         encoded = text.encode("utf-8", "surrogatepass")
+        matches = list(prefilter.code_matches(encoded))
+        if not matches:
+            return None
         starts = line_starts(encoded)
         lines: set[int] = set()
-        for match in prefilter.code_matches(encoded):
+        for match in matches:
             first = bisect.bisect_right(starts, match.start())
             lines.update(range(first, bisect.bisect_right(starts, max(match.end() - 1, match.start())) + 1))
         bodies = Bodies.of(text, syntax)
