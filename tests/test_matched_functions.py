@@ -149,3 +149,19 @@ def test_it_is_not_run_on_a_file_its_triggers_do_not_match(tmp_path):
     found = _run(tmp_path, "import torch\nflag()\n", [FlagsInMarked, FlagsEverywhere])
     assert found == [("XYZ402", 2)]
     assert {code for code, _, _ in SEEN} == {"XYZ402"}
+
+
+def test_its_events_come_also_when_a_rule_asked_the_index_first(tmp_path, parsed_bodies):
+    """A rule's set-up may read the index of the parsed part (built then); the walk that hands the rules their
+    nodes is the same."""
+
+    class AsksFirst(FlagsInMarked):
+        code = "XYZ403"
+
+        def __init__(self, context, emit):
+            super().__init__(context, emit)
+            self.calls = [call for call, _ in context.calls_named("flag")]
+
+    assert _run(tmp_path, MODULE, [AsksFirst]) == [("XYZ403", 5), ("XYZ403", 15), ("XYZ403", 19), ("XYZ403", 30)]
+    assert sorted(parsed_bodies) == ["def marked_one(x):", "def method(self):", "def other(self):",
+                                     "def unmarked(x):"]

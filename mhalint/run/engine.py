@@ -75,12 +75,6 @@ class Checker:
         self.parse_all = parse_all
         self.ignore_noqa = ignore_noqa
         self.prefilter = Prefilter(pattern for rule in self.rules for pattern in rule.triggers)
-        # the triggers of the rules that act only in the functions they match (Rule.matched_functions_only), and
-        # of the others: a file only the first match is parsed a function at a time (mhalint.run.matched_functions)
-        self.function_prefilter = Prefilter(pattern for rule in self.rules if rule.matched_functions_only
-                                            for pattern in rule.triggers)
-        self.file_prefilter = Prefilter(pattern for rule in self.rules if not rule.matched_functions_only
-                                        for pattern in rule.triggers)
         # such files of check_paths' run (absolute paths); None outside one, where a file is such a file when the
         # other rules' triggers do not match it
         self.by_function: set[str] | None = None
@@ -227,6 +221,17 @@ class Checker:
             del unmatched[path]
             parse.append((path, raw, stat))
 
+    # The triggers of the rules that act only in the functions they match (Rule.matched_functions_only), and of the
+    # others: a file only the first match is parsed a function at a time (mhalint.run.matched_functions). Built when
+    # first asked: a run whose files match no trigger never compiles them.
+    @functools.cached_property
+    def function_prefilter(self) -> Prefilter:
+        return Prefilter(pattern for rule in self.rules if rule.matched_functions_only for pattern in rule.triggers)
+
+    @functools.cached_property
+    def file_prefilter(self) -> Prefilter:
+        return Prefilter(pattern for rule in self.rules if not rule.matched_functions_only for pattern in rule.triggers)
+
     def _by_function(self, project: Project, parse: list) -> set[str]:
         """The files of `parse` to parse a function at a time: those that only the triggers of rules acting where
         they match match, unless they reach torch's attention classes through another file's names (the other
@@ -346,8 +351,8 @@ class Checker:
             return [read]
         text, syntax = read
         del read  # the tree goes with `syntax`, below
-        if self.skip_passed_values and self.prefilter.only_passed_as_values(text.encode("utf-8", "surrogatepass"),
-                                                                             syntax):
+        encoded = text.encode("utf-8", "surrogatepass")  # what CPython's columns count (and the prefilter reads)
+        if self.skip_passed_values and self.prefilter.only_passed_as_values(encoded, syntax):
             return []  # e.g. torch's 27,820-line OpInfo table, which passes sdpa to a wrapper: 0.8 GB with libcst
         with limits.excluded():  # loading libcst is the process's time, not this file's
             from mhalint.parse import lazy_bodies  # imports libcst, which is needed from here on anyway
@@ -355,7 +360,8 @@ class Checker:
             from mhalint.run.matched_functions import MatchedFunctions
 
         statement_lines, bodies = first_lines(syntax), body_lines(syntax)
-        matched = MatchedFunctions.of(self.function_prefilter, text, syntax)  # None: no such rule, or no match
+        matched = MatchedFunctions.of(self.function_prefilter, text, encoded, syntax)  # None: no such rule or match
+        del encoded
         function_only = self._function_only(path, source)
         del syntax  # not two trees of a large file in memory at once
         limits.check_tree(text, "libcst")

@@ -24,10 +24,9 @@ class MatchedFunctions:
     matched: set[int]  # the indexes of the bodies (Bodies.regions) that hold a match
 
     @classmethod
-    def of(cls, prefilter: Prefilter, text: str, syntax: ast.Module) -> MatchedFunctions | None:
-        """The bodies of `text` (whose CPython tree is `syntax`) that hold a match of `prefilter`, on any line of
-        the match; None when nothing in the file matches."""
-        encoded = text.encode("utf-8", "surrogatepass")
+    def of(cls, prefilter: Prefilter, text: str, encoded: bytes, syntax: ast.Module) -> MatchedFunctions | None:
+        """The bodies of `text` (`encoded` in UTF-8, its CPython tree `syntax`) that hold a match of `prefilter`, on
+        any line of the match; None when nothing in the file matches."""
         matches = list(prefilter.code_matches(encoded))
         if not matches:
             return None
